@@ -1,0 +1,159 @@
+"""Builders and verifier for the ops of the `opscope` dialect.
+
+The IREE 3.13 Python context has neither `irdl` nor `dialects.ext`, so opscope ops are
+created as generic (unregistered) operations by typed builders and checked by
+`verify_stat`; `opscope.irdl.mlir` gives stock tools (`iree-opt --irdl-file`) the same
+definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+STAT_KINDS: tuple[str, ...] = (
+    "min",
+    "max",
+    "mean",
+    "l1",
+    "sumsq",
+    "nnz",
+    "kurtosis",
+    "hist",
+    "elemsig",
+    "chan_maxabs",
+    "chan_outlier",
+    "pos_sumsq",
+    "adj_sumsq",
+)
+ROLES: tuple[str, ...] = ("lhs", "rhs", "out")
+FLOAT_TYPES: tuple[str, ...] = ("f32", "f16", "bf16")
+STAT_OP = "opscope.stat"
+
+
+def irdl_path() -> Path:
+    """Path of the IRDL definition, for `iree-opt --irdl-file=...`."""
+    return Path(__file__).with_name("opscope.irdl.mlir")
+
+
+@dataclass(frozen=True)
+class StatOp:
+    """A read-only view of one `opscope.stat` op."""
+
+    op: ir.Operation
+
+    @property
+    def value(self) -> ir.Value:
+        return self.op.operands[0]
+
+    @property
+    def kind(self) -> str:
+        return ir.StringAttr(self.op.attributes["kind"]).value
+
+    @property
+    def site(self) -> str:
+        return ir.StringAttr(self.op.attributes["site"]).value
+
+    @property
+    def role(self) -> str:
+        return ir.StringAttr(self.op.attributes["role"]).value
+
+    @property
+    def options(self) -> dict[str, object]:
+        d = ir.DictAttr(self.op.attributes["options"])
+        return {d[i].name: _py_value(d[i].attr) for i in range(len(d))}
+
+
+def _py_value(attr: ir.Attribute) -> object:
+    if isinstance(attr, ir.BoolAttr):
+        return attr.value
+    if isinstance(attr, ir.IntegerAttr):
+        return attr.value
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    return str(attr)
+
+
+def _options_attr(options: dict[str, object]) -> ir.DictAttr:
+    f32 = ir.F32Type.get()
+    i64 = ir.IntegerType.get_signless(64)
+    attrs: dict[str, ir.Attribute] = {}
+    for name, v in options.items():
+        if isinstance(v, bool):
+            attrs[name] = ir.BoolAttr.get(v)
+        elif isinstance(v, int):
+            attrs[name] = ir.IntegerAttr.get(i64, v)
+        elif isinstance(v, float):
+            attrs[name] = ir.FloatAttr.get(f32, v)
+        else:
+            attrs[name] = ir.StringAttr.get(str(v))
+    return ir.DictAttr.get(attrs)
+
+
+def stat(
+    value: ir.Value,
+    kind: str,
+    site: str,
+    role: str,
+    options: dict[str, object] | None = None,
+    *,
+    loc: ir.Location | None = None,
+    ip: ir.InsertionPoint | None = None,
+) -> ir.Operation:
+    """Record statistic `kind` of `value`, operand `role` of site `site`.
+
+        "opscope.stat"(%lhs) {kind = "max", options = {}, role = "lhs", site = "fc1"}
+            : (tensor<64x128xf32>) -> ()
+    """
+    op = ir.Operation.create(
+        STAT_OP,
+        results=[],
+        operands=[value],
+        attributes={
+            "kind": ir.StringAttr.get(kind),
+            "site": ir.StringAttr.get(site),
+            "role": ir.StringAttr.get(role),
+            "options": _options_attr(options or {}),
+        },
+        loc=loc,
+        ip=ip,
+    )
+    problem = verify_stat(op)
+    if problem:
+        op.erase()
+        raise ValueError(problem)
+    return op
+
+
+def verify_stat(op: ir.Operation) -> str | None:
+    """Return why `op` is not a valid `opscope.stat`, or None when it is."""
+    attrs = op.attributes
+    for name in ("kind", "site", "role", "options"):
+        if name not in attrs:
+            return f"opscope.stat: missing attribute '{name}'"
+    if len(op.operands) != 1 or len(op.results) != 0:
+        return "opscope.stat: expects one operand and no results"
+    view = StatOp(op)
+    if view.kind not in STAT_KINDS:
+        return f"opscope.stat: unknown kind '{view.kind}' (expected one of {', '.join(STAT_KINDS)})"
+    if view.role not in ROLES:
+        return f"opscope.stat: unknown role '{view.role}' (expected one of {', '.join(ROLES)})"
+    ty = view.value.type
+    if not isinstance(ty, ir.RankedTensorType):
+        return f"opscope.stat: expects a ranked tensor, got {ty}"
+    if not ty.has_static_shape:
+        return f"opscope.stat: dynamic shape {ty} is not supported (stat kernels are static-shaped)"
+    if str(ty.element_type) not in FLOAT_TYPES:
+        return f"opscope.stat: unsupported element type {ty.element_type} (expected f32, f16 or bf16)"
+    if view.kind == "hist":
+        opts = view.options
+        missing = {"bins", "lo", "hi", "normalize"} - set(opts)
+        if missing:
+            return f"opscope.stat: hist needs options {sorted(missing)}"
+        if int(opts["bins"]) <= 0 or not float(opts["lo"]) < float(opts["hi"]):
+            return "opscope.stat: hist needs bins > 0 and lo < hi"
+    return None

@@ -1,0 +1,167 @@
+"""Compile an MLIR module with IREE in-process, cached by IR hash + flags.
+
+One `Session` per flag set, one `Invocation` per module; IR travels as bytecode so
+locations survive. Before compiling, `check_compilable` refuses IR that would crash
+iree-compile (left-over opscope ops, ops of unknown dialects) with a one-line error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+
+from opscope.errors import OpscopeError
+from opscope.targets import Target, get_target
+
+
+@dataclass(frozen=True)
+class CompiledModule:
+    """A compiled IREE module and how it was made."""
+
+    vmfb: bytes
+    target: Target
+    flags: tuple[str, ...]
+    statistics: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def dispatch_count(self) -> int | None:
+        """Dispatches per invocation, from IREE's scheduling statistics (when requested)."""
+        try:
+            return int(self.statistics["stream-aggregate"]["execution"]["dispatch-count"])
+        except (KeyError, TypeError):
+            return None
+
+
+_MEMO: dict[str, CompiledModule] = {}
+
+
+def cache_dir() -> Path:
+    """Where compiled modules are cached on disk (`OPSCOPE_CACHE_DIR` overrides)."""
+    base = os.environ.get("OPSCOPE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "opscope"
+    )
+    return Path(base) / "vmfb"
+
+
+def module_bytecode(module: ir.Module) -> bytes:
+    """The module as MLIR bytecode (keeps locations, unlike default text printing)."""
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    return buf.getvalue()
+
+
+def check_compilable(module: ir.Module) -> None:
+    """Refuse IR that iree-compile cannot take, naming the first offending op and its location."""
+    ctx = module.context
+    problems: list[str] = []
+
+    def visit(op):
+        name = op.name
+        if name.startswith("opscope."):
+            problems.append(
+                f"left-over '{name}' at {op.location}: run the lower-opscope pass before compiling"
+            )
+            return ir.WalkResult.INTERRUPT
+        if not ctx.is_registered_operation(name):
+            problems.append(f"unknown op '{name}' at {op.location}: iree-compile cannot lower it")
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if problems:
+        raise OpscopeError(problems[0])
+
+
+def compile_module(
+    module: ir.Module | str | bytes,
+    target: str | Target = "llvm-cpu",
+    extra_flags: tuple[str, ...] | list[str] = (),
+    statistics: bool = False,
+    use_cache: bool = True,
+) -> CompiledModule:
+    """Compile `module` (an ir.Module, MLIR text or bytecode) for `target` with IREE."""
+    tgt = target if isinstance(target, Target) else get_target(target)
+    if isinstance(module, ir.Module):
+        check_compilable(module)
+        source = module_bytecode(module)
+    elif isinstance(module, str):
+        source = module.encode()
+    else:
+        source = bytes(module)
+    flags = tuple(tgt.flags) + tuple(extra_flags)
+    key = hashlib.sha256(source + b"\0" + "\0".join(flags).encode() + bytes([statistics])).hexdigest()
+    if use_cache and key in _MEMO:
+        return _MEMO[key]
+    disk = cache_dir() / f"{key}.vmfb"
+    if use_cache and not statistics and disk.exists():
+        result = CompiledModule(disk.read_bytes(), tgt, flags)
+    else:
+        result = _compile(source, tgt, flags, statistics)
+        if use_cache and not statistics:
+            try:
+                disk.parent.mkdir(parents=True, exist_ok=True)
+                tmp = disk.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_bytes(result.vmfb)
+                tmp.replace(disk)
+            except OSError:
+                pass  # a read-only cache only costs time
+    if use_cache:
+        _MEMO[key] = result
+    return result
+
+
+def _compile(source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool) -> CompiledModule:
+    from iree.compiler.api import Output, Session, Source
+
+    stats_path = None
+    all_flags = list(flags)
+    if statistics:
+        fd, stats_path = tempfile.mkstemp(suffix=".json", prefix="opscope-stats-")
+        os.close(fd)
+        all_flags += [
+            "--iree-scheduling-dump-statistics-format=json",
+            f"--iree-scheduling-dump-statistics-file={stats_path}",
+        ]
+    session = Session()
+    try:
+        try:
+            session.set_flags(*all_flags)
+        except ValueError as e:
+            raise OpscopeError(f"iree-compile rejected flags for '{tgt.name}': {e}") from None
+        errors: list[str] = []
+
+        def on_diag(d):
+            if str(d.severity).endswith("ERROR"):
+                errors.append(f"{d.location}: {d.message}")
+            return True
+
+        session.context.attach_diagnostic_handler(on_diag)
+        inv = session.invocation()
+        src = Source.wrap_buffer(session, source)
+        ok = inv.parse_source(src) and inv.execute()
+        if not ok:
+            first = errors[0].splitlines()[0] if errors else "no diagnostic was produced"
+            raise OpscopeError(f"iree-compile failed for target '{tgt.name}': {first}")
+        out = Output.open_membuffer()
+        inv.output_vm_bytecode(out)
+        vmfb = bytes(out.map_memory())
+        out.close()
+        inv.close()
+    finally:
+        session.close()
+    stats = {}
+    if stats_path:
+        try:
+            stats = json.loads(Path(stats_path).read_text() or "{}")
+        except (OSError, json.JSONDecodeError):
+            stats = {}
+        finally:
+            os.unlink(stats_path)
+    return CompiledModule(vmfb, tgt, flags, stats)

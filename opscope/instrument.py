@@ -1,0 +1,33 @@
+"""The Python API of the spine: inject statistics into a module and get its manifest."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from opscope.manifest import Manifest
+from opscope.passes.inject_matmul_stats import InjectMatmulStats
+from opscope.passes.lower_opscope import LowerOpscope
+from opscope.pipeline import Pipeline, run_pipeline
+from opscope.sites import Site
+from opscope.stat_config import StatConfig
+
+
+def inject_matmul_stats(
+    module,
+    config: StatConfig = StatConfig(),
+    keep: Callable[[Site], bool] | None = None,
+    sites: str = "",
+    pack: bool = True,
+    outline: bool = True,
+):
+    """Tap every matmul site of `module` (in place) and lower the taps; returns (module, manifest).
+
+    `keep(site)` is the reference's filtered form (it sees `site.lhs_numel`,
+    `site.out_numel`, `site.name`, ...); `sites` is a name regex.
+    """
+    pipeline = Pipeline((
+        InjectMatmulStats.from_config(config, sites=sites, keep=keep),
+        LowerOpscope(pack=pack, outline=outline),
+    ))
+    run_pipeline(module, pipeline)
+    return module, Manifest.from_module(module)

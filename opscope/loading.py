@@ -1,0 +1,73 @@
+"""One IR context for opscope and loading modules from text, bytecode or files.
+
+Parse errors become one-line `OpscopeError`s that name the file, line and column.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from iree.compiler import ir
+
+from opscope.errors import OpscopeError
+
+
+def new_context() -> ir.Context:
+    """A context with every IREE dialect, that also admits opscope's generic ops."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    return ctx
+
+
+def parse_module(source: str | bytes, context: ir.Context | None = None, name: str = "<input>") -> ir.Module:
+    """Parse MLIR text or bytecode into a module, or raise a one-line error with its location."""
+    ctx = context or new_context()
+    try:
+        if isinstance(source, bytes) and source.startswith(b"ML\xefR"):
+            return ir.Module.parse(source, ctx)
+        text = source.decode() if isinstance(source, bytes) else source
+        return ir.Module.parse(text, ctx)
+    except ir.MLIRError as e:
+        diags = getattr(e, "error_diagnostics", None) or []
+        if diags:
+            d = diags[0]
+            loc = str(d.location)
+            loc = loc.replace('loc("-":', f"loc(\"{name}\":") if loc.startswith('loc("-":') else loc
+            raise OpscopeError(f"malformed MLIR at {_short_loc(loc, name)}: {d.message}") from None
+        raise OpscopeError(f"malformed MLIR in {name}: {str(e).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise OpscopeError(f"{name} is neither MLIR text nor MLIR bytecode") from None
+
+
+def _short_loc(loc: str, name: str) -> str:
+    """'loc("x.mlir":3:7)' -> 'x.mlir:3:7'."""
+    if loc.startswith("loc(") and loc.endswith(")"):
+        inner = loc[4:-1]
+        if inner.startswith('"') and '":' in inner:
+            file, _, rest = inner[1:].partition('":')
+            return f"{name if file in ('-', '') else file}:{rest}"
+        return inner
+    return loc
+
+
+def load_module(path: str | Path, context: ir.Context | None = None) -> ir.Module:
+    """Load an .mlir (text) or .mlirbc (bytecode) file; '-' reads standard input."""
+    import sys
+
+    if str(path) == "-":
+        data = sys.stdin.buffer.read()
+        return parse_module(data, context, "<stdin>")
+    p = Path(path)
+    if not p.exists():
+        raise OpscopeError(f"no such file: {p}")
+    if p.is_dir():
+        raise OpscopeError(f"{p} is a directory, not an MLIR file")
+    return parse_module(p.read_bytes(), context, str(p))
+
+
+def module_text(module: ir.Module, debug_info: bool = False) -> str:
+    """Print a module; `debug_info` keeps locations (default printing drops them)."""
+    buf = io.StringIO()
+    module.operation.print(file=buf, enable_debug_info=debug_info)
+    return buf.getvalue()

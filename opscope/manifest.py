@@ -1,0 +1,176 @@
+"""The manifest: which function result holds which statistic, read back from the IR.
+
+`Manifest.from_module` reads the result attributes `lower-opscope` writes (either form:
+`opscope.pack` on a packed result, or `opscope.site/role/stat/numel` on a single-stat
+result) and the site table `opscope.sites`, so it can never drift from the IR. It saves
+as a JSON sidecar and decodes a run's outputs into (site, role, stat, idx, value) rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from iree.compiler import ir
+
+from opscope.errors import OpscopeError
+
+
+@dataclass(frozen=True)
+class StatEntry:
+    """One statistic: function result `result`, elements [offset, offset+length)."""
+
+    result: int
+    offset: int
+    length: int
+    site: str
+    role: str
+    stat: str
+    numel: int
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """A tapped site's shape and cost."""
+
+    name: str
+    kind: str
+    batch: int
+    m: int
+    k: int
+    n: int
+    flops: int
+
+
+@dataclass
+class Manifest:
+    """What the appended results of one function hold."""
+
+    function: str
+    num_results: int
+    num_original_results: int
+    entries: list[StatEntry] = field(default_factory=list)
+    sites: list[SiteInfo] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+    # -- reading the IR ------------------------------------------------------------------
+    @classmethod
+    def from_module(cls, module, function: str | None = None) -> "Manifest":
+        """Read the manifest of `function` (default: the public function with statistics)."""
+        fns = [op.operation for op in module.operation.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+        public = [f for f in fns if "sym_visibility" not in f.attributes
+                  or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"]
+        if function is not None:
+            chosen = [f for f in fns if ir.StringAttr(f.attributes["sym_name"]).value == function]
+            if not chosen:
+                raise OpscopeError(f"no function @{function} in the module")
+        else:
+            chosen = [f for f in public if "res_attrs" in f.attributes and _has_stats(f)] or public[:1]
+            if not chosen:
+                raise OpscopeError("the module has no public function")
+        return cls._from_function(chosen[0])
+
+    @classmethod
+    def _from_function(cls, fn) -> "Manifest":
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        n_results = len(fty.results)
+        entries: list[StatEntry] = []
+        first_stat = n_results
+        if "res_attrs" in fn.attributes:
+            for idx, attr in enumerate(ir.ArrayAttr(fn.attributes["res_attrs"])):
+                d = ir.DictAttr(attr)
+                got = _entries_of(idx, d, _length(fty.results[idx]))
+                if got:
+                    first_stat = min(first_stat, idx)
+                    entries += got
+        sites = []
+        if "opscope.sites" in fn.attributes:
+            for attr in ir.ArrayAttr(fn.attributes["opscope.sites"]):
+                d = ir.DictAttr(attr)
+                sites.append(SiteInfo(
+                    ir.StringAttr(d["name"]).value, ir.StringAttr(d["kind"]).value,
+                    *(ir.IntegerAttr(d[k]).value for k in ("batch", "m", "k", "n", "flops")),
+                ))
+        return cls(name, n_results, first_stat, entries, sites)
+
+    # -- JSON sidecar --------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        d = json.loads(text)
+        return cls(
+            d["function"], d["num_results"], d["num_original_results"],
+            [StatEntry(**e) for e in d["entries"]], [SiteInfo(**s) for s in d["sites"]],
+            list(d.get("flags", [])),
+        )
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Manifest":
+        p = Path(path)
+        if not p.exists():
+            raise OpscopeError(f"no such manifest: {p}")
+        try:
+            return cls.from_json(p.read_text())
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise OpscopeError(f"{p} is not an opscope manifest: {e}") from None
+
+    # -- decoding outputs ----------------------------------------------------------------
+    def values(self, outputs: list[np.ndarray]) -> dict[tuple[str, str, str], np.ndarray]:
+        """(site, role, stat) -> the statistic's values, from one run's outputs."""
+        if len(outputs) != self.num_results:
+            raise OpscopeError(
+                f"expected {self.num_results} outputs for @{self.function}, got {len(outputs)}"
+            )
+        out = {}
+        for e in self.entries:
+            flat = np.asarray(outputs[e.result]).reshape(-1)
+            out[(e.site, e.role, e.stat)] = flat[e.offset : e.offset + e.length]
+        return out
+
+    def rows(self, outputs: list[np.ndarray]):
+        """Yield (site, role, stat, idx, value) for every statistic element."""
+        for (site, role, stat), vals in self.values(outputs).items():
+            for i, v in enumerate(vals.tolist()):
+                yield site, role, stat, i, v
+
+    def site_flops(self) -> dict[str, int]:
+        return {s.name: s.flops for s in self.sites}
+
+
+def _length(ty: ir.Type) -> int:
+    shaped = ir.ShapedType(ty)
+    n = 1
+    for s in shaped.shape:
+        n *= s
+    return n
+
+
+def _entries_of(idx: int, d: ir.DictAttr, length: int = 0) -> list[StatEntry]:
+    if "opscope.pack" in d:
+        out = []
+        for attr in ir.ArrayAttr(d["opscope.pack"]):
+            e = ir.DictAttr(attr)
+            out.append(StatEntry(
+                idx, ir.IntegerAttr(e["offset"]).value, ir.IntegerAttr(e["length"]).value,
+                ir.StringAttr(e["site"]).value, ir.StringAttr(e["role"]).value,
+                ir.StringAttr(e["stat"]).value, ir.IntegerAttr(e["numel"]).value,
+            ))
+        return out
+    if "opscope.stat" in d:
+        return [StatEntry(
+            idx, 0, length, ir.StringAttr(d["opscope.site"]).value, ir.StringAttr(d["opscope.role"]).value,
+            ir.StringAttr(d["opscope.stat"]).value, ir.IntegerAttr(d["opscope.numel"]).value,
+        )]
+    return []
+
+
+def _has_stats(fn) -> bool:
+    return any(_entries_of(i, ir.DictAttr(a), 0) for i, a in enumerate(ir.ArrayAttr(fn.attributes["res_attrs"])))

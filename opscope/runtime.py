@@ -1,0 +1,89 @@
+"""Run compiled IREE modules and read their results back as numpy arrays.
+
+Results are read through a mapped staging buffer (`allocate_buffer` + `queue_copy`)
+on drivers whose `DeviceArray.to_host()` cannot import host pointers (Vulkan on Mesa
+lavapipe needs 4096-byte alignment there), and with `to_host()` elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from opscope.compile import CompiledModule
+from opscope.errors import OpscopeError
+from opscope.targets import require_runnable
+
+_STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
+
+
+@dataclass
+class LoadedModule:
+    """A compiled module loaded on a device, callable by function name."""
+
+    compiled: CompiledModule
+    config: object
+    context: object
+
+    @property
+    def driver(self) -> str:
+        return self.compiled.target.driver
+
+    def function_names(self) -> list[str]:
+        return list(self.context.modules.module.vm_module.function_names)
+
+    def invoke_raw(self, function: str, *inputs: np.ndarray):
+        """Call `function`; returns the runtime's device arrays (not yet on the host)."""
+        try:
+            fn = self.context.modules.module[function]
+        except (KeyError, AttributeError):
+            raise OpscopeError(f"the compiled module has no function '{function}'") from None
+        res = fn(*[np.ascontiguousarray(a) for a in inputs])
+        if res is None:
+            return []
+        return list(res) if isinstance(res, (tuple, list)) else [res]
+
+    def to_numpy(self, arrays) -> list[np.ndarray]:
+        """Bring device arrays to the host."""
+        if self.driver in _STAGED_DRIVERS:
+            return [_read_staged(self.config.device, a) for a in arrays]
+        return [np.asarray(a.to_host()) for a in arrays]
+
+    def invoke(self, function: str, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Call `function` with numpy inputs and return every result as a numpy array."""
+        return self.to_numpy(self.invoke_raw(function, *inputs))
+
+
+def load(compiled: CompiledModule) -> LoadedModule:
+    """Load `compiled` on its target's runtime driver (one-line error if it cannot run here)."""
+    import iree.runtime as rt
+
+    require_runnable(compiled.target)
+    config = rt.Config(compiled.target.driver)
+    vm_module = rt.VmModule.copy_buffer(config.vm_instance, compiled.vmfb)
+    ctx = rt.SystemContext(config=config, vm_modules=[vm_module])
+    return LoadedModule(compiled, config, ctx)
+
+
+def _read_staged(device, array) -> np.ndarray:
+    """Copy one device array into a host-visible mapped buffer and read it."""
+    import iree.runtime as rt
+
+    view = array._buffer_view
+    src = view.get_buffer()
+    nbytes = src.byte_length()
+    dtype = array.dtype
+    shape = tuple(array.shape)
+    if nbytes == 0:
+        return np.zeros(shape, dtype)
+    staging = device.allocator.allocate_buffer(
+        memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+        allowed_usage=int(rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING),
+        allocation_size=nbytes,
+    )
+    sem = device.create_semaphore(0)
+    device.queue_copy(src, staging, [], [(sem, 1)])
+    sem.wait(1)
+    host = staging.map().asarray(shape, dtype)
+    return np.array(host, copy=True)

@@ -1,0 +1,187 @@
+"""Site discovery: which ops of a module are matmuls, and what they are called.
+
+A `Site` is data: kind, roles (lhs, rhs, out), batch/M/K/N read from the op's indexing
+maps (or `stablehlo.dot_general`'s dimension numbers), FLOPs = 2·batch·M·K·N counting all
+leading dims (the reference's dim-0-only M is a quirk we do not repeat), and a stable name
+taken from the op's location (`NameLoc` → `FusedLoc` → `CallSiteLoc`), else
+`<kind>#<ordinal>` with an ordinal per kind.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from math import prod
+
+from iree.compiler import ir
+from iree.compiler.dialects import linalg
+
+FLOAT_TYPES = ("f32", "f16", "bf16")
+ROLES = ("lhs", "rhs", "out")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One matmul-like op: its name, kind, operands by role and its contraction sizes."""
+
+    name: str
+    kind: str
+    op: ir.Operation = field(compare=False, repr=False)
+    values: dict = field(compare=False, repr=False)  # role -> ir.Value
+    batch: int
+    m: int
+    k: int
+    n: int
+    dynamic: bool = False
+
+    @property
+    def flops(self) -> int:
+        """2·batch·M·K·N (0 when a size is dynamic)."""
+        return 0 if self.dynamic else 2 * self.batch * self.m * self.k * self.n
+
+    @property
+    def location(self) -> str:
+        return str(self.op.location)
+
+    def value(self, role: str) -> ir.Value:
+        return self.values[role]
+
+    def shape(self, role: str) -> tuple[int, ...]:
+        ty = self.values[role].type
+        return tuple(ty.shape) if isinstance(ty, ir.ShapedType) else ()
+
+    def element_type(self, role: str) -> str:
+        ty = self.values[role].type
+        return str(ty.element_type) if isinstance(ty, ir.ShapedType) else str(ty)
+
+    def numel(self, role: str) -> int:
+        return prod(self.shape(role))
+
+    @property
+    def lhs_numel(self) -> int:
+        return self.numel("lhs")
+
+    @property
+    def out_numel(self) -> int:
+        return self.numel("out")
+
+    @property
+    def is_float(self) -> bool:
+        return all(self.element_type(r) in FLOAT_TYPES for r in ROLES)
+
+
+def location_name(loc: ir.Location) -> str | None:
+    """The human name a location carries: NameLoc, else inside FusedLoc/CallSiteLoc."""
+    if isinstance(loc, ir.NameLoc):
+        return loc.name_str
+    if isinstance(loc, ir.FusedLoc):
+        for sub in loc.locations:
+            name = location_name(sub)
+            if name:
+                return name
+        return None
+    if isinstance(loc, ir.CallSiteLoc):
+        return location_name(loc.callee) or location_name(loc.caller)
+    return None
+
+
+def _loop_sizes(maps: list[ir.AffineMap], operands: list[ir.Value]) -> list[int | None]:
+    """Size of every loop dimension, read off the operands that index it (None = dynamic)."""
+    n_dims = maps[0].n_dims
+    sizes: list[int | None] = [None] * n_dims
+    for amap, val in zip(maps, operands):
+        ty = val.type
+        if not isinstance(ty, ir.ShapedType):
+            continue
+        for pos, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr) and not ty.is_dynamic_dim(pos):
+                sizes[expr.position] = ty.shape[pos]
+    return sizes
+
+
+def _linalg_site(op: ir.Operation) -> tuple[str, dict, int, int, int, int, bool] | None:
+    if not op.name.startswith("linalg.") or not linalg.isa_contraction_op(op):
+        return None
+    view = op.opview
+    ins = list(view.inputs)
+    outs = list(view.outputs)
+    if len(ins) != 2 or len(outs) != 1 or len(op.results) != 1:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in view.indexing_maps]
+    dims = linalg.infer_contraction_dimensions(op)
+    sizes = _loop_sizes(maps, ins + outs)
+
+    def size(ds) -> int | None:
+        vals = [sizes[d] for d in ds]
+        return None if any(v is None for v in vals) else prod(vals)
+
+    b, m, n, k = size(list(dims.batch)), size(list(dims.m)), size(list(dims.n)), size(list(dims.k))
+    dynamic = None in (b, m, n, k)
+    kind = op.name.removeprefix("linalg.")
+    values = {"lhs": ins[0], "rhs": ins[1], "out": op.results[0]}
+    return kind, values, b or 0, m or 0, k or 0, n or 0, dynamic
+
+
+_DOT_FIELD = re.compile(r"(lhs|rhs)_(batching|contracting)_dimensions\s*=\s*\[([0-9,\s]*)\]")
+
+
+def _dot_general_site(op: ir.Operation):
+    if op.name not in ("stablehlo.dot_general", "stablehlo.dot") or len(op.operands) != 2:
+        return None
+    lhs, rhs = op.operands[0], op.operands[1]
+    lt, rt = lhs.type, rhs.type
+    if not (isinstance(lt, ir.RankedTensorType) and isinstance(rt, ir.RankedTensorType)):
+        return None
+    fields = {("lhs", "batching"): [], ("rhs", "batching"): [], ("lhs", "contracting"): [], ("rhs", "contracting"): []}
+    if op.name == "stablehlo.dot":
+        fields[("lhs", "contracting")] = [lt.rank - 1]
+        fields[("rhs", "contracting")] = [0]
+    else:
+        text = str(op.attributes["dot_dimension_numbers"])
+        for side, what, nums in _DOT_FIELD.findall(text):
+            fields[(side, what)] = [int(x) for x in nums.replace(" ", "").split(",") if x]
+    lb, lc = fields[("lhs", "batching")], fields[("lhs", "contracting")]
+    rb, rc = fields[("rhs", "batching")], fields[("rhs", "contracting")]
+    lshape, rshape = list(lt.shape), list(rt.shape)
+    dynamic = not (lt.has_static_shape and rt.has_static_shape)
+    b = prod(lshape[d] for d in lb)
+    k = prod(lshape[d] for d in lc)
+    m = prod(s for d, s in enumerate(lshape) if d not in lb and d not in lc)
+    n = prod(s for d, s in enumerate(rshape) if d not in rb and d not in rc)
+    values = {"lhs": lhs, "rhs": rhs, "out": op.results[0]}
+    kind = op.name.removeprefix("stablehlo.")
+    return kind, values, b, m, k, n, dynamic
+
+
+def classify(op: ir.Operation):
+    """(kind, values, batch, m, k, n, dynamic) when `op` is a matmul-like site, else None."""
+    return _linalg_site(op) or _dot_general_site(op)
+
+
+def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
+    """Every matmul-like site under `root`, in IR order, with unique stable names."""
+    operation = root.operation
+    found: list[tuple] = []
+
+    def visit(op):
+        info = classify(op)
+        if info is not None:
+            found.append((op, info))
+        return ir.WalkResult.ADVANCE
+
+    operation.walk(visit)
+    sites: list[Site] = []
+    ordinals: dict[str, int] = {}
+    used: dict[str, int] = {}
+    for op, (kind, values, b, m, k, n, dynamic) in found:
+        name = location_name(op.location)
+        if not name:
+            name = f"{kind}#{ordinals.get(kind, 0)}"
+        ordinals[kind] = ordinals.get(kind, 0) + 1
+        if name in used:
+            used[name] += 1
+            name = f"{name}#{used[name]}"
+        else:
+            used[name] = 0
+        sites.append(Site(name, kind, op, values, b, m, k, n, dynamic))
+    return sites

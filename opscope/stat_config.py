@@ -1,0 +1,96 @@
+"""What to record per tapped tensor: `StatConfig` and the reference's sketch order.
+
+Mirrors §2.1 and §2.3 of the reference design: the seven fields and their defaults, and the
+13 sketches in their exact order with their conditions. `plan_stats` is the single place
+that decides which sketches a tensor of a given shape gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from opscope.errors import OpscopeError
+
+# The per-tensor sketch order of the reference (§2.3). Manifest order follows it.
+STAT_ORDER: tuple[str, ...] = (
+    "min",
+    "max",
+    "mean",
+    "l1",
+    "sumsq",
+    "nnz",
+    "kurtosis",
+    "hist",
+    "elemsig",
+    "chan_maxabs",
+    "chan_outlier",
+    "pos_sumsq",
+    "adj_sumsq",
+)
+
+ELEMSIG_MAX = 16
+
+
+@dataclass(frozen=True)
+class StatConfig:
+    """Which sketches to append per tapped tensor (the reference's defaults)."""
+
+    hist_bins: int = 32
+    hist_min: float = -6.0
+    hist_max: float = 6.0
+    hist_normalize: bool = True
+    per_channel: bool = True
+    per_position: bool = True
+    adjacency: bool = True
+
+    def __post_init__(self) -> None:
+        if self.hist_bins < 0:
+            raise OpscopeError(f"StatConfig: hist_bins must be >= 0, got {self.hist_bins}")
+        if not self.hist_normalize and self.hist_bins and not self.hist_min < self.hist_max:
+            raise OpscopeError(
+                f"StatConfig: hist_min ({self.hist_min}) must be below hist_max ({self.hist_max})"
+            )
+
+    @classmethod
+    def lean(cls) -> "StatConfig":
+        """The whole-model config the reference's DeepSeek recorder uses (no histogram)."""
+        return cls(hist_bins=0, hist_normalize=False, per_position=False, adjacency=False)
+
+    def replace(self, **changes) -> "StatConfig":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def hist_range(self) -> tuple[float, float]:
+        """The histogram's [lo, hi]: [-1, 1] on the scale-normalized tensor, else the fixed range."""
+        return (-1.0, 1.0) if self.hist_normalize else (self.hist_min, self.hist_max)
+
+
+@dataclass(frozen=True)
+class StatRequest:
+    """One sketch of one tensor: its kind and its length in f32 elements."""
+
+    kind: str
+    length: int
+
+
+def plan_stats(shape: tuple[int, ...], config: StatConfig) -> list[StatRequest]:
+    """The sketches a tensor of `shape` gets under `config`, in the reference's order."""
+    rank = len(shape)
+    numel = 1
+    for d in shape:
+        numel *= d
+    chans = shape[-1] if rank else 1
+    plan = [StatRequest(k, 1) for k in ("min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis")]
+    if config.hist_bins > 0:
+        plan.append(StatRequest("hist", config.hist_bins))
+    if numel > 0:
+        plan.append(StatRequest("elemsig", min(ELEMSIG_MAX, numel)))
+    if rank >= 2 and config.per_channel:
+        plan.append(StatRequest("chan_maxabs", chans))
+        plan.append(StatRequest("chan_outlier", 1))
+    if rank >= 2 and config.per_position:
+        plan.append(StatRequest("pos_sumsq", numel // chans if chans else 0))
+    if rank == 2 and config.adjacency and shape[0] >= 2:
+        plan.append(StatRequest("adj_sumsq", shape[0] - 1))
+    return plan

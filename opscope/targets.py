@@ -1,0 +1,107 @@
+"""The target table: name -> iree-compile flags -> runtime driver.
+
+This is the only place target flags are spelled. A target either runs here (its runtime
+driver can create a device on this machine) or only compiles; `require_runnable` says so
+in one line.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from opscope.errors import OpscopeError
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compilation target: how to compile for it and which driver runs it."""
+
+    name: str
+    flags: tuple[str, ...]
+    driver: str
+    note: str
+
+
+_CPU_TUNED = (
+    "--iree-opt-level=O3",
+    "--iree-opt-data-tiling",
+    "--iree-llvmcpu-enable-ukernels=all",
+)
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target(
+            "llvm-cpu",
+            (
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-cpu=host",
+                *_CPU_TUNED,
+            ),
+            "local-task",
+            "host CPU via LLVM, tuned flags",
+        ),
+        Target(
+            "vulkan-spirv",
+            ("--iree-hal-target-device=vulkan",),
+            "vulkan",
+            "SPIR-V for any Vulkan device (Mesa lavapipe runs it on the CPU)",
+        ),
+        Target(
+            "metal-spirv",
+            ("--iree-hal-target-device=metal",),
+            "metal",
+            "Metal Shading Language via SPIR-V; runs on Apple devices only",
+        ),
+        Target(
+            "cuda",
+            ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"),
+            "cuda",
+            "PTX for sm_80 (Ampere and newer); runs where an NVIDIA GPU exists",
+        ),
+        Target(
+            "rocm",
+            ("--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"),
+            "hip",
+            "AMDGPU code for gfx942 (MI300); runs where an AMD GPU exists",
+        ),
+    )
+}
+
+
+def get_target(name: str) -> Target:
+    """Look up a target by name (case-insensitive, `_` and `-` alike)."""
+    key = name.strip().lower().replace("_", "-")
+    if key not in TARGETS:
+        raise OpscopeError(f"unknown target '{name}' (choose one of: {', '.join(TARGETS)})")
+    return TARGETS[key]
+
+
+@functools.cache
+def driver_available(driver: str) -> str | None:
+    """None when `driver` can create a device here, else why not (one line)."""
+    import iree.runtime as rt
+
+    if driver not in rt.query_available_drivers():
+        return f"the IREE runtime has no '{driver}' driver"
+    try:
+        infos = rt.get_driver(driver).query_available_devices()
+    except Exception as e:  # the runtime raises plain RuntimeError/ValueError here
+        return f"the '{driver}' driver cannot start: {str(e).splitlines()[0]}"
+    if not infos:
+        return f"the '{driver}' driver finds no device on this machine"
+    return None
+
+
+def require_runnable(target: Target) -> None:
+    """Raise a one-line OpscopeError when `target` cannot run on this machine."""
+    why = driver_available(target.driver)
+    if why:
+        raise OpscopeError(f"target '{target.name}' cannot run here: {why} (it still compiles)")
+
+
+def runnable_targets() -> list[str]:
+    """Names of the targets that can run on this machine."""
+    return [t.name for t in TARGETS.values() if driver_available(t.driver) is None]

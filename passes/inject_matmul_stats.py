@@ -1,0 +1,145 @@
+"""`inject-matmul-stats`: record sketches of every matmul's lhs, rhs and out.
+
+Matches every matmul-like site `opscope.sites` finds (linalg.matmul in any indexing-map
+form, linalg.batch_matmul, linalg.contract, contraction `linalg.generic`s,
+`stablehlo.dot_general`) in the entry block of a `func.func`, and inserts after it one
+`opscope.stat` per sketch of §2.3 of the reference (roles lhs, rhs, out; 13 stats of a 2-D
+tensor in the reference's order). It only says *what* is recorded: the IR computes the
+same values, results are untouched; `lower-opscope` then makes the statistics results.
+Sites are filtered by `sites` (a name regex) and, from Python, by a `keep(site)` predicate
+(the reference's filtered form: compile cost grows with the number of taps).
+
+    %0 = linalg.matmul ins(%a, %b : ...) outs(%z : ...) -> tensor<4x3xf32> loc("fc1")
+    "opscope.stat"(%a) {kind = "min", options = {}, role = "lhs", site = "fc1"} : (tensor<4x8xf32>) -> ()
+    ...
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
+
+from iree.compiler import ir
+
+from opscope.dialect.ops import stat
+from opscope.errors import OpscopeError
+from opscope.sites import ROLES, Site, find_sites
+from opscope.stat_config import StatConfig, plan_stats
+
+log = logging.getLogger("opscope")
+
+
+@dataclass(frozen=True)
+class InjectMatmulStats:
+    """Insert opscope.stat ops for the lhs, rhs and out of every matmul site."""
+
+    name: ClassVar[str] = "inject-matmul-stats"
+
+    hist_bins: int = 32
+    hist_min: float = -6.0
+    hist_max: float = 6.0
+    hist_normalize: bool = True
+    per_channel: bool = True
+    per_position: bool = True
+    adjacency: bool = True
+    sites: str = ""
+    keep: Callable[[Site], bool] | None = field(default=None, compare=False, metadata={"api_only": True})
+
+    @property
+    def config(self) -> StatConfig:
+        return StatConfig(
+            self.hist_bins, self.hist_min, self.hist_max, self.hist_normalize,
+            self.per_channel, self.per_position, self.adjacency,
+        )
+
+    @classmethod
+    def from_config(cls, config: StatConfig, **kw) -> "InjectMatmulStats":
+        return cls(
+            hist_bins=config.hist_bins, hist_min=config.hist_min, hist_max=config.hist_max,
+            hist_normalize=config.hist_normalize, per_channel=config.per_channel,
+            per_position=config.per_position, adjacency=config.adjacency, **kw,
+        )
+
+    def selected(self, module) -> list[Site]:
+        """The sites this pass taps, after the name regex, the keep predicate and dtype checks."""
+        try:
+            pattern = re.compile(self.sites) if self.sites else None
+        except re.error as e:
+            raise OpscopeError(f"{self.name}: bad 'sites' regex '{self.sites}': {e}") from None
+        chosen = []
+        for site in find_sites(module.operation):
+            if pattern and not pattern.search(site.name):
+                continue
+            if self.keep is not None and not self.keep(site):
+                continue
+            if not site.is_float:
+                log.warning(
+                    "%s: skipping site '%s' at %s: integer matmul (%s), statistics are float-only",
+                    self.name, site.name, site.location,
+                    ", ".join(site.element_type(r) for r in ROLES),
+                )
+                continue
+            if site.dynamic or any(not site.value(r).type.has_static_shape for r in ROLES):
+                raise OpscopeError(
+                    f"{self.name}: site '{site.name}' at {site.location} has a dynamic shape "
+                    f"({site.value('lhs').type} x {site.value('rhs').type}); stat kernels are "
+                    "static-shaped: specialize the shapes first or exclude it with sites=<regex>"
+                )
+            parent = site.op.parent
+            if parent is None or parent.name != "func.func":
+                log.warning(
+                    "%s: skipping site '%s' at %s: not in a function's entry block",
+                    self.name, site.name, site.location,
+                )
+                continue
+            chosen.append(site)
+        return chosen
+
+    def apply(self, module) -> None:
+        config = self.config
+        lo, hi = config.hist_range
+        sites = self.selected(module)
+        if not sites:
+            log.warning("%s: no matmul sites to tap in this module", self.name)
+            return
+        _annotate_sites(sites)
+        for site in sites:
+            with site.op.location:
+                ip = ir.InsertionPoint.after(site.op)
+                for role in ROLES:
+                    value = site.value(role)
+                    for req in plan_stats(site.shape(role), config):
+                        options = {}
+                        if req.kind == "hist":
+                            options = {"bins": config.hist_bins, "lo": lo, "hi": hi,
+                                       "normalize": config.hist_normalize}
+                        op = stat(value, req.kind, site.name, role, options, loc=site.op.location, ip=ip)
+                        ip = ir.InsertionPoint.after(op)
+
+
+def _annotate_sites(sites: list[Site]) -> None:
+    """Record each function's site table (`opscope.sites`) for the manifest."""
+    i64 = ir.IntegerType.get_signless(64)
+    by_func: dict = {}
+    for s in sites:
+        by_func.setdefault(s.op.parent, []).append(s)
+    for func_op, group in by_func.items():
+        existing = []
+        if "opscope.sites" in func_op.attributes:
+            existing = list(ir.ArrayAttr(func_op.attributes["opscope.sites"]))
+        known = {str(ir.DictAttr(d)["name"]) for d in existing}
+        for s in group:
+            if f'"{s.name}"' in known:
+                continue
+            existing.append(ir.DictAttr.get({
+                "name": ir.StringAttr.get(s.name),
+                "kind": ir.StringAttr.get(s.kind),
+                "batch": ir.IntegerAttr.get(i64, s.batch),
+                "m": ir.IntegerAttr.get(i64, s.m),
+                "k": ir.IntegerAttr.get(i64, s.k),
+                "n": ir.IntegerAttr.get(i64, s.n),
+                "flops": ir.IntegerAttr.get(i64, s.flops),
+            }))
+        func_op.attributes["opscope.sites"] = ir.ArrayAttr.get(existing)

@@ -1,0 +1,190 @@
+"""`lower-opscope`: compute every opscope.stat and return it as a function result.
+
+Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
+appearance, and replaces each group by a call to a stats kernel (one private function per
+tensor type and stat list, shared by every site with that shape, `{noinline}` unless
+`outline=false`). Each call's result is appended to the function's results after the
+original ones (which keep their indices) and described by result attributes, so the IR
+alone says what every result holds: `opscope.pack = [{site, role, stat, offset, length,
+numel}, ...]` on a packed 1-D f32 result (`pack=true`, the default), or
+`{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result per statistic.
+No opscope op is left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import ClassVar
+
+from iree.compiler import ir
+from iree.compiler.dialects import func
+
+from opscope.dialect.lowering import StatItem, StatsKernel
+from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
+from opscope.errors import OpscopeError
+
+KERNEL_PREFIX = "opscope_stats"
+
+
+@dataclass(frozen=True)
+class LowerOpscope:
+    """Expand opscope.stat ops into linalg and append them as function results."""
+
+    name: ClassVar[str] = "lower-opscope"
+
+    pack: bool = True
+    outline: bool = True
+
+    def apply(self, module) -> None:
+        body = module.operation.regions[0].blocks[0]
+        symbols = {ir.StringAttr(op.attributes["sym_name"]).value for op in body.operations
+                   if "sym_name" in op.attributes}
+        kernels: dict[str, str] = {}  # kernel text key -> symbol
+        for fn in [op.operation for op in body.operations if op.operation.name == "func.func"]:
+            groups = _collect(fn)
+            if groups:
+                self._lower_function(module, fn, groups, kernels, symbols)
+
+    def _lower_function(self, module, fn, groups, kernels, symbols) -> None:
+        sym = ir.StringAttr(fn.attributes["sym_name"]).value
+        blocks = list(fn.regions[0].blocks)
+        ret = list(blocks[-1].operations)[-1] if blocks else None
+        if len(blocks) != 1 or ret is None or ret.name != "func.return":
+            raise OpscopeError(
+                f"{self.name}: @{sym} must have a single block ending in func.return "
+                f"(found {len(blocks)} blocks)"
+            )
+        if _has_callers(module, sym):
+            raise OpscopeError(
+                f"{self.name}: @{sym} is called by other functions; appending results would "
+                "break them: run 'inline' before inject-matmul-stats"
+            )
+        new_values, new_attrs = [], []
+        i64 = ir.IntegerType.get_signless(64)
+        for (value, site, role), ops in groups:
+            views = [StatOp(o) for o in ops]
+            ty = ir.RankedTensorType(value.type)
+            items = [_item(v) for v in views]
+            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items)
+            problem = kernel.check()
+            if problem:
+                raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
+            text_key = f"{ty}|{items}|{self.pack}|{self.outline}"
+            callee = kernels.get(text_key)
+            if callee is None:
+                callee = _fresh_symbol(ty, text_key, symbols)
+                _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline))
+                kernels[text_key] = callee
+                symbols.add(callee)
+            numel = kernel.numel
+            with ops[0].location:
+                result_types = [ir.RankedTensorType.get([sum(kernel.length(i) for i in items)], ir.F32Type.get())] \
+                    if self.pack else [_stat_type(kernel.length(i)) for i in items]
+                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), [value],
+                                   ip=ir.InsertionPoint(ret))
+            if self.pack:
+                entries, off = [], 0
+                for it in items:
+                    n = kernel.length(it)
+                    entries.append(ir.DictAttr.get({
+                        "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
+                        "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
+                        "length": ir.IntegerAttr.get(i64, n), "numel": ir.IntegerAttr.get(i64, numel),
+                    }))
+                    off += n
+                new_values.append(call.results[0])
+                new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
+            else:
+                for it, res in zip(items, call.results):
+                    new_values.append(res)
+                    new_attrs.append(ir.DictAttr.get({
+                        "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
+                        "opscope.stat": ir.StringAttr.get(it.kind),
+                        "opscope.numel": ir.IntegerAttr.get(i64, numel),
+                    }))
+            for o in ops:
+                o.erase()
+        _append_results(fn, ret, new_values, new_attrs)
+
+
+def _item(view: StatOp) -> StatItem:
+    if view.kind != "hist":
+        return StatItem(view.kind)
+    o = view.options
+    return StatItem("hist", int(o["bins"]), float(o["lo"]), float(o["hi"]), bool(o["normalize"]))
+
+
+def _stat_type(length: int) -> ir.Type:
+    return ir.RankedTensorType.get([length], ir.F32Type.get())
+
+
+def _collect(fn) -> list:
+    """(value, site, role) -> its stat ops, in order of first appearance."""
+    groups: dict = {}
+    order = []
+
+    def visit(op):
+        if op.name == STAT_OP:
+            problem = verify_stat(op)
+            if problem:
+                raise OpscopeError(f"{problem} at {op.location}")
+            v = StatOp(op)
+            key = (v.value, v.site, v.role)
+            if key not in groups:
+                groups[key] = []
+                order.append(key)
+            if any(StatOp(o).kind == v.kind for o in groups[key]):
+                raise OpscopeError(f"lower-opscope: duplicate '{v.kind}' for site '{v.site}' role {v.role} at {op.location}")
+            groups[key].append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    return [(k, groups[k]) for k in order]
+
+
+def _has_callers(module, sym: str) -> bool:
+    found = []
+
+    def visit(op):
+        if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value == sym:
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return bool(found)
+
+
+def _fresh_symbol(ty: ir.RankedTensorType, key: str, symbols: set[str]) -> str:
+    shape = "x".join(str(d) for d in ty.shape) or "scalar"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    base = f"{KERNEL_PREFIX}_{shape}x{ty.element_type}_{digest}"
+    name, i = base, 1
+    while name in symbols:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+def _insert_function(module, text: str) -> None:
+    tmp = ir.Module.parse(text, module.context)
+    fn = list(tmp.body.operations)[0]
+    fn.detach_from_parent()
+    module.operation.regions[0].blocks[0].append(fn)
+
+
+def _append_results(fn, ret, new_values, new_attrs) -> None:
+    fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    old_results = list(fty.results)
+    operands = list(ret.operands) + new_values
+    with ret.location:
+        func.ReturnOp(operands, ip=ir.InsertionPoint(ret))
+    ret.erase()
+    fn.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(list(fty.inputs), old_results + [v.type for v in new_values])
+    )
+    if "res_attrs" in fn.attributes:
+        attrs = list(ir.ArrayAttr(fn.attributes["res_attrs"]))
+    else:
+        attrs = [ir.DictAttr.get({}) for _ in old_results]
+    fn.attributes["res_attrs"] = ir.ArrayAttr.get(attrs + new_attrs)
