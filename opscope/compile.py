@@ -81,13 +81,16 @@ def check_compilable(module: ir.Module) -> None:
 
 def compile_module(
     module: ir.Module | str | bytes,
-    target: str | Target = "llvm-cpu",
+    target: str | Target | None = "llvm-cpu",
     extra_flags: tuple[str, ...] | list[str] = (),
     statistics: bool = False,
     use_cache: bool = True,
 ) -> CompiledModule:
     """Compile `module` (an ir.Module, MLIR text or bytecode) for `target` with IREE."""
-    tgt = target if isinstance(target, Target) else get_target(target)
+    if target is None:
+        tgt = Target("iree-compile", (), "", "flags given by the caller")
+    else:
+        tgt = target if isinstance(target, Target) else get_target(target)
     if isinstance(module, ir.Module):
         check_compilable(module)
         source = module_bytecode(module)
@@ -117,7 +120,9 @@ def compile_module(
     return result
 
 
-def _compile(source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool) -> CompiledModule:
+def _compile(
+    source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool, output: str = "vm"
+) -> CompiledModule:
     from iree.compiler.api import Output, Session, Source
 
     stats_path = None
@@ -134,7 +139,8 @@ def _compile(source: bytes, tgt: Target, flags: tuple[str, ...], statistics: boo
         try:
             session.set_flags(*all_flags)
         except ValueError as e:
-            raise OpscopeError(f"iree-compile rejected flags for '{tgt.name}': {e}") from None
+            detail = " ".join(str(e).split())
+            raise OpscopeError(f"iree-compile rejected the flags: {detail}") from None
         errors: list[str] = []
 
         def on_diag(d):
@@ -148,9 +154,13 @@ def _compile(source: bytes, tgt: Target, flags: tuple[str, ...], statistics: boo
         ok = inv.parse_source(src) and inv.execute()
         if not ok:
             first = errors[0].splitlines()[0] if errors else "no diagnostic was produced"
-            raise OpscopeError(f"iree-compile failed for target '{tgt.name}': {first}")
+            where = f" for target '{tgt.name}'" if tgt.name != "iree-compile" else ""
+            raise OpscopeError(f"iree-compile failed{where}: {first}")
         out = Output.open_membuffer()
-        inv.output_vm_bytecode(out)
+        if output == "vm":
+            inv.output_vm_bytecode(out)
+        else:
+            inv.output_ir(out)
         vmfb = bytes(out.map_memory())
         out.close()
         inv.close()

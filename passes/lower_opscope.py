@@ -70,7 +70,7 @@ class LowerOpscope:
             problem = kernel.check()
             if problem:
                 raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-            text_key = f"{ty}|{items}|{self.pack}|{self.outline}"
+            text_key = f"{ty}|{items}|{self.pack}|{self.outline}|{_residency(value, ret)}"
             callee = kernels.get(text_key)
             if callee is None:
                 callee = _fresh_symbol(ty, text_key, symbols)
@@ -81,7 +81,9 @@ class LowerOpscope:
             with ops[0].location:
                 result_types = [ir.RankedTensorType.get([sum(kernel.length(i) for i in items)], ir.F32Type.get())] \
                     if self.pack else [_stat_type(kernel.length(i)) for i in items]
-                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), [value],
+                barrier = ir.Operation.create("util.optimization_barrier", results=[value.type],
+                                              operands=[value], ip=ir.InsertionPoint(ret))
+                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), [barrier.results[0]],
                                    ip=ir.InsertionPoint(ret))
             if self.pack:
                 entries, off = [], 0
@@ -106,6 +108,16 @@ class LowerOpscope:
             for o in ops:
                 o.erase()
         _append_results(fn, ret, new_values, new_attrs)
+
+
+def _residency(value: ir.Value, ret) -> str:
+    """How IREE's stream scheduler will see `value` at a call: a function argument or result
+    lives in an external resource, everything else in a transient one. A `{noinline}` kernel
+    shared by callers of both kinds fails stream conversion in IREE 3.13, so they get
+    separate kernels."""
+    if isinstance(value, ir.BlockArgument) or any(value == r for r in ret.operands):
+        return "external"
+    return "transient"
 
 
 def _item(view: StatOp) -> StatItem:
