@@ -379,31 +379,31 @@ class StatsKernel:
         )
 
     def _hist(self, em: _Emitter, x2: str, x2_ty: str, h: StatItem, scale: str | None) -> str:
-        R, B = self.rows, h.bins
+        """Bin index per element once (elementwise), then a per-row one-hot count (bins innermost).
+
+        The index is `floor((u - lo) / width)` corrected against the f32 edges `lo + k·width`,
+        which gives numpy's rule exactly whenever those edges are exact in f32 (true for the
+        default ranges [-1, 1] and [-6, 6] with 32 bins): `e_k <= u < e_k+1`, the last bin also
+        takes `u == hi`, values outside `[lo, hi]` and NaN get index -1 (dropped).
+        """
+        R, C, B = self.rows, self.cols, h.bins
         width = (h.hi - h.lo) / B
-        lows = [h.lo + b * width for b in range(B)]
-        highs = lows[1:] + [h.hi]
-        lo_c, hi_c = em.fresh("edges_lo"), em.fresh("edges_hi")
-        for name, edges in ((lo_c, lows), (hi_c, highs)):
-            vals = ", ".join(_f32(e) for e in edges)
-            em.emit(f"{name} = arith.constant dense<[{vals}]> : tensor<{B}xf32>")
-        init = em.filled((R, B), "0.000000e+00")
-        rows = em.fresh("hrows")
-        ins, tys, maps = [x2], [x2_ty], [_map(3, "d0, d2")]
-        args = [f"%in: {self.elem}"]
+        idx_ty = _tensor((R, C), "i32")
+        e = em.fresh("e")
+        em.emit(f"{e} = tensor.empty() : {idx_ty}")
+        ins, tys, maps, args = [x2], [x2_ty], [_map(2, "d0, d1")], [f"%in: {self.elem}"]
         if scale is not None:
             ins.append(scale)
             tys.append("tensor<f32>")
-            maps.append(_map(3, ""))
+            maps.append(_map(2, ""))
             args.append("%s: f32")
-        ins += [lo_c, hi_c]
-        tys += [f"tensor<{B}xf32>"] * 2
-        maps += [_map(3, "d1"), _map(3, "d1"), _map(3, "d0, d1")]
-        args += ["%lo: f32", "%hi: f32", "%acc: f32"]
+        maps.append(_map(2, "d0, d1"))
+        args.append("%o: i32")
+        bins = em.fresh("bin")
         em.emit(
-            f"{rows} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-            f'iterator_types = ["parallel", "parallel", "reduction"]}} '
-            f"ins({', '.join(ins)} : {', '.join(tys)}) outs({init} : {_tensor((R, B), 'f32')}) {{"
+            f"{bins} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+            f'iterator_types = ["parallel", "parallel"]}} ins({", ".join(ins)} : {", ".join(tys)}) '
+            f"outs({e} : {idx_ty}) {{"
         )
         em.emit(f"^bb0({', '.join(args)}):")
         body = self._load("%in")
@@ -412,29 +412,69 @@ class StatsKernel:
             body.append(f"%u = arith.divf {v}, %s : f32")
             v = "%u"
         body += [
-            "%b = linalg.index 1 : index",
-            f"%last = arith.constant {B - 1} : index",
-            "%islast = arith.cmpi eq, %b, %last : index",
+            f"%lo = arith.constant {_f32(h.lo)} : f32",
+            f"%hi = arith.constant {_f32(h.hi)} : f32",
+            f"%w = arith.constant {_f32(width)} : f32",
+            f"%invw = arith.constant {_f32(1.0 / width)} : f32",
+            "%c0 = arith.constant 0 : i32",
+            "%c1 = arith.constant 1 : i32",
+            "%cm1 = arith.constant -1 : i32",
+            f"%clast = arith.constant {B - 1} : i32",
+            f"%t0 = arith.subf {v}, %lo : f32",
+            "%t1 = arith.mulf %t0, %invw : f32",
+            "%t2 = math.floor %t1 : f32",
+            # clamp in f32 first so the int conversion never overflows
+            "%fz = arith.constant 0.000000e+00 : f32",
+            f"%fl = arith.constant {_f32(float(B - 1))} : f32",
+            "%t3 = arith.maximumf %t2, %fz : f32",
+            "%t4 = arith.minimumf %t3, %fl : f32",
+            "%k0 = arith.fptosi %t4 : f32 to i32",
+            "%kf = arith.sitofp %k0 : i32 to f32",
+            "%ek = arith.mulf %kf, %w : f32",
+            "%elo = arith.addf %lo, %ek : f32",
+            "%ehi = arith.addf %elo, %w : f32",
+            f"%below = arith.cmpf olt, {v}, %elo : f32",
+            f"%above = arith.cmpf oge, {v}, %ehi : f32",
+            "%notlast = arith.cmpi slt, %k0, %clast : i32",
+            "%up = arith.andi %above, %notlast : i1",
+            "%kdn = arith.subi %k0, %c1 : i32",
+            "%kup = arith.addi %k0, %c1 : i32",
+            "%k1 = arith.select %below, %kdn, %k0 : i32",
+            "%k2 = arith.select %up, %kup, %k1 : i32",
             f"%ge = arith.cmpf oge, {v}, %lo : f32",
-            f"%lt = arith.cmpf olt, {v}, %hi : f32",
             f"%le = arith.cmpf ole, {v}, %hi : f32",
-            "%lastin = arith.andi %islast, %le : i1",
-            "%below = arith.ori %lt, %lastin : i1",
-            "%inbin = arith.andi %ge, %below : i1",
-            "%one = arith.constant 1.000000e+00 : f32",
-            "%zero = arith.constant 0.000000e+00 : f32",
-            "%cnt = arith.select %inbin, %one, %zero : f32",
-            "%next = arith.addf %acc, %cnt : f32",
-            "linalg.yield %next : f32",
+            "%inr = arith.andi %ge, %le : i1",
+            "%k = arith.select %inr, %k2, %cm1 : i32",
+            "linalg.yield %k : i32",
         ]
         for line in body:
+            em.emit("  " + line)
+        em.emit(f"}} -> {idx_ty}")
+        init = em.filled((R, B), "0.000000e+00")
+        rows = em.fresh("hrows")
+        em.emit(
+            f"{rows} = linalg.generic {{indexing_maps = [{_map(3, 'd0, d1')}, {_map(3, 'd0, d2')}], "
+            f'iterator_types = ["parallel", "reduction", "parallel"]}} ins({bins} : {idx_ty}) '
+            f"outs({init} : {_tensor((R, B), 'f32')}) {{"
+        )
+        em.emit("^bb0(%k: i32, %acc: f32):")
+        for line in [
+            "%b = linalg.index 2 : index",
+            "%bi = arith.index_cast %b : index to i32",
+            "%hit = arith.cmpi eq, %k, %bi : i32",
+            "%one = arith.constant 1.000000e+00 : f32",
+            "%zero = arith.constant 0.000000e+00 : f32",
+            "%cnt = arith.select %hit, %one, %zero : f32",
+            "%next = arith.addf %acc, %cnt : f32",
+            "linalg.yield %next : f32",
+        ]:
             em.emit("  " + line)
         em.emit(f"}} -> {_tensor((R, B), 'f32')}")
         binit = em.filled((B,), "0.000000e+00")
         res = em.fresh("hist")
         em.emit(
-            f"{res} = linalg.generic {{indexing_maps = [{_map(2, 'd1, d0')}, {_map(2, 'd0')}], "
-            f'iterator_types = ["parallel", "reduction"]}} ins({rows} : {_tensor((R, B), "f32")}) '
+            f"{res} = linalg.generic {{indexing_maps = [{_map(2, 'd0, d1')}, {_map(2, 'd1')}], "
+            f'iterator_types = ["reduction", "parallel"]}} ins({rows} : {_tensor((R, B), "f32")}) '
             f"outs({binit} : tensor<{B}xf32>) {{"
         )
         em.emit("^bb0(%c: f32, %acc: f32):")
