@@ -48,9 +48,10 @@ def _cmd_sites(args) -> int:
     if not sites:
         print(f"{args.source}: no matmul sites")
         return 0
-    print(f"{'site':32} {'kind':14} {'batch':>5} {'M':>6} {'K':>6} {'N':>6} {'GFLOP':>8}")
+    print(f"{'site':32} {'kind':14} {'batch':>5} {'M':>6} {'K':>6} {'N':>6} {'FLOPs':>14}")
     for s in sites:
-        print(f"{s.name:32} {s.kind:14} {s.batch:5d} {s.m:6d} {s.k:6d} {s.n:6d} {s.flops / 1e9:8.3f}")
+        flops = "dynamic" if s.dynamic else f"{s.flops:,}"
+        print(f"{s.name:32} {s.kind:14} {s.batch:5d} {s.m:6d} {s.k:6d} {s.n:6d} {flops:>14}")
     return 0
 
 

@@ -27,7 +27,7 @@ def parse_module(source: str | bytes, context: ir.Context | None = None, name: s
         if isinstance(source, bytes) and source.startswith(b"ML\xefR"):
             return ir.Module.parse(source, ctx)
         text = source.decode() if isinstance(source, bytes) else source
-        return ir.Module.parse(text, ctx)
+        return _parse_named(text, ctx, name)
     except ir.MLIRError as e:
         diags = getattr(e, "error_diagnostics", None) or []
         if diags:
@@ -38,6 +38,33 @@ def parse_module(source: str | bytes, context: ir.Context | None = None, name: s
         raise OpscopeError(f"malformed MLIR in {name}: {str(e).splitlines()[0]}") from None
     except UnicodeDecodeError:
         raise OpscopeError(f"{name} is neither MLIR text nor MLIR bytecode") from None
+
+
+def _parse_named(text: str, ctx: ir.Context, name: str) -> ir.Module:
+    """Parse text so file locations carry `name` (Module.parse would say "-").
+
+    A file holding several top-level ops is wrapped as `module {<text>\n}` on its first
+    line, which shifts only the columns of line 1.
+    """
+    try:
+        top = ir.Operation.parse(text, source_name=name, context=ctx)
+    except ir.MLIRError as e:
+        if "single top-level operation" not in str(e):
+            raise
+        top = ir.Operation.parse("module {" + text + "\n}", source_name=name, context=ctx)
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+    top = top.operation
+    if top.name == "builtin.module":
+        for attr in top.attributes:
+            module.operation.attributes[attr.name] = attr.attr
+        for op in list(top.regions[0].blocks[0].operations):
+            op.operation.detach_from_parent()
+            module.body.append(op.operation)
+        top.erase()
+    else:
+        module.body.append(top)
+    return module
 
 
 def _short_loc(loc: str, name: str) -> str:

@@ -18,7 +18,7 @@ from opscope.errors import OpscopeError
 from opscope.loading import module_text, new_context, parse_module
 from opscope.pipeline import parse_pipeline, run_pipeline
 
-SPLIT_MARKER = re.compile(r"^// -----\s*$", re.M)
+SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)  # not \s: it would eat newlines
 EXPECTED = re.compile(r"//\s*expected-(error|warning|remark)\s*(@[+-]?\d+|@above|@below)?\s*\{\{(.*?)\}\}")
 
 
@@ -46,13 +46,14 @@ def _chunks(text: str, split: bool) -> list[tuple[int, str]]:
     return out
 
 
-def _run_chunk(text: str, name: str, pipeline, args) -> str:
+def _run_chunk(text: str | bytes, name: str, pipeline, args):
+    """Parse, verify and transform one input chunk; returns the module."""
     module = parse_module(text, new_context(), name)
     with module.context:
         if not module.operation.verify():
             raise OpscopeError(f"{name}: input IR does not verify")
         run_pipeline(module, pipeline, print_ir_after_all=args.print_ir_after_all)
-        return module_text(module, debug_info=args.print_debuginfo)
+    return module
 
 
 def _expected(text: str) -> list[tuple[int, str]]:
@@ -99,30 +100,46 @@ def main(argv: list[str] | None = None) -> int:
             expected = _expected(text) if (args.verify_diagnostics and is_text) else []
             try:
                 outputs.append(_run_chunk(text, name, pipeline, args))
-                for line, msg in expected:
-                    print(f"{name}:{line}: error: expected error \"{msg}\" was not produced", file=sys.stderr)
-                    failures += 1
             except OpscopeError as e:
                 if not args.verify_diagnostics:
                     raise
                 got = str(e)
                 line = _error_line(got, name)
-                if not any(msg in got and (line is None or line == el) for el, msg in expected):
-                    print(f"{name}: error: unexpected error: {got}", file=sys.stderr)
+                match = next(((el, msg) for el, msg in expected
+                              if msg in got and (line is None or line == el)), None)
+                if match is None:
+                    where = f"{name}:{line}" if line is not None else name
+                    print(f"{where}: error: unexpected error: {got}", file=sys.stderr)
                     failures += 1
+                else:
+                    expected.remove(match)
+            # A pass stops at its first error, so every other expectation of the chunk is unmet.
+            for line, msg in expected:
+                print(f"{name}:{line}: error: expected error \"{msg}\" was not produced", file=sys.stderr)
+                failures += 1
         if failures:
             return 1
         if args.verify_diagnostics:
             return 0
-        text_out = "\n// -----\n".join(outputs)
         if args.emit_bytecode:
-            module = parse_module(text_out, new_context(), name)
-            data = __import__("opscope.compile", fromlist=["module_bytecode"]).module_bytecode(module)
+            # Written from the module itself: re-parsing printed text would drop every
+            # location (default printing has no debug info), site names included.
+            if len(outputs) != 1:
+                raise OpscopeError(
+                    f"--emit-bytecode writes one module, but {name} has {len(outputs)} "
+                    "(drop --split-input-file)"
+                )
+            from opscope.compile import module_bytecode
+
+            data = module_bytecode(outputs[0])
             if args.output == "-":
                 sys.stdout.buffer.write(data)
             else:
-                open(args.output, "wb").write(data)
-        elif args.output == "-":
+                with open(args.output, "wb") as f:
+                    f.write(data)
+            return 0
+        text_out = "\n// -----\n".join(module_text(m, debug_info=args.print_debuginfo) for m in outputs)
+        if args.output == "-":
             sys.stdout.write(text_out)
         else:
             with open(args.output, "w") as f:

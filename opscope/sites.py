@@ -107,7 +107,10 @@ def _linalg_site(op: ir.Operation) -> tuple[str, dict, int, int, int, int, bool]
     outs = list(view.outputs)
     if len(ins) != 2 or len(outs) != 1 or len(op.results) != 1:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in view.indexing_maps]
+    maps_attr = linalg.get_indexing_maps(op)  # named ops like linalg.matvec have no `indexing_maps` view
+    if maps_attr is None:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in maps_attr]
     dims = linalg.infer_contraction_dimensions(op)
     sizes = _loop_sizes(maps, ins + outs)
 
@@ -160,16 +163,15 @@ def classify(op: ir.Operation):
 
 def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
     """Every matmul-like site under `root`, in IR order, with unique stable names."""
-    operation = root.operation
-    found: list[tuple] = []
+    candidates: list[ir.Operation] = []
 
-    def visit(op):
-        info = classify(op)
-        if info is not None:
-            found.append((op, info))
+    def visit(op):  # only gathers: exceptions inside walk callbacks lose their message
+        if op.name.startswith(("linalg.", "stablehlo.dot")):
+            candidates.append(op)
         return ir.WalkResult.ADVANCE
 
-    operation.walk(visit)
+    root.operation.walk(visit)
+    found = [(op, info) for op in candidates if (info := classify(op)) is not None]
     sites: list[Site] = []
     ordinals: dict[str, int] = {}
     used: dict[str, int] = {}

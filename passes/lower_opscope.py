@@ -74,7 +74,7 @@ class LowerOpscope:
             callee = kernels.get(text_key)
             if callee is None:
                 callee = _fresh_symbol(ty, text_key, symbols)
-                _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline))
+                _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline), callee)
                 kernels[text_key] = callee
                 symbols.add(callee)
             numel = kernel.numel
@@ -132,27 +132,32 @@ def _stat_type(length: int) -> ir.Type:
 
 
 def _collect(fn) -> list:
-    """(value, site, role) -> its stat ops, in order of first appearance."""
-    groups: dict = {}
-    order = []
+    """(value, site, role) -> its stat ops, in order of first appearance.
+
+    The walk only gathers ops: an exception raised inside a walk callback reaches Python
+    as a bare RuntimeError, so checks run after it.
+    """
+    stat_ops = []
 
     def visit(op):
         if op.name == STAT_OP:
-            problem = verify_stat(op)
-            if problem:
-                raise OpscopeError(f"{problem} at {op.location}")
-            v = StatOp(op)
-            key = (v.value, v.site, v.role)
-            if key not in groups:
-                groups[key] = []
-                order.append(key)
-            if any(StatOp(o).kind == v.kind for o in groups[key]):
-                raise OpscopeError(f"lower-opscope: duplicate '{v.kind}' for site '{v.site}' role {v.role} at {op.location}")
-            groups[key].append(op)
+            stat_ops.append(op)
         return ir.WalkResult.ADVANCE
 
     fn.walk(visit)
-    return [(k, groups[k]) for k in order]
+    groups: dict = {}
+    for op in stat_ops:
+        problem = verify_stat(op)
+        if problem:
+            raise OpscopeError(f"{problem} at {op.location}")
+        v = StatOp(op)
+        group = groups.setdefault((v.value, v.site, v.role), [])
+        if any(StatOp(o).kind == v.kind for o in group):
+            raise OpscopeError(
+                f"lower-opscope: duplicate '{v.kind}' for site '{v.site}' role {v.role} at {op.location}"
+            )
+        group.append(op)
+    return list(groups.items())
 
 
 def _has_callers(module, sym: str) -> bool:
@@ -178,11 +183,10 @@ def _fresh_symbol(ty: ir.RankedTensorType, key: str, symbols: set[str]) -> str:
     return name
 
 
-def _insert_function(module, text: str) -> None:
-    tmp = ir.Module.parse(text, module.context)
-    fn = list(tmp.body.operations)[0]
-    fn.detach_from_parent()
-    module.operation.regions[0].blocks[0].append(fn)
+def _insert_function(module, text: str, name: str) -> None:
+    """Parse a kernel (locations read `"opscope-kernel:<name>":line:col`) into `module`."""
+    fn = ir.Operation.parse(text, source_name=f"opscope-kernel:{name}", context=module.context)
+    module.operation.regions[0].blocks[0].append(fn.operation)
 
 
 def _append_results(fn, ret, new_values, new_attrs) -> None:
