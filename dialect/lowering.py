@@ -1,19 +1,21 @@
-"""How opscope statistics are computed: one stats kernel per (tensor type, stat list).
+"""How opscope statistics are computed: one stats kernel per (tensor type, stat list, count).
 
-`StatsKernel` writes a `func.func` in linalg/tensor/arith/math that takes the tapped tensor
-and returns its statistics, packed into one 1-D f32 tensor (or one result per statistic).
-The kernel is shaped for IREE's dispatch formation rather than for brevity:
+`StatsKernel` writes a `func.func` in linalg/tensor/arith/math that takes `count` tensors of
+one type and returns all their statistics packed into one 1-D f32 tensor (or one result per
+statistic). It is shaped for IREE's dispatch formation:
 
-* the tensor is viewed as rows `[R, C]` (all leading dims flattened, C = last dim);
-* one row-parallel pass computes every plain row partial (min, max, sum, |x|, x², nnz,
-  max|x|) in a single multi-result `linalg.generic`, then one tiny generic reduces the
-  partials to scalars (partial-then-final reductions beat reducing straight to scalars);
-* the statistics that need a global scalar first (kurtosis needs the mean, the normalized
-  histogram needs max|x|) share a second row-parallel pass; the histogram is a per-row
-  one-hot count against constant bin edges, so its edge rule equals numpy's exactly
-  (`lo <= v < hi`, the last bin also takes `v == hi`, values outside are dropped);
-* scalar post-processing happens in 0-d `linalg.generic`s, never through `tensor.extract`
-  on the host side, which would force a device-to-host round trip per site.
+* Batched: every stage is ONE multi-input, multi-result `linalg.generic` over all `count`
+  tensors, so a kernel costs the same number of dispatches whether it sketches one tensor
+  or sixteen (dispatches, not arithmetic, dominate small tensors).
+* Each tensor is viewed as rows `[R, C]` (leading dims flattened, C = last dim). One
+  row-parallel pass computes every plain row partial (min, max, Σx, Σ|x|, Σx², nnz, max|x|),
+  one tiny generic reduces them (partial-then-final reductions beat reducing straight to
+  scalars).
+* What needs a global scalar first takes a second pass: kurtosis needs the mean, the
+  normalized histogram needs max|x|. The histogram computes one bin index per element,
+  then counts per row with the bins as the innermost (vectorized) dimension.
+* Scalar post-processing lives in 0-d generics, never in a host-side `tensor.extract`,
+  which would cost a device round trip per site.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from dataclasses import dataclass, field
 
 EPS_SCALE = 1e-12  # normalized histogram: x / (max|x| + EPS_SCALE)
 EPS_RATIO = 1e-20  # kurtosis and chan_outlier denominators
+ELEMSIG_MAX = 16
 
 SCALAR_KINDS = ("min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis", "chan_outlier")
 
-# Row partial -> (init value, accumulate body, final combine op).
+# Row partial -> (init value, accumulate expression, final combine op).
 _ROW_PARTIALS = {
     "min": ("0x7F800000", "arith.minimumf {v}, {acc} : f32", "arith.minimumf"),
     "max": ("0xFF800000", "arith.maximumf {v}, {acc} : f32", "arith.maximumf"),
@@ -36,15 +39,21 @@ _ROW_PARTIALS = {
     "nnz": ("0.000000e+00", "arith.addf {acc}, {nz} : f32", "arith.addf"),
     "maxabs": ("0.000000e+00", "arith.maximumf {abs}, {acc} : f32", "arith.maximumf"),
 }
+ZERO = "0.000000e+00"
 
 
 def _f32(x: float) -> str:
-    """An f32 literal MLIR prints and parses exactly (hex bit pattern)."""
+    """An f32 literal that MLIR prints and parses exactly (hex bit pattern)."""
     return "0x%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
 
 
 def _tensor(shape: tuple[int, ...], elem: str) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
+
+
+def _map(dims: int, results: str) -> str:
+    ds = ", ".join(f"d{i}" for i in range(dims))
+    return f"affine_map<({ds}) -> ({results})>"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,17 @@ class StatItem:
     normalize: bool = False
 
 
+@dataclass(frozen=True)
+class Operand:
+    """One generic operand: SSA value, type, indexing map, block argument name and type."""
+
+    value: str
+    type: str
+    map: str
+    arg: str
+    arg_type: str
+
+
 @dataclass
 class _Emitter:
     """Accumulates the lines of one function body with fresh SSA names."""
@@ -67,432 +87,460 @@ class _Emitter:
 
     def fresh(self, hint: str) -> str:
         self.counter += 1
-        return f"%{hint}{self.counter}"
+        return f"%_{hint}{self.counter}"  # body names never start with "_"
 
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
 
     def filled(self, shape: tuple[int, ...], init: str) -> str:
         ty = _tensor(shape, "f32")
-        e = self.fresh("e")
+        e, c, f = self.fresh("e"), self.fresh("c"), self.fresh("init")
         self.emit(f"{e} = tensor.empty() : {ty}")
-        c = self.fresh("c")
         self.emit(f"{c} = arith.constant {init} : f32")
-        f = self.fresh("init")
         self.emit(f"{f} = linalg.fill ins({c} : f32) outs({e} : {ty}) -> {ty}")
         return f
 
+    def empty(self, ty: str) -> str:
+        e = self.fresh("e")
+        self.emit(f"{e} = tensor.empty() : {ty}")
+        return e
 
-def _map(dims: int, results: str) -> str:
-    ds = ", ".join(f"d{i}" for i in range(dims))
-    return f"affine_map<({ds}) -> ({results})>"
+    def generic(
+        self, hint: str, iterators: list[str], ins: list[Operand], outs: list[Operand], body: list[str]
+    ) -> list[str]:
+        """One `linalg.generic`; returns the SSA names of its results."""
+        res = self.fresh(hint)
+        maps = ", ".join(o.map for o in ins + outs)
+        its = ", ".join(f'"{i}"' for i in iterators)
+        ins_txt = (f"ins({', '.join(o.value for o in ins)} : {', '.join(o.type for o in ins)}) "
+                   if ins else "")
+        out_tys = ", ".join(o.type for o in outs)
+        n = len(outs)
+        head = f"{res}:{n}" if n > 1 else res
+        self.emit(
+            f"{head} = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{its}]}} "
+            f"{ins_txt}outs({', '.join(o.value for o in outs)} : {out_tys}) {{"
+        )
+        self.emit("^bb0(" + ", ".join(f"{o.arg}: {o.arg_type}" for o in ins + outs) + "):")
+        for line in body:
+            self.emit("  " + line)
+        self.emit(f"}} -> ({out_tys})" if n > 1 else f"}} -> {out_tys}")
+        return [f"{res}#{i}" for i in range(n)] if n > 1 else [res]
 
 
 class StatsKernel:
-    """The stats kernel for one tensor type and one ordered list of statistics."""
+    """The stats kernel for `count` tensors of one type and one ordered list of statistics."""
 
-    def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem]):
+    def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem], count: int = 1):
         self.shape = tuple(shape)
         self.elem = elem
         self.items = list(items)
+        self.count = count
         self.numel = 1
         for d in self.shape:
             self.numel *= d
-        rank = len(self.shape)
-        self.cols = self.shape[-1] if rank else 1
+        self.cols = self.shape[-1] if self.shape else 1
         self.rows = self.numel // self.cols if self.cols else 0
         kinds = [it.kind for it in self.items]
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"duplicate statistics in one kernel: {kinds}")
+        if count < 1:
+            raise ValueError("a stats kernel needs at least one tensor")
 
-    # -- lengths -----------------------------------------------------------------------
+    # -- sizes -----------------------------------------------------------------------------
     def length(self, item: StatItem) -> int:
-        """Number of f32 elements `item` occupies."""
+        """Number of f32 elements `item` occupies for one tensor."""
         if item.kind in SCALAR_KINDS:
             return 1
         return {
             "hist": item.bins,
-            "elemsig": min(16, self.numel),
+            "elemsig": min(ELEMSIG_MAX, self.numel),
             "chan_maxabs": self.cols,
             "pos_sumsq": self.rows,
             "adj_sumsq": self.shape[0] - 1 if len(self.shape) == 2 else 0,
         }[item.kind]
 
+    def bindings_per_tensor(self) -> int:
+        """The most buffers one tensor adds to any single dispatch of this kernel.
+
+        The final reduction of the row partials is the widest stage (P partials in, P out);
+        the last scalar stage reads four totals and writes two.
+        """
+        kinds = {it.kind for it in self.items}
+        partials = sum(1 for wanted in ({"min"}, {"max"}, {"mean", "kurtosis"}, {"l1"},
+                                        {"sumsq", "pos_sumsq"}, {"nnz"}) if kinds & wanted)
+        partials += any(it.kind == "hist" and it.normalize for it in self.items)
+        return max(2 * partials, 6)
+
+    @property
+    def tensor_length(self) -> int:
+        """Packed f32 elements per tensor."""
+        return sum(self.length(it) for it in self.items)
+
     def check(self) -> str | None:
         """Why this kernel cannot be built, or None."""
         rank = len(self.shape)
+        if self.numel == 0:
+            return "cannot compute statistics of an empty tensor"
         for it in self.items:
             if it.kind in ("chan_maxabs", "chan_outlier", "pos_sumsq") and rank < 2:
                 return f"{it.kind} needs a tensor of rank >= 2, got rank {rank}"
             if it.kind == "adj_sumsq" and (rank != 2 or self.shape[0] < 2):
                 return f"adj_sumsq needs a 2-D tensor with >= 2 rows, got {self.shape}"
-            if it.kind == "elemsig" and self.numel == 0:
-                return "elemsig needs a non-empty tensor"
-        if self.numel == 0:
-            return "cannot compute statistics of an empty tensor"
         return None
 
-    # -- text --------------------------------------------------------------------------
+    # -- the function --------------------------------------------------------------------
     def function(self, name: str, pack: bool = True, noinline: bool = True) -> str:
         """The kernel as a private `func.func` named `name`."""
         problem = self.check()
         if problem:
             raise ValueError(problem)
         em = _Emitter()
-        x2 = self._rows_view(em)
-        values = self._compute(em, x2)
+        xs = [self._rows_view(em, f"%x{t}") for t in range(self.count)]
+        values = self._compute(em, xs)
         outs: list[tuple[str, str]] = []
         if pack:
-            total = sum(self.length(it) for it in self.items)
+            total = self.count * self.tensor_length
             ty = _tensor((total,), "f32")
-            cur = em.fresh("pack")
-            em.emit(f"{cur} = tensor.empty() : {ty}")
+            cur = em.empty(ty)
             off = 0
-            for it in self.items:
-                val, vshape = values[it.kind]
-                n = self.length(it)
-                nxt = em.fresh("pack")
-                em.emit(
-                    f"{nxt} = tensor.insert_slice {val} into {cur}[{off}] [{n}] [1] : "
-                    f"{_tensor(vshape, 'f32')} into {ty}"
-                )
-                cur, off = nxt, off + n
+            for t in range(self.count):
+                for it in self.items:
+                    val, vshape = values[t][it.kind]
+                    n = self.length(it)
+                    nxt = em.fresh("pack")
+                    em.emit(f"{nxt} = tensor.insert_slice {val} into {cur}[{off}] [{n}] [1] : "
+                            f"{_tensor(vshape, 'f32')} into {ty}")
+                    cur, off = nxt, off + n
             outs.append((cur, ty))
         else:
-            for it in self.items:
-                val, vshape = values[it.kind]
-                if vshape == ():
-                    one = em.fresh("one")
-                    em.emit(
-                        f"{one} = tensor.expand_shape {val} [] output_shape [1] : "
-                        "tensor<f32> into tensor<1xf32>"
-                    )
-                    val, vshape = one, (1,)
-                outs.append((val, _tensor(vshape, "f32")))
+            for t in range(self.count):
+                for it in self.items:
+                    val, vshape = values[t][it.kind]
+                    if vshape == ():
+                        one = em.fresh("one")
+                        em.emit(f"{one} = tensor.expand_shape {val} [] output_shape [1] : "
+                                "tensor<f32> into tensor<1xf32>")
+                        val, vshape = one, (1,)
+                    outs.append((val, _tensor(vshape, "f32")))
         in_ty = _tensor(self.shape, self.elem)
+        params = ", ".join(f"%x{t}: {in_ty}" for t in range(self.count))
         res_tys = ", ".join(t for _, t in outs)
         attrs = " attributes {noinline}" if noinline else ""
-        head = f"func.func private @{name}(%x: {in_ty}) -> ({res_tys}){attrs} {{"
+        head = f"func.func private @{name}({params}) -> ({res_tys}){attrs} {{"
         ret = f"  return {', '.join(v for v, _ in outs)} : {res_tys}"
         return "\n".join([head, *em.lines, ret, "}"])
 
-    def _rows_view(self, em: _Emitter) -> str:
+    # -- helpers -------------------------------------------------------------------------
+    @property
+    def rows_type(self) -> str:
+        return _tensor((self.rows, self.cols), self.elem)
+
+    def _rows_view(self, em: _Emitter, x: str) -> str:
         rank = len(self.shape)
-        src = _tensor(self.shape, self.elem)
-        dst = _tensor((self.rows, self.cols), self.elem)
+        src, dst = _tensor(self.shape, self.elem), self.rows_type
         if rank == 2:
-            return "%x"
+            return x
         x2 = em.fresh("rows")
         if rank > 2:
             lead = ", ".join(str(i) for i in range(rank - 1))
-            em.emit(f"{x2} = tensor.collapse_shape %x [[{lead}], [{rank - 1}]] : {src} into {dst}")
+            em.emit(f"{x2} = tensor.collapse_shape {x} [[{lead}], [{rank - 1}]] : {src} into {dst}")
         elif rank == 1:
-            em.emit(
-                f"{x2} = tensor.expand_shape %x [[0, 1]] output_shape [1, {self.cols}] : "
-                f"{src} into {dst}"
-            )
+            em.emit(f"{x2} = tensor.expand_shape {x} [[0, 1]] output_shape [1, {self.cols}] : {src} into {dst}")
         else:
-            em.emit(f"{x2} = tensor.expand_shape %x [] output_shape [1, 1] : {src} into {dst}")
+            em.emit(f"{x2} = tensor.expand_shape {x} [] output_shape [1, 1] : {src} into {dst}")
         return x2
 
-    def _load(self, arg: str) -> list[str]:
-        """Body lines turning an element `arg` into f32 `%v`."""
-        if self.elem == "f32":
-            return []
-        return [f"%v = arith.extf {arg} : {self.elem} to f32"]
+    def _load(self, arg: str, out: str) -> list[str]:
+        """Body lines making f32 `out` from element `arg` (nothing to do for f32)."""
+        return [] if self.elem == "f32" else [f"{out} = arith.extf {arg} : {self.elem} to f32"]
 
-    def _v(self, arg: str) -> str:
-        return arg if self.elem == "f32" else "%v"
+    def _v(self, arg: str, out: str) -> str:
+        return arg if self.elem == "f32" else out
 
-    def _compute(self, em: _Emitter, x2: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+    def _x(self, x: str, t: int, m: str) -> Operand:
+        return Operand(x, self.rows_type, m, f"%in{t}", self.elem)
+
+    def _scalars(self, em: _Emitter, ins: dict[str, str], exprs: list[tuple[str, list[str]]],
+                 consts: dict[str, str] | None = None) -> list[str]:
+        """One 0-d generic: inputs `ins` (name -> 0-d value) and outputs `%<name>` per expr."""
+        opnds = [Operand(v, "tensor<f32>", _map(0, ""), f"%{k}", "f32") for k, v in ins.items()]
+        outs = [Operand(em.empty("tensor<f32>"), "tensor<f32>", _map(0, ""), f"%out_{n}", "f32")
+                for n, _ in exprs]
+        body = [f"%n = arith.constant {_f32(float(self.numel))} : f32"]
+        body += [f"%{k} = arith.constant {v} : f32" for k, v in (consts or {}).items()]
+        for _, lines in exprs:
+            body += lines
+        body.append("linalg.yield " + ", ".join(f"%{n}" for n, _ in exprs) + " : "
+                    + ", ".join("f32" for _ in exprs))
+        return em.generic("fin", [], opnds, outs, body)
+
+    # -- the stages ----------------------------------------------------------------------
+    def _compute(self, em: _Emitter, xs: list[str]) -> list[dict[str, tuple[str, tuple[int, ...]]]]:
         kinds = {it.kind for it in self.items}
         hist = next((it for it in self.items if it.kind == "hist"), None)
-        R, C = self.rows, self.cols
-        x2_ty = _tensor((R, C), self.elem)
-        values: dict[str, tuple[str, tuple[int, ...]]] = {}
+        R, C, T = self.rows, self.cols, self.count
+        values: list[dict] = [{} for _ in range(T)]
 
-        # Pass 1: row partials in one multi-result generic, then one tiny final reduction.
-        need = []
-        for partial, wanted_by in (
-            ("min", {"min"}),
-            ("max", {"max"}),
-            ("sum", {"mean", "kurtosis"}),
-            ("l1", {"l1"}),
-            ("sumsq", {"sumsq", "pos_sumsq"}),
-            ("nnz", {"nnz"}),
-        ):
-            if kinds & wanted_by:
-                need.append(partial)
+        need = [p for p, wanted in (
+            ("min", {"min"}), ("max", {"max"}), ("sum", {"mean", "kurtosis"}), ("l1", {"l1"}),
+            ("sumsq", {"sumsq", "pos_sumsq"}), ("nnz", {"nnz"}),
+        ) if kinds & wanted]
         if hist is not None and hist.normalize:
             need.append("maxabs")
-        partials: dict[str, str] = {}
-        scalars: dict[str, str] = {}
-        if need:
-            partials = self._row_pass(em, x2, x2_ty, need)
-            scalars = self._final_reduce(em, partials, need)
-        if "pos_sumsq" in kinds:
-            values["pos_sumsq"] = (partials["sumsq"], (R,))
-        for k in ("min", "max", "l1", "sumsq", "nnz"):
-            if k in kinds:
-                values[k] = (scalars[k], ())
-        mean = None
-        if kinds & {"mean", "kurtosis"}:
-            mean = self._scalar_map(em, [scalars["sum"]], "%r = arith.divf %a0, %n : f32")
-            if "mean" in kinds:
-                values["mean"] = (mean, ())
+        partials = self._row_pass(em, xs, need) if need else [{} for _ in range(T)]
+        totals = self._final_reduce(em, partials, need) if need else [{} for _ in range(T)]
+        for t in range(T):
+            if "pos_sumsq" in kinds:
+                values[t]["pos_sumsq"] = (partials[t]["sumsq"], (R,))
+            for k in ("min", "max", "l1", "sumsq", "nnz"):
+                if k in kinds:
+                    values[t][k] = (totals[t][k], ())
 
-        # Pass 2: what needs a global scalar first.
-        if "kurtosis" in kinds:
-            values["kurtosis"] = (self._kurtosis(em, x2, x2_ty, mean), ())
+        # Global scalars the second passes need: the mean and the histogram scale.
+        means: list[str | None] = [None] * T
+        scales: list[str | None] = [None] * T
+        want_mean = bool(kinds & {"mean", "kurtosis"})
+        want_scale = hist is not None and hist.normalize
+        if want_mean or want_scale:
+            ins, exprs = {}, []
+            for t in range(T):
+                if want_mean:
+                    ins[f"sum{t}"] = totals[t]["sum"]
+                    exprs.append((f"mean{t}", [f"%mean{t} = arith.divf %sum{t}, %n : f32"]))
+                if want_scale:
+                    ins[f"maxabs{t}"] = totals[t]["maxabs"]
+                    exprs.append((f"scale{t}", [f"%scale{t} = arith.addf %maxabs{t}, %eps : f32"]))
+            res = iter(self._scalars(em, ins, exprs, {"eps": _f32(EPS_SCALE)}))
+            for t in range(T):
+                means[t] = next(res) if want_mean else None
+                scales[t] = next(res) if want_scale else None
+                if "mean" in kinds:
+                    values[t]["mean"] = (means[t], ())
+
+        moments = self._moments(em, xs, means) if "kurtosis" in kinds else None
         if hist is not None:
-            scale = None
-            if hist.normalize:
-                scale = self._scalar_map(
-                    em, [scalars["maxabs"]], f"%r = arith.addf %a0, %eps : f32",
-                    consts={"eps": _f32(EPS_SCALE)},
-                )
-            values["hist"] = (self._hist(em, x2, x2_ty, hist, scale), (hist.bins,))
+            for t, h in enumerate(self._hist(em, xs, hist, scales if hist.normalize else None)):
+                values[t]["hist"] = (h, (hist.bins,))
         if "elemsig" in kinds:
-            values["elemsig"] = (self._elemsig(em, x2, x2_ty), (min(16, self.numel),))
+            k = min(ELEMSIG_MAX, self.numel)
+            for t, s in enumerate(self._elemsig(em, xs)):
+                values[t]["elemsig"] = (s, (k,))
+        chan = None
         if kinds & {"chan_maxabs", "chan_outlier"}:
-            chan = self._chan_maxabs(em, x2, x2_ty)
+            chan = self._chan_maxabs(em, xs)
             if "chan_maxabs" in kinds:
-                values["chan_maxabs"] = (chan, (C,))
-            if "chan_outlier" in kinds:
-                values["chan_outlier"] = (self._chan_outlier(em, chan), ())
+                for t in range(T):
+                    values[t]["chan_maxabs"] = (chan[t], (C,))
         if "adj_sumsq" in kinds:
-            values["adj_sumsq"] = (self._adj(em, x2), (R - 1,))
+            for t, a in enumerate(self._adj(em, xs)):
+                values[t]["adj_sumsq"] = (a, (R - 1,))
+
+        # Final scalars: kurtosis and channel peak/mean, all tensors in one 0-d generic.
+        ins, exprs = {}, []
+        chan_red = self._chan_reduce(em, chan) if "chan_outlier" in kinds else None
+        for t in range(T):
+            if moments is not None:
+                ins[f"s2_{t}"], ins[f"s4_{t}"] = moments[t]
+                exprs.append((f"kurt{t}", [
+                    f"%m2_{t} = arith.divf %s2_{t}, %n : f32",
+                    f"%m4_{t} = arith.divf %s4_{t}, %n : f32",
+                    f"%m22_{t} = arith.mulf %m2_{t}, %m2_{t} : f32",
+                    f"%den_{t} = arith.addf %m22_{t}, %eps : f32",
+                    f"%kurt{t} = arith.divf %m4_{t}, %den_{t} : f32",
+                ]))
+            if chan_red is not None:
+                ins[f"cmax{t}"], ins[f"csum{t}"] = chan_red[t]
+                exprs.append((f"cout{t}", [
+                    f"%cmean{t} = arith.divf %csum{t}, %chans : f32",
+                    f"%cden{t} = arith.addf %cmean{t}, %eps : f32",
+                    f"%cout{t} = arith.divf %cmax{t}, %cden{t} : f32",
+                ]))
+        if exprs:
+            res = iter(self._scalars(em, ins, exprs, {"eps": _f32(EPS_RATIO), "chans": _f32(float(C))}))
+            for t in range(T):
+                if moments is not None:
+                    values[t]["kurtosis"] = (next(res), ())
+                if chan_red is not None:
+                    values[t]["chan_outlier"] = (next(res), ())
         return values
 
-    def _row_pass(self, em: _Emitter, x2: str, x2_ty: str, need: list[str]) -> dict[str, str]:
+    def _row_pass(self, em: _Emitter, xs: list[str], need: list[str]) -> list[dict[str, str]]:
+        """Row partials of every tensor in one (row parallel, column reduction) generic."""
         R = self.rows
         r_ty = _tensor((R,), "f32")
-        inits = [em.filled((R,), _ROW_PARTIALS[p][0]) for p in need]
-        res = em.fresh("rowp")
-        maps = [_map(2, "d0, d1")] + [_map(2, "d0")] * len(need)
-        accs = [f"%acc{i}: f32" for i in range(len(need))]
-        em.emit(
-            f"{res}:{len(need)} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-            f'iterator_types = ["parallel", "reduction"]}} ins({x2} : {x2_ty}) '
-            f"outs({', '.join(inits)} : {', '.join([r_ty] * len(need))}) {{"
-        )
-        em.emit(f"^bb0(%in: {self.elem}, {', '.join(accs)}):")
-        body = self._load("%in")
-        v = self._v("%in")
-        body += [
-            f"%abs = math.absf {v} : f32",
-            f"%sq = arith.mulf {v}, {v} : f32",
-            "%zero = arith.constant 0.000000e+00 : f32",
-            "%onef = arith.constant 1.000000e+00 : f32",
-            f"%isnz = arith.cmpf une, {v}, %zero : f32",
-            "%nz = arith.select %isnz, %onef, %zero : f32",
-        ]
-        outs = []
-        for i, p in enumerate(need):
-            expr = _ROW_PARTIALS[p][1].format(v=v, acc=f"%acc{i}", abs="%abs", sq="%sq", nz="%nz")
-            body.append(f"%o{i} = {expr}")
-            outs.append(f"%o{i}")
-        body.append(f"linalg.yield {', '.join(outs)} : {', '.join(['f32'] * len(outs))}")
-        for line in body:
-            em.emit("  " + line)
-        em.emit(f"}} -> ({', '.join([r_ty] * len(need))})")
-        return {p: f"{res}#{i}" for i, p in enumerate(need)}
+        ins = [self._x(x, t, _map(2, "d0, d1")) for t, x in enumerate(xs)]
+        outs, body = [], []
+        for t in range(self.count):
+            v = self._v(f"%in{t}", f"%v{t}")
+            body += self._load(f"%in{t}", f"%v{t}")
+            if {"l1", "maxabs"} & set(need):
+                body.append(f"%abs{t} = math.absf {v} : f32")
+            if "sumsq" in need:
+                body.append(f"%sq{t} = arith.mulf {v}, {v} : f32")
+            if "nnz" in need:
+                body += [
+                    f"%isnz{t} = arith.cmpf une, {v}, %zero : f32",
+                    f"%nz{t} = arith.select %isnz{t}, %one, %zero : f32",
+                ]
+            for p in need:
+                init = em.filled((R,), _ROW_PARTIALS[p][0])
+                outs.append(Operand(init, r_ty, _map(2, "d0"), f"%a_{p}{t}", "f32"))
+                expr = _ROW_PARTIALS[p][1].format(v=v, acc=f"%a_{p}{t}", abs=f"%abs{t}",
+                                                  sq=f"%sq{t}", nz=f"%nz{t}")
+                body.append(f"%r_{p}{t} = {expr}")
+        head = [f"%zero = arith.constant {ZERO} : f32", "%one = arith.constant 1.000000e+00 : f32"]
+        yields = [f"%r_{p}{t}" for t in range(self.count) for p in need]
+        body = head + body + [f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}"]
+        res = iter(em.generic("rowp", ["parallel", "reduction"], ins, outs, body))
+        return [{p: next(res) for p in need} for _ in range(self.count)]
 
-    def _final_reduce(self, em: _Emitter, partials: dict[str, str], need: list[str]) -> dict[str, str]:
+    def _final_reduce(self, em: _Emitter, partials: list[dict[str, str]], need: list[str]) -> list[dict[str, str]]:
+        """Every [R] partial of every tensor to a scalar, in one generic."""
+        r_ty = _tensor((self.rows,), "f32")
+        ins, outs, body, yields = [], [], [], []
+        for t in range(self.count):
+            for p in need:
+                ins.append(Operand(partials[t][p], r_ty, _map(1, "d0"), f"%p_{p}{t}", "f32"))
+                outs.append(Operand(em.filled((), _ROW_PARTIALS[p][0]), "tensor<f32>", _map(1, ""),
+                                    f"%a_{p}{t}", "f32"))
+                body.append(f"%f_{p}{t} = {_ROW_PARTIALS[p][2]} %p_{p}{t}, %a_{p}{t} : f32")
+                yields.append(f"%f_{p}{t}")
+        body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
+        res = iter(em.generic("tot", ["reduction"], ins, outs, body))
+        return [{p: next(res) for p in need} for _ in range(self.count)]
+
+    def _sum_rows(self, em: _Emitter, hint: str, parts: list[str]) -> list[str]:
+        """Σ over rows of several [R] partials, to 0-d tensors, in one generic."""
+        r_ty = _tensor((self.rows,), "f32")
+        ins = [Operand(p, r_ty, _map(1, "d0"), f"%p{i}", "f32") for i, p in enumerate(parts)]
+        outs = [Operand(em.filled((), ZERO), "tensor<f32>", _map(1, ""), f"%a{i}", "f32")
+                for i in range(len(parts))]
+        body = [f"%s{i} = arith.addf %a{i}, %p{i} : f32" for i in range(len(parts))]
+        body.append("linalg.yield " + ", ".join(f"%s{i}" for i in range(len(parts))) + " : "
+                    + ", ".join("f32" for _ in parts))
+        return em.generic(hint, ["reduction"], ins, outs, body)
+
+    def _moments(self, em: _Emitter, xs: list[str], means: list[str]) -> list[tuple[str, str]]:
+        """Σ(x-μ)² and Σ(x-μ)⁴ of every tensor: a row pass, then a final sum."""
         R = self.rows
         r_ty = _tensor((R,), "f32")
-        inits = [em.filled((), _ROW_PARTIALS[p][0]) for p in need]
-        res = em.fresh("fin")
-        maps = [_map(1, "d0")] * len(need) + [_map(1, "")] * len(need)
-        ins = [partials[p] for p in need]
-        args = [f"%p{i}: f32" for i in range(len(need))] + [f"%a{i}: f32" for i in range(len(need))]
-        em.emit(
-            f"{res}:{len(need)} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-            f'iterator_types = ["reduction"]}} ins({", ".join(ins)} : {", ".join([r_ty] * len(need))}) '
-            f"outs({', '.join(inits)} : {', '.join(['tensor<f32>'] * len(need))}) {{"
-        )
-        em.emit(f"^bb0({', '.join(args)}):")
-        outs = []
-        for i, p in enumerate(need):
-            em.emit(f"  %f{i} = {_ROW_PARTIALS[p][2]} %p{i}, %a{i} : f32")
-            outs.append(f"%f{i}")
-        em.emit(f"  linalg.yield {', '.join(outs)} : {', '.join(['f32'] * len(outs))}")
-        em.emit(f"}} -> ({', '.join(['tensor<f32>'] * len(need))})")
-        return {p: f"{res}#{i}" for i, p in enumerate(need)}
+        ins, outs, body, yields = [], [], [], []
+        for t, x in enumerate(xs):
+            ins += [self._x(x, t, _map(2, "d0, d1")), Operand(means[t], "tensor<f32>", _map(2, ""), f"%mu{t}", "f32")]
+            outs += [Operand(em.filled((R,), ZERO), r_ty, _map(2, "d0"), f"%a2_{t}", "f32"),
+                     Operand(em.filled((R,), ZERO), r_ty, _map(2, "d0"), f"%a4_{t}", "f32")]
+            body += self._load(f"%in{t}", f"%v{t}") + [
+                f"%d{t} = arith.subf {self._v(f'%in{t}', f'%v{t}')}, %mu{t} : f32",
+                f"%d2_{t} = arith.mulf %d{t}, %d{t} : f32",
+                f"%d4_{t} = arith.mulf %d2_{t}, %d2_{t} : f32",
+                f"%n2_{t} = arith.addf %a2_{t}, %d2_{t} : f32",
+                f"%n4_{t} = arith.addf %a4_{t}, %d4_{t} : f32",
+            ]
+            yields += [f"%n2_{t}", f"%n4_{t}"]
+        body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
+        rows = em.generic("mom", ["parallel", "reduction"], ins, outs, body)
+        tot = iter(self._sum_rows(em, "momt", rows))
+        return [(next(tot), next(tot)) for _ in xs]
 
-    def _scalar_map(
-        self, em: _Emitter, ins: list[str], body: str, consts: dict[str, str] | None = None
-    ) -> str:
-        """A 0-d elementwise generic: `%r` computed from `%a0..` (f32), `%n` = numel."""
-        init = em.fresh("e")
-        em.emit(f"{init} = tensor.empty() : tensor<f32>")
-        res = em.fresh("s")
-        maps = [_map(0, "")] * (len(ins) + 1)
-        args = [f"%a{i}: f32" for i in range(len(ins))] + ["%out: f32"]
-        em.emit(
-            f"{res} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = []}} "
-            f"ins({', '.join(ins)} : {', '.join(['tensor<f32>'] * len(ins))}) "
-            f"outs({init} : tensor<f32>) {{"
-        )
-        em.emit(f"^bb0({', '.join(args)}):")
-        em.emit(f"  %n = arith.constant {_f32(float(self.numel))} : f32")
-        for name, val in (consts or {}).items():
-            em.emit(f"  %{name} = arith.constant {val} : f32")
-        for line in body.split("\n"):
-            em.emit("  " + line)
-        em.emit("  linalg.yield %r : f32")
-        em.emit("} -> tensor<f32>")
-        return res
-
-    def _kurtosis(self, em: _Emitter, x2: str, x2_ty: str, mean: str) -> str:
-        R = self.rows
-        r_ty = _tensor((R,), "f32")
-        i2, i4 = em.filled((R,), "0.000000e+00"), em.filled((R,), "0.000000e+00")
-        res = em.fresh("mom")
-        maps = [_map(2, "d0, d1"), _map(2, ""), _map(2, "d0"), _map(2, "d0")]
-        em.emit(
-            f"{res}:2 = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-            f'iterator_types = ["parallel", "reduction"]}} ins({x2}, {mean} : {x2_ty}, tensor<f32>) '
-            f"outs({i2}, {i4} : {r_ty}, {r_ty}) {{"
-        )
-        em.emit(f"^bb0(%in: {self.elem}, %mu: f32, %a2: f32, %a4: f32):")
-        for line in self._load("%in") + [
-            f"%d = arith.subf {self._v('%in')}, %mu : f32",
-            "%d2 = arith.mulf %d, %d : f32",
-            "%d4 = arith.mulf %d2, %d2 : f32",
-            "%n2 = arith.addf %a2, %d2 : f32",
-            "%n4 = arith.addf %a4, %d4 : f32",
-            "linalg.yield %n2, %n4 : f32, f32",
-        ]:
-            em.emit("  " + line)
-        em.emit(f"}} -> ({r_ty}, {r_ty})")
-        fin = self._final_reduce(em, {"sum": f"{res}#0", "sumsq": f"{res}#1"}, ["sum", "sumsq"])
-        return self._scalar_map(
-            em,
-            [fin["sum"], fin["sumsq"]],
-            "%m2 = arith.divf %a0, %n : f32\n"
-            "%m4 = arith.divf %a1, %n : f32\n"
-            "%m22 = arith.mulf %m2, %m2 : f32\n"
-            "%den = arith.addf %m22, %eps : f32\n"
-            "%r = arith.divf %m4, %den : f32",
-            consts={"eps": _f32(EPS_RATIO)},
-        )
-
-    def _hist(self, em: _Emitter, x2: str, x2_ty: str, h: StatItem, scale: str | None) -> str:
-        """Bin index per element once (elementwise), then a per-row one-hot count (bins innermost).
+    def _hist(self, em: _Emitter, xs: list[str], h: StatItem, scales: list[str] | None) -> list[str]:
+        """Bin index of every element (elementwise), then per-row one-hot counts, then Σ rows.
 
         The index is `floor((u - lo) / width)` corrected against the f32 edges `lo + k·width`,
-        which gives numpy's rule exactly whenever those edges are exact in f32 (true for the
+        which is numpy's rule exactly whenever those edges are exact in f32 (true for the
         default ranges [-1, 1] and [-6, 6] with 32 bins): `e_k <= u < e_k+1`, the last bin also
-        takes `u == hi`, values outside `[lo, hi]` and NaN get index -1 (dropped).
+        takes `u == hi`; values outside `[lo, hi]` and NaN get index -1 and are dropped.
         """
         R, C, B = self.rows, self.cols, h.bins
         width = (h.hi - h.lo) / B
         idx_ty = _tensor((R, C), "i32")
-        e = em.fresh("e")
-        em.emit(f"{e} = tensor.empty() : {idx_ty}")
-        ins, tys, maps, args = [x2], [x2_ty], [_map(2, "d0, d1")], [f"%in: {self.elem}"]
-        if scale is not None:
-            ins.append(scale)
-            tys.append("tensor<f32>")
-            maps.append(_map(2, ""))
-            args.append("%s: f32")
-        maps.append(_map(2, "d0, d1"))
-        args.append("%o: i32")
-        bins = em.fresh("bin")
-        em.emit(
-            f"{bins} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
-            f'iterator_types = ["parallel", "parallel"]}} ins({", ".join(ins)} : {", ".join(tys)}) '
-            f"outs({e} : {idx_ty}) {{"
-        )
-        em.emit(f"^bb0({', '.join(args)}):")
-        body = self._load("%in")
-        v = self._v("%in")
-        if scale is not None:
-            body.append(f"%u = arith.divf {v}, %s : f32")
-            v = "%u"
-        body += [
+        ins, outs = [], []
+        body = [
             f"%lo = arith.constant {_f32(h.lo)} : f32",
             f"%hi = arith.constant {_f32(h.hi)} : f32",
             f"%w = arith.constant {_f32(width)} : f32",
             f"%invw = arith.constant {_f32(1.0 / width)} : f32",
-            "%c0 = arith.constant 0 : i32",
+            f"%fz = arith.constant {ZERO} : f32",
+            f"%fl = arith.constant {_f32(float(B - 1))} : f32",
             "%c1 = arith.constant 1 : i32",
             "%cm1 = arith.constant -1 : i32",
             f"%clast = arith.constant {B - 1} : i32",
-            f"%t0 = arith.subf {v}, %lo : f32",
-            "%t1 = arith.mulf %t0, %invw : f32",
-            "%t2 = math.floor %t1 : f32",
-            # clamp in f32 first so the int conversion never overflows
-            "%fz = arith.constant 0.000000e+00 : f32",
-            f"%fl = arith.constant {_f32(float(B - 1))} : f32",
-            "%t3 = arith.maximumf %t2, %fz : f32",
-            "%t4 = arith.minimumf %t3, %fl : f32",
-            "%k0 = arith.fptosi %t4 : f32 to i32",
-            "%kf = arith.sitofp %k0 : i32 to f32",
-            "%ek = arith.mulf %kf, %w : f32",
-            "%elo = arith.addf %lo, %ek : f32",
-            "%ehi = arith.addf %elo, %w : f32",
-            f"%below = arith.cmpf olt, {v}, %elo : f32",
-            f"%above = arith.cmpf oge, {v}, %ehi : f32",
-            "%notlast = arith.cmpi slt, %k0, %clast : i32",
-            "%up = arith.andi %above, %notlast : i1",
-            "%kdn = arith.subi %k0, %c1 : i32",
-            "%kup = arith.addi %k0, %c1 : i32",
-            "%k1 = arith.select %below, %kdn, %k0 : i32",
-            "%k2 = arith.select %up, %kup, %k1 : i32",
-            f"%ge = arith.cmpf oge, {v}, %lo : f32",
-            f"%le = arith.cmpf ole, {v}, %hi : f32",
-            "%inr = arith.andi %ge, %le : i1",
-            "%k = arith.select %inr, %k2, %cm1 : i32",
-            "linalg.yield %k : i32",
         ]
-        for line in body:
-            em.emit("  " + line)
-        em.emit(f"}} -> {idx_ty}")
-        init = em.filled((R, B), "0.000000e+00")
-        rows = em.fresh("hrows")
-        em.emit(
-            f"{rows} = linalg.generic {{indexing_maps = [{_map(3, 'd0, d1')}, {_map(3, 'd0, d2')}], "
-            f'iterator_types = ["parallel", "reduction", "parallel"]}} ins({bins} : {idx_ty}) '
-            f"outs({init} : {_tensor((R, B), 'f32')}) {{"
-        )
-        em.emit("^bb0(%k: i32, %acc: f32):")
-        for line in [
-            "%b = linalg.index 2 : index",
-            "%bi = arith.index_cast %b : index to i32",
-            "%hit = arith.cmpi eq, %k, %bi : i32",
-            "%one = arith.constant 1.000000e+00 : f32",
-            "%zero = arith.constant 0.000000e+00 : f32",
-            "%cnt = arith.select %hit, %one, %zero : f32",
-            "%next = arith.addf %acc, %cnt : f32",
-            "linalg.yield %next : f32",
-        ]:
-            em.emit("  " + line)
-        em.emit(f"}} -> {_tensor((R, B), 'f32')}")
-        binit = em.filled((B,), "0.000000e+00")
-        res = em.fresh("hist")
-        em.emit(
-            f"{res} = linalg.generic {{indexing_maps = [{_map(2, 'd0, d1')}, {_map(2, 'd1')}], "
-            f'iterator_types = ["reduction", "parallel"]}} ins({rows} : {_tensor((R, B), "f32")}) '
-            f"outs({binit} : tensor<{B}xf32>) {{"
-        )
-        em.emit("^bb0(%c: f32, %acc: f32):")
-        em.emit("  %s = arith.addf %acc, %c : f32")
-        em.emit("  linalg.yield %s : f32")
-        em.emit(f"}} -> tensor<{B}xf32>")
-        return res
+        for t, x in enumerate(xs):
+            ins.append(self._x(x, t, _map(2, "d0, d1")))
+            if scales is not None:
+                ins.append(Operand(scales[t], "tensor<f32>", _map(2, ""), f"%s{t}", "f32"))
+            outs.append(Operand(em.empty(idx_ty), idx_ty, _map(2, "d0, d1"), f"%o{t}", "i32"))
+            body += self._load(f"%in{t}", f"%v{t}")
+            u = self._v(f"%in{t}", f"%v{t}")
+            if scales is not None:
+                body.append(f"%u{t} = arith.divf {u}, %s{t} : f32")
+                u = f"%u{t}"
+            body += [
+                f"%t0_{t} = arith.subf {u}, %lo : f32",
+                f"%t1_{t} = arith.mulf %t0_{t}, %invw : f32",
+                f"%t2_{t} = math.floor %t1_{t} : f32",
+                # clamp in f32 first so the conversion to i32 never overflows
+                f"%t3_{t} = arith.maximumf %t2_{t}, %fz : f32",
+                f"%t4_{t} = arith.minimumf %t3_{t}, %fl : f32",
+                f"%k0_{t} = arith.fptosi %t4_{t} : f32 to i32",
+                f"%kf_{t} = arith.sitofp %k0_{t} : i32 to f32",
+                f"%ek_{t} = arith.mulf %kf_{t}, %w : f32",
+                f"%elo_{t} = arith.addf %lo, %ek_{t} : f32",
+                f"%ehi_{t} = arith.addf %elo_{t}, %w : f32",
+                f"%below_{t} = arith.cmpf olt, {u}, %elo_{t} : f32",
+                f"%above_{t} = arith.cmpf oge, {u}, %ehi_{t} : f32",
+                f"%notlast_{t} = arith.cmpi slt, %k0_{t}, %clast : i32",
+                f"%up_{t} = arith.andi %above_{t}, %notlast_{t} : i1",
+                f"%kdn_{t} = arith.subi %k0_{t}, %c1 : i32",
+                f"%kup_{t} = arith.addi %k0_{t}, %c1 : i32",
+                f"%k1_{t} = arith.select %below_{t}, %kdn_{t}, %k0_{t} : i32",
+                f"%k2_{t} = arith.select %up_{t}, %kup_{t}, %k1_{t} : i32",
+                f"%ge_{t} = arith.cmpf oge, {u}, %lo : f32",
+                f"%le_{t} = arith.cmpf ole, {u}, %hi : f32",
+                f"%inr_{t} = arith.andi %ge_{t}, %le_{t} : i1",
+                f"%k{t} = arith.select %inr_{t}, %k2_{t}, %cm1 : i32",
+            ]
+        body.append("linalg.yield " + ", ".join(f"%k{t}" for t in range(self.count)) + " : "
+                    + ", ".join("i32" for _ in xs))
+        bins = em.generic("bin", ["parallel", "parallel"], ins, outs, body)
 
-    def _elemsig(self, em: _Emitter, x2: str, x2_ty: str) -> str:
-        k = min(16, self.numel)
-        init = em.fresh("e")
-        em.emit(f"{init} = tensor.empty() : tensor<{k}xf32>")
-        res = em.fresh("sig")
-        em.emit(
-            f"{res} = linalg.generic {{indexing_maps = [{_map(1, 'd0')}], "
-            f'iterator_types = ["parallel"]}} outs({init} : tensor<{k}xf32>) {{'
-        )
-        em.emit("^bb0(%out: f32):")
+        rb_ty = _tensor((R, B), "i32")
+        zero_i = em.fresh("zi")
+        em.emit(f"{zero_i} = arith.constant 0 : i32")
+        ins = [Operand(b, idx_ty, _map(3, "d0, d1"), f"%k{t}", "i32") for t, b in enumerate(bins)]
+        outs = []
+        for t in range(self.count):
+            e = em.empty(rb_ty)
+            f = em.fresh("initi")
+            em.emit(f"{f} = linalg.fill ins({zero_i} : i32) outs({e} : {rb_ty}) -> {rb_ty}")
+            outs.append(Operand(f, rb_ty, _map(3, "d0, d2"), f"%acc{t}", "i32"))
+        body = ["%b = linalg.index 2 : index", "%bi = arith.index_cast %b : index to i32"]
+        for t in range(self.count):
+            body += [
+                f"%hit{t} = arith.cmpi eq, %k{t}, %bi : i32",
+                f"%cnt{t} = arith.extui %hit{t} : i1 to i32",
+                f"%next{t} = arith.addi %acc{t}, %cnt{t} : i32",
+            ]
+        body.append("linalg.yield " + ", ".join(f"%next{t}" for t in range(self.count)) + " : "
+                    + ", ".join("i32" for _ in xs))
+        rows = em.generic("hrows", ["parallel", "reduction", "parallel"], ins, outs, body)
+
+        b_ty = _tensor((B,), "f32")
+        ins = [Operand(r, rb_ty, _map(2, "d0, d1"), f"%c{t}", "i32") for t, r in enumerate(rows)]
+        outs = [Operand(em.filled((B,), ZERO), b_ty, _map(2, "d1"), f"%acc{t}", "f32") for t in range(self.count)]
+        body = []
+        for t in range(self.count):
+            body += [f"%cf{t} = arith.sitofp %c{t} : i32 to f32", f"%s{t} = arith.addf %acc{t}, %cf{t} : f32"]
+        body.append("linalg.yield " + ", ".join(f"%s{t}" for t in range(self.count)) + " : "
+                    + ", ".join("f32" for _ in xs))
+        return em.generic("hist", ["reduction", "parallel"], ins, outs, body)
+
+    def _elemsig(self, em: _Emitter, xs: list[str]) -> list[str]:
+        """Elements at flat indices floor(j·n/k), j < k = min(16, n): a gather generic."""
+        k = min(ELEMSIG_MAX, self.numel)
+        k_ty = f"tensor<{k}xf32>"
+        outs = [Operand(em.empty(k_ty), k_ty, _map(1, "d0"), f"%o{t}", "f32") for t in range(self.count)]
         body = [
             "%j = linalg.index 0 : index",
             f"%n = arith.constant {self.numel} : index",
@@ -502,84 +550,61 @@ class StatsKernel:
             "%flat = arith.divui %jn, %k : index",
             "%r = arith.divui %flat, %cols : index",
             "%c = arith.remui %flat, %cols : index",
-            f"%in = tensor.extract {x2}[%r, %c] : {x2_ty}",
         ]
-        body += self._load("%in")
-        body.append(f"linalg.yield {self._v('%in')} : f32")
-        for line in body:
-            em.emit("  " + line)
-        em.emit(f"}} -> tensor<{k}xf32>")
-        return res
+        for t, x in enumerate(xs):
+            body.append(f"%in{t} = tensor.extract {x}[%r, %c] : {self.rows_type}")
+            body += self._load(f"%in{t}", f"%v{t}")
+        body.append("linalg.yield " + ", ".join(self._v(f"%in{t}", f"%v{t}") for t in range(self.count))
+                    + " : " + ", ".join("f32" for _ in xs))
+        return em.generic("sig", ["parallel"], [], outs, body)
 
-    def _chan_maxabs(self, em: _Emitter, x2: str, x2_ty: str) -> str:
+    def _chan_maxabs(self, em: _Emitter, xs: list[str]) -> list[str]:
         """max|x| per last-axis channel, reducing over all rows."""
         C = self.cols
-        init = em.filled((C,), "0.000000e+00")
-        res = em.fresh("chan")
-        em.emit(
-            f"{res} = linalg.generic {{indexing_maps = [{_map(2, 'd0, d1')}, {_map(2, 'd1')}], "
-            f'iterator_types = ["reduction", "parallel"]}} ins({x2} : {x2_ty}) '
-            f"outs({init} : tensor<{C}xf32>) {{"
-        )
-        em.emit(f"^bb0(%in: {self.elem}, %acc: f32):")
-        for line in self._load("%in") + [
-            f"%abs = math.absf {self._v('%in')} : f32",
-            "%m = arith.maximumf %abs, %acc : f32",
-            "linalg.yield %m : f32",
-        ]:
-            em.emit("  " + line)
-        em.emit(f"}} -> tensor<{C}xf32>")
-        return res
-
-    def _chan_outlier(self, em: _Emitter, chan: str) -> str:
-        C = self.cols
-        imax, isum = em.filled((), "0.000000e+00"), em.filled((), "0.000000e+00")
-        red = em.fresh("cred")
-        em.emit(
-            f"{red}:2 = linalg.generic {{indexing_maps = [{_map(1, 'd0')}, {_map(1, '')}, "
-            f'{_map(1, "")}], iterator_types = ["reduction"]}} ins({chan} : tensor<{C}xf32>) '
-            f"outs({imax}, {isum} : tensor<f32>, tensor<f32>) {{"
-        )
-        em.emit("^bb0(%c: f32, %am: f32, %as: f32):")
-        em.emit("  %m = arith.maximumf %c, %am : f32")
-        em.emit("  %s = arith.addf %as, %c : f32")
-        em.emit("  linalg.yield %m, %s : f32, f32")
-        em.emit("} -> (tensor<f32>, tensor<f32>)")
-        return self._scalar_map(
-            em,
-            [f"{red}#0", f"{red}#1"],
-            f"%chans = arith.constant {_f32(float(C))} : f32\n"
-            "%mean = arith.divf %a1, %chans : f32\n"
-            "%den = arith.addf %mean, %eps : f32\n"
-            "%r = arith.divf %a0, %den : f32",
-            consts={"eps": _f32(EPS_RATIO)},
-        )
-
-    def _adj(self, em: _Emitter, x2: str) -> str:
-        R, C = self.rows, self.cols
-        src = _tensor((R, C), self.elem)
-        part = _tensor((R - 1, C), self.elem)
-        nxt, prev = em.fresh("next"), em.fresh("prev")
-        em.emit(f"{nxt} = tensor.extract_slice {x2}[1, 0] [{R - 1}, {C}] [1, 1] : {src} to {part}")
-        em.emit(f"{prev} = tensor.extract_slice {x2}[0, 0] [{R - 1}, {C}] [1, 1] : {src} to {part}")
-        init = em.filled((R - 1,), "0.000000e+00")
-        res = em.fresh("adj")
-        em.emit(
-            f"{res} = linalg.generic {{indexing_maps = [{_map(2, 'd0, d1')}, {_map(2, 'd0, d1')}, "
-            f'{_map(2, "d0")}], iterator_types = ["parallel", "reduction"]}} '
-            f"ins({nxt}, {prev} : {part}, {part}) outs({init} : tensor<{R - 1}xf32>) {{"
-        )
-        em.emit(f"^bb0(%a: {self.elem}, %b: {self.elem}, %acc: f32):")
-        if self.elem == "f32":
-            lines = ["%d = arith.subf %a, %b : f32"]
-        else:
-            lines = [
-                f"%fa = arith.extf %a : {self.elem} to f32",
-                f"%fb = arith.extf %b : {self.elem} to f32",
-                "%d = arith.subf %fa, %fb : f32",
+        ins = [self._x(x, t, _map(2, "d0, d1")) for t, x in enumerate(xs)]
+        outs = [Operand(em.filled((C,), ZERO), f"tensor<{C}xf32>", _map(2, "d1"), f"%acc{t}", "f32")
+                for t in range(self.count)]
+        body = []
+        for t in range(self.count):
+            body += self._load(f"%in{t}", f"%v{t}") + [
+                f"%abs{t} = math.absf {self._v(f'%in{t}', f'%v{t}')} : f32",
+                f"%m{t} = arith.maximumf %abs{t}, %acc{t} : f32",
             ]
-        lines += ["%d2 = arith.mulf %d, %d : f32", "%s = arith.addf %acc, %d2 : f32", "linalg.yield %s : f32"]
-        for line in lines:
-            em.emit("  " + line)
-        em.emit(f"}} -> tensor<{R - 1}xf32>")
-        return res
+        body.append("linalg.yield " + ", ".join(f"%m{t}" for t in range(self.count)) + " : "
+                    + ", ".join("f32" for _ in xs))
+        return em.generic("chan", ["reduction", "parallel"], ins, outs, body)
+
+    def _chan_reduce(self, em: _Emitter, chans: list[str]) -> list[tuple[str, str]]:
+        """(max, Σ) of every tensor's channel maxima, in one generic."""
+        C = self.cols
+        ins = [Operand(c, f"tensor<{C}xf32>", _map(1, "d0"), f"%c{t}", "f32") for t, c in enumerate(chans)]
+        outs, body, yields = [], [], []
+        for t in range(self.count):
+            outs += [Operand(em.filled((), ZERO), "tensor<f32>", _map(1, ""), f"%am{t}", "f32"),
+                     Operand(em.filled((), ZERO), "tensor<f32>", _map(1, ""), f"%as{t}", "f32")]
+            body += [f"%m{t} = arith.maximumf %c{t}, %am{t} : f32", f"%s{t} = arith.addf %as{t}, %c{t} : f32"]
+            yields += [f"%m{t}", f"%s{t}"]
+        body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
+        res = iter(em.generic("cred", ["reduction"], ins, outs, body))
+        return [(next(res), next(res)) for _ in chans]
+
+    def _adj(self, em: _Emitter, xs: list[str]) -> list[str]:
+        """Σ_j (x[t+1, j] - x[t, j])² for t < R-1, over two row slices."""
+        R, C = self.rows, self.cols
+        part = _tensor((R - 1, C), self.elem)
+        ins, outs, body = [], [], []
+        for t, x in enumerate(xs):
+            nxt, prev = em.fresh("next"), em.fresh("prev")
+            em.emit(f"{nxt} = tensor.extract_slice {x}[1, 0] [{R - 1}, {C}] [1, 1] : {self.rows_type} to {part}")
+            em.emit(f"{prev} = tensor.extract_slice {x}[0, 0] [{R - 1}, {C}] [1, 1] : {self.rows_type} to {part}")
+            ins += [Operand(nxt, part, _map(2, "d0, d1"), f"%a{t}", self.elem),
+                    Operand(prev, part, _map(2, "d0, d1"), f"%b{t}", self.elem)]
+            outs.append(Operand(em.filled((R - 1,), ZERO), f"tensor<{R - 1}xf32>", _map(2, "d0"), f"%acc{t}", "f32"))
+            body += self._load(f"%a{t}", f"%fa{t}") + self._load(f"%b{t}", f"%fb{t}") + [
+                f"%d{t} = arith.subf {self._v(f'%a{t}', f'%fa{t}')}, {self._v(f'%b{t}', f'%fb{t}')} : f32",
+                f"%d2_{t} = arith.mulf %d{t}, %d{t} : f32",
+                f"%s{t} = arith.addf %acc{t}, %d2_{t} : f32",
+            ]
+        body.append("linalg.yield " + ", ".join(f"%s{t}" for t in range(self.count)) + " : "
+                    + ", ".join("f32" for _ in xs))
+        return em.generic("adj", ["parallel", "reduction"], ins, outs, body)

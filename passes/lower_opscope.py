@@ -1,14 +1,16 @@
 """`lower-opscope`: compute every opscope.stat and return it as a function result.
 
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
-appearance, and replaces each group by a call to a stats kernel (one private function per
-tensor type and stat list, shared by every site with that shape, `{noinline}` unless
-`outline=false`). Each call's result is appended to the function's results after the
-original ones (which keep their indices) and described by result attributes, so the IR
-alone says what every result holds: `opscope.pack = [{site, role, stat, offset, length,
-numel}, ...]` on a packed 1-D f32 result (`pack=true`, the default), or
-`{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result per statistic.
-No opscope op is left behind.
+appearance, and replaces them by calls to stats kernels (`dialect/lowering.py`): tensors of
+the same type, stat list and residency share one call of a batched kernel (at most `batch`
+tensors; 0 = as many as IREE's 32 bindings per dispatch allow), which is inserted, behind a
+`util.optimization_barrier`, right after its last tensor is defined. Kernels are private
+`{noinline}` functions (`outline=false` lets IREE inline them). Each call's results are
+appended after the function's original results (which keep their indices) and described
+by result attributes, so the IR alone says what every result holds: `opscope.pack =
+[{site, role, stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`,
+the default), or `{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result
+per statistic. No opscope op is left behind.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
 
 KERNEL_PREFIX = "opscope_stats"
+BINDING_BUDGET = 32  # IREE 3.13 runtime limit on bindings per dispatch (hal.command_buffer.dispatch)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class LowerOpscope:
 
     pack: bool = True
     outline: bool = True
+    batch: int = 0
 
     def apply(self, module) -> None:
         body = module.operation.regions[0].blocks[0]
@@ -60,54 +64,93 @@ class LowerOpscope:
                 f"{self.name}: @{sym} is called by other functions; appending results would "
                 "break them: run 'inline' before inject-matmul-stats"
             )
-        new_values, new_attrs = [], []
         i64 = ir.IntegerType.get_signless(64)
-        for (value, site, role), ops in groups:
-            views = [StatOp(o) for o in ops]
-            ty = ir.RankedTensorType(value.type)
-            items = [_item(v) for v in views]
-            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items)
-            problem = kernel.check()
-            if problem:
-                raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-            text_key = f"{ty}|{items}|{self.pack}|{self.outline}|{_residency(value, ret)}"
+        new_values, new_attrs = [], []
+        for batch in self._batches(groups, ret):
+            (value0, site0, role0), ops0 = batch[0]
+            ty = ir.RankedTensorType(value0.type)
+            items = [_item(StatOp(o)) for o in ops0]
+            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(batch))
+            text_key = f"{ty}|{items}|{len(batch)}|{self.pack}|{self.outline}|{_residency(value0, ret)}"
             callee = kernels.get(text_key)
             if callee is None:
                 callee = _fresh_symbol(ty, text_key, symbols)
                 _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline), callee)
                 kernels[text_key] = callee
                 symbols.add(callee)
-            numel = kernel.numel
-            with ops[0].location:
-                result_types = [ir.RankedTensorType.get([sum(kernel.length(i) for i in items)], ir.F32Type.get())] \
-                    if self.pack else [_stat_type(kernel.length(i)) for i in items]
-                barrier = ir.Operation.create("util.optimization_barrier", results=[value.type],
-                                              operands=[value], ip=ir.InsertionPoint(ret))
-                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), [barrier.results[0]],
-                                   ip=ir.InsertionPoint(ret))
-            if self.pack:
-                entries, off = [], 0
+            values = [v for (v, _, _), _ in batch]
+            with ops0[0].location:
+                if self.pack:
+                    result_types = [_stat_type(kernel.count * kernel.tensor_length)]
+                else:
+                    result_types = [_stat_type(kernel.length(i)) for _ in batch for i in items]
+                ip = _after_last_definition(values, fn)
+                barrier = ir.Operation.create("util.optimization_barrier", results=[v.type for v in values],
+                                              operands=values, ip=ip)
+                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), list(barrier.results),
+                                   ip=ir.InsertionPoint.after(barrier))
+            entries, off = [], 0
+            results = iter(call.results)
+            for (value, site, role), ops in batch:
                 for it in items:
                     n = kernel.length(it)
-                    entries.append(ir.DictAttr.get({
-                        "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
-                        "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
-                        "length": ir.IntegerAttr.get(i64, n), "numel": ir.IntegerAttr.get(i64, numel),
-                    }))
-                    off += n
+                    if self.pack:
+                        entries.append(ir.DictAttr.get({
+                            "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
+                            "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
+                            "length": ir.IntegerAttr.get(i64, n), "numel": ir.IntegerAttr.get(i64, kernel.numel),
+                        }))
+                        off += n
+                    else:
+                        new_values.append(next(results))
+                        new_attrs.append(ir.DictAttr.get({
+                            "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
+                            "opscope.stat": ir.StringAttr.get(it.kind),
+                            "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
+                        }))
+                for o in ops:
+                    o.erase()
+            if self.pack:
                 new_values.append(call.results[0])
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
-            else:
-                for it, res in zip(items, call.results):
-                    new_values.append(res)
-                    new_attrs.append(ir.DictAttr.get({
-                        "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
-                        "opscope.stat": ir.StringAttr.get(it.kind),
-                        "opscope.numel": ir.IntegerAttr.get(i64, numel),
-                    }))
-            for o in ops:
-                o.erase()
         _append_results(fn, ret, new_values, new_attrs)
+
+    def _batches(self, groups, ret) -> list[list]:
+        """Tapped tensors that share one kernel call: same type, statistics and residency, in
+        order of first appearance, at most `batch` (0: as many as IREE's 32 bindings per
+        dispatch allow) per call."""
+        open_batches: dict[str, list] = {}
+        done: list[list] = []
+        for group in groups:
+            (value, site, role), ops = group
+            ty = ir.RankedTensorType(value.type)
+            items = [_item(StatOp(o)) for o in ops]
+            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items)
+            problem = kernel.check()
+            if problem:
+                raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
+            limit = self.batch or max(1, BINDING_BUDGET // kernel.bindings_per_tensor())
+            key = f"{ty}|{items}|{_residency(value, ret)}"
+            cur = open_batches.setdefault(key, [])
+            if not cur:
+                done.append(cur)
+            cur.append(group)
+            if len(cur) >= limit:
+                open_batches[key] = []
+        return done
+
+
+def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
+    """Right after the latest op (in block order) defining one of `values`."""
+    last = None
+    for v in values:
+        if isinstance(v, ir.OpResult):
+            op = v.owner.operation if hasattr(v.owner, "operation") else v.owner
+            if last is None or last.is_before_in_block(op):
+                last = op
+    if last is None:
+        return ir.InsertionPoint.at_block_begin(fn.regions[0].blocks[0])
+    return ir.InsertionPoint.after(last)
 
 
 def _residency(value: ir.Value, ret) -> str:

@@ -1,29 +1,39 @@
 // RUN: opscope-opt %s -p lower-opscope --split-input-file | filecheck %s
 // RUN: opscope-opt %s -p 'lower-opscope{pack=false}' --split-input-file | filecheck %s --check-prefix=UNPACKED
 // RUN: opscope-opt %s -p 'lower-opscope{outline=false}' --split-input-file | filecheck %s --check-prefix=INLINE
+// RUN: opscope-opt %s -p 'lower-opscope{batch=1}' --split-input-file | filecheck %s --check-prefix=ONE
 
 // Kernel bodies are an implementation detail (they are tuned for IREE's dispatch
-// formation); these tests pin the contract: no opscope op is left, each tapped
-// (value, site, role) becomes one call to a private stats kernel, its result is appended
-// after the original results (which keep their indices and attributes), and result
-// attributes say what every element holds.
+// formation); these tests pin the contract:
+// * no opscope op is left;
+// * tapped (value, site, role) groups with the same tensor type, stat list and residency
+//   (function argument or returned value: external; anything else: transient) share one
+//   call to a private stats kernel, at most `batch` tensors per call (0, the default:
+//   as many as IREE's 32 bindings per dispatch allow);
+// * each call is preceded by one util.optimization_barrier over all its tensors, and both
+//   sit right after the latest op defining one of those tensors (at the start of the
+//   block when all are function arguments);
+// * the call's results are appended after the original results (which keep their
+//   indices and attributes), and result attributes say what every element holds: one
+//   packed result per call (`opscope.pack`, entries in call order), or with pack=false
+//   one result per statistic of each tensor.
 
 // CHECK-LABEL: func.func @packs_stats_after_original_results(
-// CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>, %{{.+}}: tensor<8x3xf32>, %{{.+}}: tensor<4x3xf32>)
+// CHECK-SAME:      %[[X:[^:]+]]: tensor<4x8xf32>, %{{.+}}: tensor<8x3xf32>, %{{.+}}: tensor<4x3xf32>)
 // CHECK-SAME:      -> (tensor<4x3xf32>,
 // CHECK-SAME:      tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "lhs", site = "fc1", stat = "min"}, {length = 1 : i64, numel = 32 : i64, offset = 1 : i64, role = "lhs", site = "fc1", stat = "max"}]},
 // CHECK-SAME:      tensor<16xf32> {opscope.pack = [{length = 4 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "fc1", stat = "hist"}, {length = 12 : i64, numel = 12 : i64, offset = 4 : i64, role = "out", site = "fc1", stat = "elemsig"}]})
 // CHECK-NOT:   opscope.stat
+// The lhs is a function argument: its barrier and call open the block.
+// CHECK-NEXT:  %[[XB:.+]] = util.optimization_barrier %[[X]] : tensor<4x8xf32>
+// CHECK-NEXT:  %[[LHS:.+]] = call @[[LHS_KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](%[[XB]]) : (tensor<4x8xf32>) -> tensor<2xf32>
+// The out call follows the matmul that defines it.
 // CHECK:       %[[OUT:.+]] = linalg.matmul
-// CHECK:       %[[LHS:.+]] = call @[[LHS_KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](%{{.+}}) : (tensor<4x8xf32>) -> tensor<2xf32>
-// CHECK:       %[[OUTS:.+]] = call @[[OUT_KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%{{.+}}) : (tensor<4x3xf32>) -> tensor<16xf32>
+// CHECK-NEXT:  %[[OB:.+]] = util.optimization_barrier %[[OUT]] : tensor<4x3xf32>
+// CHECK-NEXT:  %[[OUTS:.+]] = call @[[OUT_KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[OB]]) : (tensor<4x3xf32>) -> tensor<16xf32>
 // CHECK:       return %[[OUT]], %[[LHS]], %[[OUTS]] : tensor<4x3xf32>, tensor<2xf32>, tensor<16xf32>
-// CHECK:       func.func private @[[LHS_KERNEL]](%{{.+}}: tensor<4x8xf32>) -> tensor<2xf32> attributes {noinline}
-// CHECK:       linalg.generic
-// CHECK:       return %{{.+}} : tensor<2xf32>
-// CHECK:       func.func private @[[OUT_KERNEL]](%{{.+}}: tensor<4x3xf32>) -> tensor<16xf32> attributes {noinline}
-// CHECK:       linalg.generic
-// CHECK:       return %{{.+}} : tensor<16xf32>
+// CHECK-DAG:   func.func private @[[LHS_KERNEL]](%{{.+}}: tensor<4x8xf32>) -> tensor<2xf32> attributes {noinline}
+// CHECK-DAG:   func.func private @[[OUT_KERNEL]](%{{.+}}: tensor<4x3xf32>) -> tensor<16xf32> attributes {noinline}
 // CHECK-NOT:   opscope.stat
 
 // UNPACKED-LABEL: func.func @packs_stats_after_original_results(
@@ -33,8 +43,8 @@
 // UNPACKED-SAME:      tensor<4xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "fc1", opscope.stat = "hist"},
 // UNPACKED-SAME:      tensor<12xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "fc1", opscope.stat = "elemsig"})
 // UNPACKED-NOT:   opscope.pack
-// UNPACKED:       %[[OUT:.+]] = linalg.matmul
 // UNPACKED:       %[[LHS:.+]]:2 = call @[[LHS_KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](%{{.+}}) : (tensor<4x8xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+// UNPACKED:       %[[OUT:.+]] = linalg.matmul
 // UNPACKED:       %[[OUTS:.+]]:2 = call @{{.+}}(%{{.+}}) : (tensor<4x3xf32>) -> (tensor<4xf32>, tensor<12xf32>)
 // UNPACKED:       return %[[OUT]], %[[LHS]]#0, %[[LHS]]#1, %[[OUTS]]#0, %[[OUTS]]#1 :
 // UNPACKED:       func.func private @[[LHS_KERNEL]](%{{.+}}: tensor<4x8xf32>) -> (tensor<1xf32>, tensor<1xf32>) attributes {noinline}
@@ -58,9 +68,10 @@ func.func @packs_stats_after_original_results(%x: tensor<4x8xf32>, %w: tensor<8x
 // Original results keep their index and their attributes.
 
 // CHECK-LABEL: func.func @keeps_original_results_and_their_attrs(
-// CHECK-SAME:      %[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<8xf32>)
+// CHECK-SAME:      %[[A:[^:]+]]: tensor<4x8xf32>, %[[B:[^:]+]]: tensor<8xf32>)
 // CHECK-SAME:      -> (tensor<4x8xf32> {test.kept = 1 : i64}, tensor<8xf32>, tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "out", site = "act", stat = "nnz"}]})
-// CHECK:       %[[STAT:.+]] = call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(
+// CHECK-NEXT:  %[[AB:.+]] = util.optimization_barrier %[[A]] : tensor<4x8xf32>
+// CHECK-NEXT:  %[[STAT:.+]] = call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(%[[AB]])
 // CHECK:       return %[[A]], %[[B]], %[[STAT]] : tensor<4x8xf32>, tensor<8xf32>, tensor<1xf32>
 func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32> {test.kept = 1 : i64}, tensor<8xf32>) {
   "opscope.stat"(%a) {kind = "nnz", options = {}, role = "out", site = "act"} : (tensor<4x8xf32>) -> ()
@@ -69,35 +80,192 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 
 // -----
 
-// Taps of the same tensor type and stat list share one kernel, across sites and across
-// functions; each tap is still its own call and its own result.
+// Batching: two transient tensors of one type with one stat list share ONE call, placed
+// right after the later of their two definitions (not before the return), with one
+// packed result whose entries name both, in call order. With batch=1 each tensor gets its
+// own call, right after its own definition, and the two calls share one kernel.
 
-// CHECK-LABEL: func.func @shares_one_kernel_per_type_and_stats(
-// CHECK-SAME:      -> (tensor<1xf32> {opscope.pack = [{{.+}}site = "a", stat = "sumsq"}]}, tensor<1xf32> {opscope.pack = [{{.+}}site = "b", stat = "sumsq"}]})
-// CHECK:       call @[[KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](
-// CHECK:       call @[[KERNEL]](
-// CHECK-LABEL: func.func @shares_kernel_with_another_function(
-// CHECK-SAME:      -> (tensor<1xf32> {opscope.pack = [{{.+}}site = "c", stat = "sumsq"}]})
-// CHECK:       call @[[KERNEL]](
-// CHECK:       func.func private @[[KERNEL]](
+// CHECK-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
+// CHECK-SAME:      -> (tensor<4x3xf32>, tensor<4xf32> {opscope.pack = [
+// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"},
+// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 1 : i64, role = "out", site = "a", stat = "max"},
+// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 2 : i64, role = "out", site = "b", stat = "min"},
+// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 3 : i64, role = "out", site = "b", stat = "max"}]})
+// CHECK:       %[[A:.+]] = linalg.matmul
+// CHECK:       %[[B:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[BAR:.+]]:2 = util.optimization_barrier %[[A]], %[[B]] : tensor<4x3xf32>, tensor<4x3xf32>
+// CHECK-NEXT:  %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[BAR]]#0, %[[BAR]]#1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  %[[SUM:.+]] = arith.addf %[[A]], %[[B]]
+// CHECK:       return %[[SUM]], %[[S]] : tensor<4x3xf32>, tensor<4xf32>
+// CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
 // CHECK-NOT:   func.func private
-func.func @shares_one_kernel_per_type_and_stats(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) {
+
+// UNPACKED-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
+// UNPACKED-SAME:      -> (tensor<4x3xf32>,
+// UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "a", opscope.stat = "min"},
+// UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "a", opscope.stat = "max"},
+// UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "b", opscope.stat = "min"},
+// UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "b", opscope.stat = "max"})
+// UNPACKED:       %[[BAR:.+]]:2 = util.optimization_barrier
+// UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[BAR]]#0, %[[BAR]]#1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
+// UNPACKED:       return %{{.+}}, %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[S]]#3 :
+
+// ONE-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
+// ONE-SAME:      -> (tensor<4x3xf32>,
+// ONE-SAME:      tensor<2xf32> {opscope.pack = [{{.+}}site = "a", stat = "min"}, {{.+}}site = "a", stat = "max"}]},
+// ONE-SAME:      tensor<2xf32> {opscope.pack = [{{.+}}site = "b", stat = "min"}, {{.+}}site = "b", stat = "max"}]})
+// ONE:           %[[A:.+]] = linalg.matmul
+// ONE-NEXT:      %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x3xf32>
+// ONE-NEXT:      %[[SA:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[ABAR]]) : (tensor<4x3xf32>) -> tensor<2xf32>
+// ONE-NEXT:      %[[B:.+]] = linalg.matmul
+// ONE-NEXT:      %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x3xf32>
+// ONE-NEXT:      %[[SB:.+]] = call @[[KERNEL]](%[[BBAR]]) : (tensor<4x3xf32>) -> tensor<2xf32>
+// ONE:           return %{{.+}}, %[[SA]], %[[SB]] : tensor<4x3xf32>, tensor<2xf32>, tensor<2xf32>
+// ONE:           func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>) -> tensor<2xf32> attributes {noinline}
+// ONE-NOT:       func.func private
+func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8xf32>, %w1: tensor<8x3xf32>, %w2: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %0 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
+  %1 = linalg.matmul ins(%x, %w2 : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
+  %2 = arith.addf %0, %1 : tensor<4x3xf32>
+  "opscope.stat"(%0) {kind = "min", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%0) {kind = "max", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "min", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "max", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  return %2 : tensor<4x3xf32>
+}
+
+// -----
+
+// Residency splits calls: the argument %x and the returned %1 are external and share a
+// call (after %1, the later definition); the intermediate %0 is transient and gets its
+// own call and kernel. With batch=1, the two external tensors still share a kernel and
+// the transient one does not: three calls, two kernels.
+
+// CHECK-LABEL: func.func @splits_calls_by_residency(
+// CHECK-SAME:      %[[X:[^:]+]]: tensor<4x4xf32>,
+// CHECK-SAME:      -> (tensor<4x4xf32>,
+// CHECK-SAME:      tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 16 : i64, offset = 0 : i64, role = "lhs", site = "a", stat = "sumsq"}, {length = 1 : i64, numel = 16 : i64, offset = 1 : i64, role = "out", site = "b", stat = "sumsq"}]},
+// CHECK-SAME:      tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 16 : i64, offset = 0 : i64, role = "out", site = "a", stat = "sumsq"}]})
+// CHECK:       %[[A:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x4xf32>
+// CHECK-NEXT:  %[[TRANSIENT:.+]] = call @[[TRANSIENT_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[ABAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// CHECK-NEXT:  %[[B:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[BAR:.+]]:2 = util.optimization_barrier %[[X]], %[[B]] : tensor<4x4xf32>, tensor<4x4xf32>
+// CHECK-NEXT:  %[[EXTERNAL:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[BAR]]#0, %[[BAR]]#1) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2xf32>
+// CHECK:       return %[[B]], %[[EXTERNAL]], %[[TRANSIENT]] : tensor<4x4xf32>, tensor<2xf32>, tensor<1xf32>
+// CHECK-DAG:   func.func private @[[EXTERNAL_KERNEL]](%{{.+}}: tensor<4x4xf32>, %{{.+}}: tensor<4x4xf32>) -> tensor<2xf32> attributes {noinline}
+// CHECK-DAG:   func.func private @[[TRANSIENT_KERNEL]](%{{.+}}: tensor<4x4xf32>) -> tensor<1xf32> attributes {noinline}
+
+// ONE-LABEL: func.func @splits_calls_by_residency(
+// ONE-SAME:      %[[X:[^:]+]]: tensor<4x4xf32>,
+// ONE-NEXT:      %[[XBAR:.+]] = util.optimization_barrier %[[X]] : tensor<4x4xf32>
+// ONE-NEXT:      %[[SX:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[XBAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE:           %[[A:.+]] = linalg.matmul
+// ONE-NEXT:      %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x4xf32>
+// ONE-NEXT:      %[[SA:.+]] = call @opscope_stats_4x4xf32_{{[0-9a-f]+}}(%[[ABAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE-NEXT:      %[[B:.+]] = linalg.matmul
+// ONE-NEXT:      %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x4xf32>
+// ONE-NEXT:      %[[SB:.+]] = call @[[EXTERNAL_KERNEL]](%[[BBAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE:           return %[[B]], %[[SX]], %[[SA]], %[[SB]] : tensor<4x4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+// ONE-COUNT-2:   func.func private @opscope_stats_4x4xf32_
+// ONE-NOT:       func.func private
+// ONE:           // -----
+func.func @splits_calls_by_residency(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %c: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = linalg.matmul ins(%x, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32> loc("a")
+  %1 = linalg.matmul ins(%0, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32> loc("b")
+  "opscope.stat"(%x) {kind = "sumsq", options = {}, role = "lhs", site = "a"} : (tensor<4x4xf32>) -> ()
+  "opscope.stat"(%0) {kind = "sumsq", options = {}, role = "out", site = "a"} : (tensor<4x4xf32>) -> ()
+  "opscope.stat"(%1) {kind = "sumsq", options = {}, role = "out", site = "b"} : (tensor<4x4xf32>) -> ()
+  return %1 : tensor<4x4xf32>
+}
+
+// -----
+
+// batch=0 (the default) fits each call in IREE's 32 bindings per dispatch. The widest
+// stage of this stat list reduces 6 row partials per tensor (12 bindings), so a call
+// takes 2 tensors: three same-shaped tensors become a call for a and b, placed after b,
+// and a call for c, placed after c.
+
+// CHECK-LABEL: func.func @caps_tensors_per_call_at_the_binding_budget(
+// CHECK-SAME:      -> (tensor<4x3xf32>,
+// CHECK-SAME:      tensor<12xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 11 : i64, role = "out", site = "b", stat = "nnz"}]},
+// CHECK-SAME:      tensor<6xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "c", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 5 : i64, role = "out", site = "c", stat = "nnz"}]})
+// CHECK:       %[[A:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[B:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[ABBAR:.+]]:2 = util.optimization_barrier %[[A]], %[[B]] :
+// CHECK-NEXT:  %[[AB:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[ABBAR]]#0, %[[ABBAR]]#1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<12xf32>
+// CHECK-NEXT:  %[[C:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[CBAR:.+]] = util.optimization_barrier %[[C]] :
+// CHECK-NEXT:  %[[SC:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[CBAR]]) : (tensor<4x3xf32>) -> tensor<6xf32>
+// CHECK:       return %{{.+}}, %[[AB]], %[[SC]] : tensor<4x3xf32>, tensor<12xf32>, tensor<6xf32>
+func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
+  %1 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%0 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
+  %2 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%1 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("c")
+  %3 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%2 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("d")
+  "opscope.stat"(%0) {kind = "min", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%0) {kind = "max", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%0) {kind = "mean", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%0) {kind = "l1", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%0) {kind = "sumsq", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%0) {kind = "nnz", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "min", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "max", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "mean", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "l1", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "sumsq", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%1) {kind = "nnz", options = {}, role = "out", site = "b"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%2) {kind = "min", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%2) {kind = "max", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%2) {kind = "mean", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%2) {kind = "l1", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%2) {kind = "sumsq", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%2) {kind = "nnz", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
+  return %3 : tensor<4x3xf32>
+}
+
+// -----
+
+// Calls with the same tensor type, stat list, residency and tensor count share one
+// kernel, across functions; a call with another tensor count gets its own.
+
+// CHECK-LABEL: func.func @shares_one_kernel_per_signature(
+// CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{{.+}}site = "a", stat = "sumsq"}, {{.+}}site = "b", stat = "sumsq"}]})
+// CHECK:       call @[[PAIR:opscope_stats_4x8xf32_[0-9a-f]+]](%{{.+}}#0, %{{.+}}#1)
+// CHECK-LABEL: func.func @shares_kernel_with_another_function(
+// CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{{.+}}site = "c", stat = "sumsq"}, {{.+}}site = "d", stat = "sumsq"}]})
+// CHECK:       call @[[PAIR]](
+// CHECK-LABEL: func.func @one_tensor_is_another_kernel(
+// CHECK-SAME:      -> (tensor<1xf32> {opscope.pack = [{{.+}}site = "e", stat = "sumsq"}]})
+// CHECK:       call @[[SINGLE:opscope_stats_4x8xf32_[0-9a-f]+]](
+// CHECK-DAG:   func.func private @[[PAIR]](%{{.+}}: tensor<4x8xf32>, %{{.+}}: tensor<4x8xf32>) -> tensor<2xf32>
+// CHECK-DAG:   func.func private @[[SINGLE]](%{{.+}}: tensor<4x8xf32>) -> tensor<1xf32>
+// CHECK-NOT:   func.func private
+func.func @shares_one_kernel_per_signature(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) {
   "opscope.stat"(%x) {kind = "sumsq", options = {}, role = "lhs", site = "a"} : (tensor<4x8xf32>) -> ()
   "opscope.stat"(%y) {kind = "sumsq", options = {}, role = "lhs", site = "b"} : (tensor<4x8xf32>) -> ()
   return
 }
-func.func @shares_kernel_with_another_function(%z: tensor<4x8xf32>) {
+func.func @shares_kernel_with_another_function(%z: tensor<4x8xf32>, %v: tensor<4x8xf32>) {
   "opscope.stat"(%z) {kind = "sumsq", options = {}, role = "rhs", site = "c"} : (tensor<4x8xf32>) -> ()
+  "opscope.stat"(%v) {kind = "sumsq", options = {}, role = "rhs", site = "d"} : (tensor<4x8xf32>) -> ()
+  return
+}
+func.func @one_tensor_is_another_kernel(%u: tensor<4x8xf32>) {
+  "opscope.stat"(%u) {kind = "sumsq", options = {}, role = "rhs", site = "e"} : (tensor<4x8xf32>) -> ()
   return
 }
 
 // -----
 
-// One tensor tapped under two roles (a weight shared by two sites) is two groups.
+// One tensor tapped under two roles (a weight shared by two sites) is two groups: two
+// tensors of one call, two entries of its packed result.
 
 // CHECK-LABEL: func.func @groups_by_value_site_and_role(
-// CHECK-SAME:      tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 24 : i64, offset = 0 : i64, role = "rhs", site = "q", stat = "max"}]}
-// CHECK-SAME:      tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 24 : i64, offset = 0 : i64, role = "rhs", site = "k", stat = "max"}]}
+// CHECK-SAME:      %[[W:[^:]+]]: tensor<8x3xf32>)
+// CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 24 : i64, offset = 0 : i64, role = "rhs", site = "q", stat = "max"}, {length = 1 : i64, numel = 24 : i64, offset = 1 : i64, role = "rhs", site = "k", stat = "max"}]})
+// CHECK-NEXT:  %[[BAR:.+]]:2 = util.optimization_barrier %[[W]], %[[W]] :
+// CHECK-NEXT:  call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(%[[BAR]]#0, %[[BAR]]#1)
 func.func @groups_by_value_site_and_role(%w: tensor<8x3xf32>) {
   "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "q"} : (tensor<8x3xf32>) -> ()
   "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "k"} : (tensor<8x3xf32>) -> ()

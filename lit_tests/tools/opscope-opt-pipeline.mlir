@@ -12,15 +12,17 @@
 // CHECK-LABEL: func.func @main(
 // CHECK-SAME:      -> (tensor<4x3xf32>, tensor<39xf32> {opscope.pack = [{{.+}}]}, tensor<42xf32> {opscope.pack = [{{.+}}]}, tensor<30xf32> {opscope.pack = [{{.+}}]})
 // CHECK-SAME:      attributes {opscope.sites = [{{{.+}}name = "fc1"}]}
+// The three tensors differ in type, so each has its own call and kernel. The lhs and rhs
+// are function arguments: their calls open the block; the out call follows the matmul.
 // CHECK-NOT:   opscope.stat
+// CHECK-DAG:   %[[S0:.+]] = call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(
+// CHECK-DAG:   %[[S1:.+]] = call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(
 // CHECK:       %[[OUT:.+]] = linalg.matmul
-// CHECK:       %[[S0:.+]] = call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(
-// CHECK:       %[[S1:.+]] = call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(
 // CHECK:       %[[S2:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(
 // CHECK:       return %[[OUT]], %[[S0]], %[[S1]], %[[S2]] : tensor<4x3xf32>, tensor<39xf32>, tensor<42xf32>, tensor<30xf32>
-// CHECK:       func.func private @opscope_stats_4x8xf32_{{[0-9a-f]+}}({{.+}}) -> tensor<39xf32> attributes {noinline}
-// CHECK:       func.func private @opscope_stats_8x3xf32_{{[0-9a-f]+}}({{.+}}) -> tensor<42xf32> attributes {noinline}
-// CHECK:       func.func private @opscope_stats_4x3xf32_{{[0-9a-f]+}}({{.+}}) -> tensor<30xf32> attributes {noinline}
+// CHECK-DAG:   func.func private @opscope_stats_4x8xf32_{{[0-9a-f]+}}({{.+}}) -> tensor<39xf32> attributes {noinline}
+// CHECK-DAG:   func.func private @opscope_stats_8x3xf32_{{[0-9a-f]+}}({{.+}}) -> tensor<42xf32> attributes {noinline}
+// CHECK-DAG:   func.func private @opscope_stats_4x3xf32_{{[0-9a-f]+}}({{.+}}) -> tensor<30xf32> attributes {noinline}
 // CHECK-NOT:   opscope.stat
 
 // Without pos_sumsq: 39 - 4, 42 - 8, 30 - 4.
