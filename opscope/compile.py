@@ -99,7 +99,9 @@ def compile_module(
     else:
         source = bytes(module)
     flags = tuple(tgt.flags) + tuple(extra_flags)
-    key = hashlib.sha256(source + b"\0" + "\0".join(flags).encode() + bytes([statistics])).hexdigest()
+    key = hashlib.sha256(
+        _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
+    ).hexdigest()
     if use_cache and key in _MEMO:
         return _MEMO[key]
     disk = cache_dir() / f"{key}.vmfb"
@@ -120,8 +122,19 @@ def compile_module(
     return result
 
 
+def _compiler_version() -> bytes:
+    """The IREE compiler's version, so cached modules never outlive the compiler that made them."""
+    try:
+        from iree.compiler import version
+
+        return f"{version.VERSION} {version.REVISIONS}".encode()
+    except (ImportError, AttributeError):
+        return b"unknown"
+
+
 def _compile(
-    source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool, output: str = "vm"
+    source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool, output: str = "vm",
+    compile_to: str | None = None,
 ) -> CompiledModule:
     from iree.compiler.api import Output, Session, Source
 
@@ -150,6 +163,8 @@ def _compile(
 
         session.context.attach_diagnostic_handler(on_diag)
         inv = session.invocation()
+        if compile_to:  # iree-compile's --compile-to is a tool flag, not a session flag
+            _set_compile_to_phase(inv, compile_to)
         src = Source.wrap_buffer(session, source)
         ok = inv.parse_source(src) and inv.execute()
         if not ok:
@@ -175,3 +190,12 @@ def _compile(
         finally:
             os.unlink(stats_path)
     return CompiledModule(vmfb, tgt, flags, stats)
+
+
+def _set_compile_to_phase(inv, phase: str) -> None:
+    """`ireeCompilerInvocationSetCompileToPhase`, which iree.compiler.api (3.13) does not wrap."""
+    from ctypes import c_char_p, c_void_p
+
+    fn = inv._local_dylib.ireeCompilerInvocationSetCompileToPhase
+    fn.argtypes, fn.restype = [c_void_p, c_char_p], None
+    fn(inv._inv_p, phase.encode())

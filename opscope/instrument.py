@@ -19,15 +19,17 @@ def inject_matmul_stats(
     sites: str = "",
     pack: bool = True,
     outline: bool = True,
+    batch: int = 0,
 ):
     """Tap every matmul site of `module` (in place) and lower the taps; returns (module, manifest).
 
     `keep(site)` is the reference's filtered form (it sees `site.lhs_numel`,
-    `site.out_numel`, `site.name`, ...); `sites` is a name regex.
+    `site.out_numel`, `site.name`, ...); `sites` is a name regex. `pack`, `outline` and
+    `batch` are lower-opscope's options.
     """
     pipeline = Pipeline((
         InjectMatmulStats.from_config(config, sites=sites, keep=keep),
-        LowerOpscope(pack=pack, outline=outline),
+        LowerOpscope(pack=pack, outline=outline, batch=batch),
     ))
     run_pipeline(module, pipeline)
     return module, Manifest.from_module(module)

@@ -94,8 +94,9 @@ def _convert(pass_name: str, key: str, f: dataclasses.Field, raw: str) -> Any:
 def format_option(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str) and (not value or any(c in value for c in " ,{}()")):
-        return '"' + value + '"'
+    if isinstance(value, str) and (not value or any(c in value for c in " ,{}()[]'\"")):
+        quote = "'" if '"' in value and "'" not in value else '"'
+        return quote + value + quote
     return str(value)
 
 

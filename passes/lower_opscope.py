@@ -84,11 +84,17 @@ class LowerOpscope:
                     result_types = [_stat_type(kernel.count * kernel.tensor_length)]
                 else:
                     result_types = [_stat_type(kernel.length(i)) for _ in batch for i in items]
+                # One barrier per tensor: IREE 3.13 rejects a variadic barrier whose later
+                # operand is a non-splat constant ("all of {operands, results} have same type").
+                last = None
                 ip = _after_last_definition(values, fn)
-                barrier = ir.Operation.create("util.optimization_barrier", results=[v.type for v in values],
-                                              operands=values, ip=ip)
-                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), list(barrier.results),
-                                   ip=ir.InsertionPoint.after(barrier))
+                barred = []
+                for v in values:
+                    last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
+                                               ip=ip if last is None else ir.InsertionPoint.after(last))
+                    barred.append(last.results[0])
+                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), barred,
+                                   ip=ir.InsertionPoint.after(last))
             entries, off = [], 0
             results = iter(call.results)
             for (value, site, role), ops in batch:

@@ -10,7 +10,7 @@
 //   (function argument or returned value: external; anything else: transient) share one
 //   call to a private stats kernel, at most `batch` tensors per call (0, the default:
 //   as many as IREE's 32 bindings per dispatch allow);
-// * each call is preceded by one util.optimization_barrier over all its tensors, and both
+// * each call is preceded by one util.optimization_barrier per tensor, and all of them
 //   sit right after the latest op defining one of those tensors (at the start of the
 //   block when all are function arguments);
 // * the call's results are appended after the original results (which keep their
@@ -93,8 +93,9 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 3 : i64, role = "out", site = "b", stat = "max"}]})
 // CHECK:       %[[A:.+]] = linalg.matmul
 // CHECK:       %[[B:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[BAR:.+]]:2 = util.optimization_barrier %[[A]], %[[B]] : tensor<4x3xf32>, tensor<4x3xf32>
-// CHECK-NEXT:  %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[BAR]]#0, %[[BAR]]#1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x3xf32>
+// CHECK-NEXT:  %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x3xf32>
+// CHECK-NEXT:  %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[ABAR]], %[[BBAR]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
 // CHECK-NEXT:  %[[SUM:.+]] = arith.addf %[[A]], %[[B]]
 // CHECK:       return %[[SUM]], %[[S]] : tensor<4x3xf32>, tensor<4xf32>
 // CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
@@ -106,8 +107,9 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "a", opscope.stat = "max"},
 // UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "b", opscope.stat = "min"},
 // UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "b", opscope.stat = "max"})
-// UNPACKED:       %[[BAR:.+]]:2 = util.optimization_barrier
-// UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[BAR]]#0, %[[BAR]]#1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
+// UNPACKED:       %[[ABAR:.+]] = util.optimization_barrier
+// UNPACKED-NEXT:  %[[BBAR:.+]] = util.optimization_barrier
+// UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[ABAR]], %[[BBAR]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
 // UNPACKED:       return %{{.+}}, %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[S]]#3 :
 
 // ONE-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
@@ -150,8 +152,9 @@ func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8x
 // CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x4xf32>
 // CHECK-NEXT:  %[[TRANSIENT:.+]] = call @[[TRANSIENT_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[ABAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // CHECK-NEXT:  %[[B:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[BAR:.+]]:2 = util.optimization_barrier %[[X]], %[[B]] : tensor<4x4xf32>, tensor<4x4xf32>
-// CHECK-NEXT:  %[[EXTERNAL:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[BAR]]#0, %[[BAR]]#1) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2xf32>
+// CHECK-NEXT:  %[[XBAR:.+]] = util.optimization_barrier %[[X]] : tensor<4x4xf32>
+// CHECK-NEXT:  %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x4xf32>
+// CHECK-NEXT:  %[[EXTERNAL:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[XBAR]], %[[BBAR]]) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2xf32>
 // CHECK:       return %[[B]], %[[EXTERNAL]], %[[TRANSIENT]] : tensor<4x4xf32>, tensor<2xf32>, tensor<1xf32>
 // CHECK-DAG:   func.func private @[[EXTERNAL_KERNEL]](%{{.+}}: tensor<4x4xf32>, %{{.+}}: tensor<4x4xf32>) -> tensor<2xf32> attributes {noinline}
 // CHECK-DAG:   func.func private @[[TRANSIENT_KERNEL]](%{{.+}}: tensor<4x4xf32>) -> tensor<1xf32> attributes {noinline}
@@ -192,8 +195,9 @@ func.func @splits_calls_by_residency(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %
 // CHECK-SAME:      tensor<6xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "c", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 5 : i64, role = "out", site = "c", stat = "nnz"}]})
 // CHECK:       %[[A:.+]] = linalg.matmul
 // CHECK-NEXT:  %[[B:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[ABBAR:.+]]:2 = util.optimization_barrier %[[A]], %[[B]] :
-// CHECK-NEXT:  %[[AB:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[ABBAR]]#0, %[[ABBAR]]#1) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<12xf32>
+// CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] :
+// CHECK-NEXT:  %[[BBAR:.+]] = util.optimization_barrier %[[B]] :
+// CHECK-NEXT:  %[[AB:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[ABAR]], %[[BBAR]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<12xf32>
 // CHECK-NEXT:  %[[C:.+]] = linalg.matmul
 // CHECK-NEXT:  %[[CBAR:.+]] = util.optimization_barrier %[[C]] :
 // CHECK-NEXT:  %[[SC:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[CBAR]]) : (tensor<4x3xf32>) -> tensor<6xf32>
@@ -231,7 +235,7 @@ func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: 
 
 // CHECK-LABEL: func.func @shares_one_kernel_per_signature(
 // CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{{.+}}site = "a", stat = "sumsq"}, {{.+}}site = "b", stat = "sumsq"}]})
-// CHECK:       call @[[PAIR:opscope_stats_4x8xf32_[0-9a-f]+]](%{{.+}}#0, %{{.+}}#1)
+// CHECK:       call @[[PAIR:opscope_stats_4x8xf32_[0-9a-f]+]](%{{[^,]+}}, %{{[^,]+}})
 // CHECK-LABEL: func.func @shares_kernel_with_another_function(
 // CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{{.+}}site = "c", stat = "sumsq"}, {{.+}}site = "d", stat = "sumsq"}]})
 // CHECK:       call @[[PAIR]](
@@ -264,8 +268,9 @@ func.func @one_tensor_is_another_kernel(%u: tensor<4x8xf32>) {
 // CHECK-LABEL: func.func @groups_by_value_site_and_role(
 // CHECK-SAME:      %[[W:[^:]+]]: tensor<8x3xf32>)
 // CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 24 : i64, offset = 0 : i64, role = "rhs", site = "q", stat = "max"}, {length = 1 : i64, numel = 24 : i64, offset = 1 : i64, role = "rhs", site = "k", stat = "max"}]})
-// CHECK-NEXT:  %[[BAR:.+]]:2 = util.optimization_barrier %[[W]], %[[W]] :
-// CHECK-NEXT:  call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(%[[BAR]]#0, %[[BAR]]#1)
+// CHECK-NEXT:  %[[BAR0:.+]] = util.optimization_barrier %[[W]] :
+// CHECK-NEXT:  %[[BAR1:.+]] = util.optimization_barrier %[[W]] :
+// CHECK-NEXT:  call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(%[[BAR0]], %[[BAR1]])
 func.func @groups_by_value_site_and_role(%w: tensor<8x3xf32>) {
   "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "q"} : (tensor<8x3xf32>) -> ()
   "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "k"} : (tensor<8x3xf32>) -> ()

@@ -1,0 +1,112 @@
+"""Shared fixtures: the reference's seven synthetic distributions and a compiled-module cache.
+
+`dists(name, shape, seed)` samples one of the seven reference distributions
+(`distributions.py`, a local stand-in for the real generators of §2.10).
+
+Compiling is the slow part of every end-to-end test (1-5 s a module), and data is an
+input, not part of a module, so `modules` compiles each (source, target, options) once per
+session and every distribution reuses it. The on-disk vmfb cache points at a fresh
+session directory, so each session really runs the compiler (and CLI subprocesses share it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from distributions import sample
+
+
+@pytest.fixture(scope="session")
+def dists():
+    """The distribution sampler: `dists(name, shape, seed)` -> float32 array."""
+    return sample
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_vmfb_cache(tmp_path_factory):
+    """Point opscope's on-disk vmfb cache at a fresh directory for this session."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPSCOPE_CACHE_DIR", str(tmp_path_factory.mktemp("opscope-cache")))
+        yield
+
+
+@dataclass
+class Built:
+    """A module compiled and loaded once: its manifest, its compiled bytes and the loaded runtime."""
+
+    manifest: object
+    compiled: object
+    loaded: object
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        return self.loaded.invoke(self.manifest.function, *inputs)
+
+    def stats(self, *inputs: np.ndarray):
+        """(original results, {(site, role, stat): values}) for one run."""
+        outs = self(*inputs)
+        return outs[: self.manifest.num_original_results], self.manifest.values(outs)
+
+
+class ModuleCache:
+    """Session cache of compiled modules keyed by (source, target, injection options)."""
+
+    def __init__(self):
+        self._built: dict = {}
+
+    def build(self, source: str, target: str, inject: bool = True, pipeline: str | None = None,
+              **options) -> Built:
+        """Parse `source`, inject statistics (unless `inject=False`), compile for `target`, load.
+
+        `options` go to `inject_matmul_stats` (config, sites, pack, outline); they must be
+        hashable, so the `keep` predicate is not accepted here. `pipeline` instead runs a
+        textual opscope/MLIR pipeline (for pass options the Python API does not take).
+        """
+        key = (source, target, inject, pipeline, tuple(sorted(options.items())))
+        if key not in self._built:
+            from opscope.compile import compile_module
+            from opscope.instrument import inject_matmul_stats
+            from opscope.loading import new_context, parse_module
+            from opscope.manifest import Manifest
+            from opscope.pipeline import run_pipeline
+            from opscope.runtime import load
+
+            module = parse_module(source, new_context())
+            if pipeline is not None:
+                run_pipeline(module, pipeline)
+                manifest = Manifest.from_module(module)
+            elif inject:
+                module, manifest = inject_matmul_stats(module, **options)
+            else:
+                manifest = Manifest.from_module(module)
+            compiled = compile_module(module, target)
+            self._built[key] = Built(manifest, compiled, load(compiled))
+        return self._built[key]
+
+
+@pytest.fixture(scope="session")
+def modules() -> ModuleCache:
+    return ModuleCache()
+
+
+def skip_unless_runnable(target: str) -> str:
+    """Skip, visibly and with the reason, when `target` has no device on this machine."""
+    from opscope.targets import driver_available, get_target
+
+    why = driver_available(get_target(target).driver)
+    if why:
+        pytest.skip(f"{target} cannot run here: {why}")
+    return target
+
+
+@pytest.fixture(params=("llvm-cpu", "vulkan-spirv"))
+def runnable_target(request) -> str:
+    """Each target that runs here: llvm-cpu, and vulkan-spirv (Mesa lavapipe on this machine)."""
+    return skip_unless_runnable(request.param)
+
+
+@pytest.fixture
+def vulkan() -> str:
+    """The vulkan-spirv target, for tests of its own behaviour (IREE 3.13 SPIR-V bugs)."""
+    return skip_unless_runnable("vulkan-spirv")
