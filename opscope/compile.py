@@ -32,7 +32,11 @@ class CompiledModule:
 
     @property
     def dispatch_count(self) -> int | None:
-        """Dispatches per invocation, from IREE's scheduling statistics (when requested)."""
+        """IREE's static dispatch count from its scheduling statistics (when requested).
+
+        Static, whole-program: a `{noinline}` stats kernel counts once however many call
+        sites it has. `bench/bench_compile.py` derives the per-invocation count.
+        """
         try:
             return int(self.statistics["stream-aggregate"]["execution"]["dispatch-count"])
         except (KeyError, TypeError):

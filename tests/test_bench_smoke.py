@@ -1,0 +1,23 @@
+"""The benchmarks stay runnable: each `--quick` run exits 0 and prints its ratio table.
+
+Only that they run and print is checked; their numbers are measurements, never assertions.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("script", ["bench_overhead.py", "bench_compile.py"])
+def test_bench_quick_runs(script, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "x base" in proc.stdout
