@@ -40,6 +40,7 @@ _ROW_PARTIALS = {
     "maxabs": ("0.000000e+00", "arith.maximumf {abs}, {acc} : f32", "arith.maximumf"),
 }
 ZERO = "0.000000e+00"
+BINDING_BUDGET = 32  # IREE 3.13's runtime limit on buffer bindings per dispatch
 
 
 def _f32(x: float) -> str:
@@ -163,14 +164,22 @@ class StatsKernel:
     def bindings_per_tensor(self) -> int:
         """The most buffers one tensor adds to any single dispatch of this kernel.
 
-        The final reduction of the row partials is the widest stage (P partials in, P out);
-        the last scalar stage reads four totals and writes two.
+        The row pass reads the tensor and writes its P partials; the last scalar stage reads
+        four totals and writes two. (The final reduction of the partials, P in and P out,
+        is split into as many generics as the budget needs: see `_final_reduce`.)
         """
+        return max(1 + len(self._partials()), 6)
+
+    def _partials(self) -> list[str]:
+        """The row partials the requested statistics need, in a fixed order."""
         kinds = {it.kind for it in self.items}
-        partials = sum(1 for wanted in ({"min"}, {"max"}, {"mean", "kurtosis"}, {"l1"},
-                                        {"sumsq", "pos_sumsq"}, {"nnz"}) if kinds & wanted)
-        partials += any(it.kind == "hist" and it.normalize for it in self.items)
-        return max(2 * partials, 6)
+        need = [p for p, wanted in (
+            ("min", {"min"}), ("max", {"max"}), ("sum", {"mean", "kurtosis"}), ("l1", {"l1"}),
+            ("sumsq", {"sumsq", "pos_sumsq"}), ("nnz", {"nnz"}),
+        ) if kinds & wanted]
+        if any(it.kind == "hist" and it.normalize for it in self.items):
+            need.append("maxabs")
+        return need
 
     @property
     def tensor_length(self) -> int:
@@ -282,12 +291,7 @@ class StatsKernel:
         R, C, T = self.rows, self.cols, self.count
         values: list[dict] = [{} for _ in range(T)]
 
-        need = [p for p, wanted in (
-            ("min", {"min"}), ("max", {"max"}), ("sum", {"mean", "kurtosis"}), ("l1", {"l1"}),
-            ("sumsq", {"sumsq", "pos_sumsq"}), ("nnz", {"nnz"}),
-        ) if kinds & wanted]
-        if hist is not None and hist.normalize:
-            need.append("maxabs")
+        need = self._partials()
         partials = self._row_pass(em, xs, need) if need else [{} for _ in range(T)]
         totals = self._final_reduce(em, partials, need) if need else [{} for _ in range(T)]
         for t in range(T):
@@ -396,7 +400,17 @@ class StatsKernel:
         return [{p: next(res) for p in need} for _ in range(self.count)]
 
     def _final_reduce(self, em: _Emitter, partials: list[dict[str, str]], need: list[str]) -> list[dict[str, str]]:
-        """Every [R] partial of every tensor to a scalar, in one generic."""
+        """Every [R] partial of every tensor to a scalar: one generic per chunk of partials,
+        each chunk small enough that the generic stays within BINDING_BUDGET buffers."""
+        per_chunk = max(1, BINDING_BUDGET // (2 * self.count))
+        out: list[dict[str, str]] = [{} for _ in range(self.count)]
+        for i in range(0, len(need), per_chunk):
+            chunk = need[i:i + per_chunk]
+            for t, got in enumerate(self._final_reduce_chunk(em, partials, chunk)):
+                out[t].update(got)
+        return out
+
+    def _final_reduce_chunk(self, em: _Emitter, partials: list[dict[str, str]], need: list[str]) -> list[dict[str, str]]:
         r_ty = _tensor((self.rows,), "f32")
         ins, outs, body, yields = [], [], [], []
         for t in range(self.count):

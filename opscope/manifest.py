@@ -94,7 +94,7 @@ class Manifest:
                     ir.StringAttr(d["name"]).value, ir.StringAttr(d["kind"]).value,
                     *(ir.IntegerAttr(d[k]).value for k in ("batch", "m", "k", "n", "flops")),
                 ))
-        return cls(name, n_results, first_stat, entries, sites)
+        return cls(name, n_results, first_stat, _reference_order(entries, sites), sites)
 
     # -- JSON sidecar --------------------------------------------------------------------
     def to_json(self) -> str:
@@ -143,6 +143,22 @@ class Manifest:
 
     def site_flops(self) -> dict[str, int]:
         return {s.name: s.flops for s in self.sites}
+
+
+def _reference_order(entries: list[StatEntry], sites: list[SiteInfo]) -> list[StatEntry]:
+    """Entries in the reference's order (site, then role lhs/rhs/out, then stat order),
+    whatever order the lowering packed them in; unknown sites keep their IR order."""
+    from opscope.stat_config import STAT_ORDER
+
+    site_rank = {s.name: i for i, s in enumerate(sites)}
+    first_seen: dict[str, int] = {}
+    for e in entries:
+        first_seen.setdefault(e.site, len(first_seen))
+    roles = {"lhs": 0, "rhs": 1, "out": 2}
+    return sorted(entries, key=lambda e: (
+        site_rank.get(e.site, len(site_rank) + first_seen[e.site]), roles.get(e.role, 3),
+        STAT_ORDER.index(e.stat) if e.stat in STAT_ORDER else len(STAT_ORDER),
+    ))
 
 
 def _length(ty: ir.Type) -> int:

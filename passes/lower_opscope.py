@@ -3,7 +3,7 @@
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
 appearance, and replaces them by calls to stats kernels (`dialect/lowering.py`): tensors of
 the same type, stat list and residency share one call of a batched kernel (at most `batch`
-tensors; 0 = as many as IREE's 32 bindings per dispatch allow), which is inserted, behind a
+tensors; 0 = as many as IREE's 32 bindings per dispatch allow), which is inserted, behind
 `util.optimization_barrier`, right after its last tensor is defined. Kernels are private
 `{noinline}` functions (`outline=false` lets IREE inline them). Each call's results are
 appended after the function's original results (which keep their indices) and described
@@ -22,12 +22,11 @@ from typing import ClassVar
 from iree.compiler import ir
 from iree.compiler.dialects import func
 
-from opscope.dialect.lowering import StatItem, StatsKernel
+from opscope.dialect.lowering import BINDING_BUDGET, StatItem, StatsKernel
 from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
 
 KERNEL_PREFIX = "opscope_stats"
-BINDING_BUDGET = 32  # IREE 3.13 runtime limit on bindings per dispatch (hal.command_buffer.dispatch)
 
 
 @dataclass(frozen=True)
@@ -123,8 +122,8 @@ class LowerOpscope:
 
     def _batches(self, groups, ret) -> list[list]:
         """Tapped tensors that share one kernel call: same type, statistics and residency, in
-        order of first appearance, at most `batch` (0: as many as IREE's 32 bindings per
-        dispatch allow) per call."""
+        order of first appearance, as many per call as IREE's 32 bindings per dispatch allow
+        (4 with the default stat set), or fewer with `batch`."""
         open_batches: dict[str, list] = {}
         done: list[list] = []
         for group in groups:
@@ -135,7 +134,8 @@ class LowerOpscope:
             problem = kernel.check()
             if problem:
                 raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-            limit = self.batch or max(1, BINDING_BUDGET // kernel.bindings_per_tensor())
+            fits = max(1, BINDING_BUDGET // kernel.bindings_per_tensor())
+            limit = min(self.batch, fits) if self.batch else fits
             key = f"{ty}|{items}|{_residency(value, ret)}"
             cur = open_batches.setdefault(key, [])
             if not cur:

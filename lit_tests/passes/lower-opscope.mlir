@@ -184,29 +184,30 @@ func.func @splits_calls_by_residency(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %
 
 // -----
 
-// batch=0 (the default) fits each call in IREE's 32 bindings per dispatch. The widest
-// stage of this stat list reduces 6 row partials per tensor (12 bindings), so a call
-// takes 2 tensors: three same-shaped tensors become a call for a and b, placed after b,
-// and a call for c, placed after c.
+// batch=0 (the default) fits each call in IREE's 32 bindings per dispatch. This stat
+// list needs 6 row partials per tensor, so the row pass takes 7 bindings per tensor and a
+// call takes 4 tensors (the final reduction of the partials is split to fit): five
+// same-shaped transient tensors become a call for a..d, placed after d, and a call for e,
+// placed after e.
 
 // CHECK-LABEL: func.func @caps_tensors_per_call_at_the_binding_budget(
 // CHECK-SAME:      -> (tensor<4x3xf32>,
-// CHECK-SAME:      tensor<12xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 11 : i64, role = "out", site = "b", stat = "nnz"}]},
-// CHECK-SAME:      tensor<6xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "c", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 5 : i64, role = "out", site = "c", stat = "nnz"}]})
-// CHECK:       %[[A:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[B:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] :
-// CHECK-NEXT:  %[[BBAR:.+]] = util.optimization_barrier %[[B]] :
-// CHECK-NEXT:  %[[AB:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[ABAR]], %[[BBAR]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<12xf32>
-// CHECK-NEXT:  %[[C:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[CBAR:.+]] = util.optimization_barrier %[[C]] :
-// CHECK-NEXT:  %[[SC:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[CBAR]]) : (tensor<4x3xf32>) -> tensor<6xf32>
-// CHECK:       return %{{.+}}, %[[AB]], %[[SC]] : tensor<4x3xf32>, tensor<12xf32>, tensor<6xf32>
+// CHECK-SAME:      tensor<24xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 23 : i64, role = "out", site = "d", stat = "nnz"}]},
+// CHECK-SAME:      tensor<6xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "e", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 5 : i64, role = "out", site = "e", stat = "nnz"}]})
+// CHECK-COUNT-4: linalg.matmul
+// CHECK-COUNT-4: util.optimization_barrier
+// CHECK-NEXT:  %[[ABCD:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<24xf32>
+// CHECK-NEXT:  %[[E:.+]] = linalg.matmul
+// CHECK-NEXT:  %[[EBAR:.+]] = util.optimization_barrier %[[E]] :
+// CHECK-NEXT:  %[[SE:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[EBAR]]) : (tensor<4x3xf32>) -> tensor<6xf32>
+// CHECK:       return %{{.+}}, %[[ABCD]], %[[SE]] : tensor<4x3xf32>, tensor<24xf32>, tensor<6xf32>
 func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
   %1 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%0 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
   %2 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%1 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("c")
   %3 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%2 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("d")
+  %4 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%3 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("e")
+  %5 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%4 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("f")
   "opscope.stat"(%0) {kind = "min", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
   "opscope.stat"(%0) {kind = "max", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
   "opscope.stat"(%0) {kind = "mean", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
@@ -225,7 +226,19 @@ func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: 
   "opscope.stat"(%2) {kind = "l1", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
   "opscope.stat"(%2) {kind = "sumsq", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
   "opscope.stat"(%2) {kind = "nnz", options = {}, role = "out", site = "c"} : (tensor<4x3xf32>) -> ()
-  return %3 : tensor<4x3xf32>
+  "opscope.stat"(%3) {kind = "min", options = {}, role = "out", site = "d"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%3) {kind = "max", options = {}, role = "out", site = "d"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%3) {kind = "mean", options = {}, role = "out", site = "d"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%3) {kind = "l1", options = {}, role = "out", site = "d"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%3) {kind = "sumsq", options = {}, role = "out", site = "d"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%3) {kind = "nnz", options = {}, role = "out", site = "d"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%4) {kind = "min", options = {}, role = "out", site = "e"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%4) {kind = "max", options = {}, role = "out", site = "e"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%4) {kind = "mean", options = {}, role = "out", site = "e"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%4) {kind = "l1", options = {}, role = "out", site = "e"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%4) {kind = "sumsq", options = {}, role = "out", site = "e"} : (tensor<4x3xf32>) -> ()
+  "opscope.stat"(%4) {kind = "nnz", options = {}, role = "out", site = "e"} : (tensor<4x3xf32>) -> ()
+  return %5 : tensor<4x3xf32>
 }
 
 // -----
