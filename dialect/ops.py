@@ -13,6 +13,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+# The reference's per-tensor sketch order (§2.3); manifests and packed results follow it.
 STAT_KINDS: tuple[str, ...] = (
     "min",
     "max",

@@ -10,24 +10,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from opscope.dialect.ops import STAT_KINDS
 from opscope.errors import OpscopeError
 
-# The per-tensor sketch order of the reference (§2.3). Manifest order follows it.
-STAT_ORDER: tuple[str, ...] = (
-    "min",
-    "max",
-    "mean",
-    "l1",
-    "sumsq",
-    "nnz",
-    "kurtosis",
-    "hist",
-    "elemsig",
-    "chan_maxabs",
-    "chan_outlier",
-    "pos_sumsq",
-    "adj_sumsq",
-)
+# The per-tensor sketch order of the reference (§2.3); the dialect owns the list.
+STAT_ORDER: tuple[str, ...] = STAT_KINDS
 
 ELEMSIG_MAX = 16
 
