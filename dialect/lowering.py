@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 EPS_SCALE = 1e-12  # normalized histogram: x / (max|x| + EPS_SCALE)
 EPS_RATIO = 1e-20  # kurtosis and chan_outlier denominators
-ELEMSIG_MAX = 16
+ELEMSIG_MAX = 16  # elemsig length: min(ELEMSIG_MAX, numel) spread elements
 
 SCALAR_KINDS = ("min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis", "chan_outlier")
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from opscope.dialect.lowering import ELEMSIG_MAX
 from opscope.dialect.ops import STAT_KINDS
 from opscope.errors import OpscopeError
 
 # The per-tensor sketch order of the reference (§2.3); the dialect owns the list.
 STAT_ORDER: tuple[str, ...] = STAT_KINDS
 
-ELEMSIG_MAX = 16
 
 
 @dataclass(frozen=True)
