@@ -55,12 +55,9 @@ class ProfileResult:
     def summary(self) -> list[dict]:
         """Per (site, role): density, channel peak/mean, kurtosis, top histogram bin (step mean)."""
         rows = []
-        keys = sorted({(e.site, e.role) for e in self.manifest.entries},
-                      key=lambda k: ([s.name for s in self.manifest.sites].index(k[0])
-                                     if k[0] in [s.name for s in self.manifest.sites] else 0,
-                                     ["lhs", "rhs", "out"].index(k[1])))
+        # Manifest entries already come in site, then lhs/rhs/out order.
         numel = {(e.site, e.role): e.numel for e in self.manifest.entries}
-        for site, role in keys:
+        for site, role in numel:
             def avg(stat, f=lambda v: float(v[0])):
                 vals = [f(s[(site, role, stat)]) for s in self.steps if (site, role, stat) in s]
                 return float(np.mean(vals)) if vals else float("nan")

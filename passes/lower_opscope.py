@@ -65,12 +65,12 @@ class LowerOpscope:
             )
         i64 = ir.IntegerType.get_signless(64)
         new_values, new_attrs = [], []
-        for batch in self._batches(groups, ret):
-            (value0, site0, role0), ops0 = batch[0]
+        for key, batch in self._batches(groups, ret):
+            (value0, _, _), ops0 = batch[0]
             ty = ir.RankedTensorType(value0.type)
             items = [_item(StatOp(o)) for o in ops0]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(batch))
-            text_key = f"{ty}|{items}|{len(batch)}|{self.pack}|{self.outline}|{_residency(value0, ret)}"
+            text_key = f"{key}|{len(batch)}|{self.pack}|{self.outline}"
             callee = kernels.get(text_key)
             if callee is None:
                 callee = _fresh_symbol(ty, text_key, symbols)
@@ -120,12 +120,12 @@ class LowerOpscope:
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
         _append_results(fn, ret, new_values, new_attrs)
 
-    def _batches(self, groups, ret) -> list[list]:
+    def _batches(self, groups, ret) -> list[tuple[str, list]]:
         """Tapped tensors that share one kernel call: same type, statistics and residency, in
         order of first appearance, as many per call as IREE's 32 bindings per dispatch allow
-        (4 with the default stat set), or fewer with `batch`."""
+        (4 with the default stat set), or fewer with `batch`. Returns (key, groups) pairs."""
         open_batches: dict[str, list] = {}
-        done: list[list] = []
+        done: list[tuple[str, list]] = []
         for group in groups:
             (value, site, role), ops = group
             ty = ir.RankedTensorType(value.type)
@@ -139,7 +139,7 @@ class LowerOpscope:
             key = f"{ty}|{items}|{_residency(value, ret)}"
             cur = open_batches.setdefault(key, [])
             if not cur:
-                done.append(cur)
+                done.append((key, cur))
             cur.append(group)
             if len(cur) >= limit:
                 open_batches[key] = []
