@@ -1,7 +1,7 @@
 """Shared fixtures: the reference's seven synthetic distributions and a compiled-module cache.
 
 `dists(name, shape, seed)` samples one of the seven reference distributions
-(`distributions.py`, a local stand-in for the real generators of §2.10).
+(`opscope.data.sample_shaped`, the generators of §2.10, re-exported by `distributions.py`).
 
 Compiling is the slow part of every end-to-end test (1-5 s a module), and data is an
 input, not part of a module, so `modules` compiles each (source, target, options) once per
