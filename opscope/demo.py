@@ -114,6 +114,20 @@ def mlp_module(layers: int, width: int, tokens: int, dtype: str = "f32") -> str:
     return b.module(x, shape)
 
 
+def _attention(b: _Builder, x: str, s: tuple[int, int], p: str) -> str:
+    """Single-head attention with a residual: q/k/v, q·kᵀ, softmax, ·v, o; 6 sites."""
+    d_model = s[1]
+    wq, wk, wv, wo = (b.arg(f"{p}_w{n}", (d_model, d_model)) for n in "qkvo")
+    q, _ = b.matmul(x, s, wq, (d_model, d_model), f"{p}.attn.q")
+    k, _ = b.matmul(x, s, wk, (d_model, d_model), f"{p}.attn.k")
+    v, _ = b.matmul(x, s, wv, (d_model, d_model), f"{p}.attn.v")
+    sc, ss = b.matmul(q, s, k, s, f"{p}.attn.scores", transpose_b=True)
+    pr = b.softmax(sc, ss, f"{p}.attn.softmax")
+    ctx, _ = b.matmul(pr, ss, v, s, f"{p}.attn.context")
+    o, _ = b.matmul(ctx, s, wo, (d_model, d_model), f"{p}.attn.o")
+    return b.add(x, o, s, f"{p}.attn.residual")
+
+
 def transformer_module(layers: int, d_model: int, seq: int, ffn: int | None = None, dtype: str = "f32") -> str:
     """A single-head transformer-style stack: q/k/v, scores = q·kᵀ, softmax, ·v, o, relu FFN,
     residual adds; 8 matmul sites per layer (`layer{i}.attn.q`, ... `layer{i}.ffn.down`)."""
@@ -123,20 +137,116 @@ def transformer_module(layers: int, d_model: int, seq: int, ffn: int | None = No
     s = (seq, d_model)
     for i in range(layers):
         p = f"layer{i}"
-        wq, wk, wv, wo = (b.arg(f"{p}_w{n}", (d_model, d_model)) for n in "qkvo")
+        x = _attention(b, x, s, p)
         w1, w2 = b.arg(f"{p}_w1", (d_model, ffn)), b.arg(f"{p}_w2", (ffn, d_model))
-        q, _ = b.matmul(x, s, wq, (d_model, d_model), f"{p}.attn.q")
-        k, _ = b.matmul(x, s, wk, (d_model, d_model), f"{p}.attn.k")
-        v, _ = b.matmul(x, s, wv, (d_model, d_model), f"{p}.attn.v")
-        sc, ss = b.matmul(q, s, k, s, f"{p}.attn.scores", transpose_b=True)
-        pr = b.softmax(sc, ss, f"{p}.attn.softmax")
-        ctx, _ = b.matmul(pr, ss, v, s, f"{p}.attn.context")
-        o, _ = b.matmul(ctx, s, wo, (d_model, d_model), f"{p}.attn.o")
-        x = b.add(x, o, s, f"{p}.attn.residual")
         h, hs = b.matmul(x, s, w1, (d_model, ffn), f"{p}.ffn.up")
         h = b.relu(h, hs, f"{p}.ffn.act")
         d, _ = b.matmul(h, hs, w2, (ffn, d_model), f"{p}.ffn.down")
         x = b.add(x, d, s, f"{p}.ffn.residual")
+    return b.module(x, s)
+
+
+def pyramid_module(rows: int = 32, widths: tuple[int, ...] = (64, 128, 64, 512, 64), dtype: str = "f32") -> str:
+    """The reference replay driver's "pyramid" MLP: matmul -> relu per layer, widths
+    64->128->64->512->64 by default (the 512-wide layers dominate FLOPs); sites `fc0`..."""
+    b = _Builder(dtype)
+    x = b.arg("x", (rows, widths[0]))
+    shape = (rows, widths[0])
+    for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
+        w = b.arg(f"w{i}", (fan_in, fan_out))
+        x, shape = b.matmul(x, shape, w, (fan_in, fan_out), f"fc{i}")
+        x = b.relu(x, shape, f"act{i}")
+    return b.module(x, shape)
+
+
+def _map(dims: str, results: str) -> str:
+    return f"affine_map<({dims}) -> ({results})>"
+
+
+def _moe(b: _Builder, x: str, s: tuple[int, int], p: str, experts: int, top_k: int) -> str:
+    """Top-k routed experts, evaluated densely: gate = x·wg, the top-k logits per token
+    (k = 1 or 2) get softmax weights, expert e sees x with unrouted tokens zeroed (so the
+    density of its input is its share of tokens), one batch_matmul over all experts, a
+    weighted sum and a residual add. Sites `{p}.moe.gate` and `{p}.moe.experts`."""
+    if top_k not in (1, 2):
+        raise ValueError("the demo MoE routes each token to 1 or 2 experts")
+    seq, d = s
+    ty = b.dtype
+    wg = b.arg(f"{p}_wg", (d, experts))
+    we = b.arg(f"{p}_experts", (experts, d, d))
+    g, gs = b.matmul(x, s, wg, (d, experts), f"{p}.moe.gate")
+    se, row = "d0, d1", _map("d0, d1", "d0")
+    ident2 = _map("d0, d1", "d0, d1")
+    red = '["parallel", "reduction"]'
+    par = '["parallel", "parallel"]'
+
+    def generic(ins, in_tys, maps, out_ty, out_map, iters, body, init, name, dims=se):
+        out = b.fresh()
+        if init is None:
+            e = b.fresh()
+            b.lines.append(f"{e} = tensor.empty() : {out_ty}")
+        else:
+            e, c = b.fresh(), b.fresh()
+            b.lines.append(f"{c} = arith.constant {init} : {ty}")
+            b.lines.append(f"{e}_0 = tensor.empty() : {out_ty}")
+            b.lines.append(f"{e} = linalg.fill ins({c} : {ty}) outs({e}_0 : {out_ty}) -> {out_ty}")
+        args = ", ".join([f"%in{i}: {ty}" for i in range(len(ins))] + [f"%acc: {ty}"])
+        b.lines.append(
+            f"{out} = linalg.generic {{indexing_maps = [{', '.join(maps + [out_map])}], iterator_types = {iters}}} "
+            f"ins({', '.join(ins)} : {', '.join(in_tys)}) outs({e} : {out_ty}) {{\n  ^bb0({args}):\n    "
+            + "\n    ".join(body) + f"\n  }} -> {out_ty} loc(\"{name}\")")
+        return out
+
+    tg, tr = _t(gs, ty), _t((seq,), ty)
+    m1 = generic([g], [tg], [ident2], tr, row, red,
+                 [f"%r = arith.maximumf %in0, %acc : {ty}", f"linalg.yield %r : {ty}"], "0xFF800000", f"{p}.moe.top1")
+    thresh = m1
+    if top_k == 2:
+        thresh = generic([g, m1], [tg, tr], [ident2, row], tr, row, red,
+                         [f"%ninf = arith.constant 0xFF800000 : {ty}", f"%lt = arith.cmpf olt, %in0, %in1 : {ty}",
+                          f"%c = arith.select %lt, %in0, %ninf : {ty}", f"%r = arith.maximumf %c, %acc : {ty}",
+                          f"linalg.yield %r : {ty}"], "0xFF800000", f"{p}.moe.top2")
+    mask = generic([g, thresh], [tg, tr], [ident2, row], tg, ident2, par,
+                   [f"%one = arith.constant 1.0 : {ty}", f"%zero = arith.constant 0.0 : {ty}",
+                    f"%ge = arith.cmpf oge, %in0, %in1 : {ty}", f"%r = arith.select %ge, %one, %zero : {ty}",
+                    f"linalg.yield %r : {ty}"], None, f"{p}.moe.route")
+    pexp = generic([g, m1, mask], [tg, tr, tg], [ident2, row, ident2], tg, ident2, par,
+                   [f"%d = arith.subf %in0, %in1 : {ty}", f"%e = math.exp %d : {ty}", f"%r = arith.mulf %e, %in2 : {ty}",
+                    f"linalg.yield %r : {ty}"], None, f"{p}.moe.exp")
+    denom = generic([pexp], [tg], [ident2], tr, row, red,
+                    [f"%r = arith.addf %in0, %acc : {ty}", f"linalg.yield %r : {ty}"], "0.0", f"{p}.moe.denom")
+    weights = generic([pexp, denom], [tg, tr], [ident2, row], tg, ident2, par,
+                      [f"%r = arith.divf %in0, %in1 : {ty}", f"linalg.yield %r : {ty}"], None, f"{p}.moe.weights")
+    es = (experts, seq, d)
+    tes = _t(es, ty)
+    d3 = "d0, d1, d2"
+    routed = generic([x, mask], [_t(s, ty), tg], [_map(d3, "d1, d2"), _map(d3, "d1, d0")], tes, _map(d3, d3),
+                     '["parallel", "parallel", "parallel"]',
+                     [f"%r = arith.mulf %in0, %in1 : {ty}", f"linalg.yield %r : {ty}"], None, f"{p}.moe.dispatch", d3)
+    z = b.fresh()
+    b.lines.append(f"{z}_c = arith.constant 0.0 : {ty}")
+    b.lines.append(f"{z}_e = tensor.empty() : {tes}")
+    b.lines.append(f"{z} = linalg.fill ins({z}_c : {ty}) outs({z}_e : {tes}) -> {tes}")
+    ye = b.fresh()
+    b.lines.append(f"{ye} = linalg.batch_matmul ins({routed}, {we} : {tes}, {_t((experts, d, d), ty)}) "
+                   f"outs({z} : {tes}) -> {tes} loc(\"{p}.moe.experts\")")
+    combined = generic([ye, weights], [tes, tg], [_map(d3, "d0, d1, d2"), _map(d3, "d1, d0")], _t(s, ty),
+                       _map(d3, "d1, d2"), '["reduction", "parallel", "parallel"]',
+                       [f"%m = arith.mulf %in0, %in1 : {ty}", f"%r = arith.addf %m, %acc : {ty}",
+                        f"linalg.yield %r : {ty}"], "0.0", f"{p}.moe.combine", d3)
+    return b.add(x, combined, s, f"{p}.moe.residual")
+
+
+def moe_module(layers: int, d_model: int, seq: int, experts: int = 8, top_k: int = 2, dtype: str = "f32") -> str:
+    """The reference demo's `moe` kind: per layer attention, then a top-k routed mixture of
+    `experts` [d_model, d_model] experts (see `_moe`); 9 sites per layer (the weighted
+    combine of expert outputs is a contraction over experts too)."""
+    b = _Builder(dtype)
+    x = b.arg("x", (seq, d_model))
+    s = (seq, d_model)
+    for i in range(layers):
+        x = _attention(b, x, s, f"layer{i}")
+        x = _moe(b, x, s, f"layer{i}", experts, top_k)
     return b.module(x, s)
 
 
