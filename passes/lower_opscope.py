@@ -3,11 +3,11 @@
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
 appearance, and replaces them by calls to stats kernels (`dialect/lowering.py`): tensors of
 the same type, stat list and residency share one call of a batched kernel (at most `batch`
-tensors; 0 = as many as IREE's 32 bindings per dispatch allow), which is inserted, behind
-`util.optimization_barrier`, right after its last tensor is defined. Kernels are private
-`{noinline}` functions (`outline=false` lets IREE inline them). Each call's results are
-appended after the function's original results (which keep their indices) and described
-by result attributes, so the IR alone says what every result holds: `opscope.pack =
+tensors; 0 = as many as IREE's 32 bindings per dispatch allow), which is inserted right
+after its last tensor is defined. Kernels are private `{noinline}` functions
+(`outline=false` lets IREE inline them, behind one `util.optimization_barrier` per
+tensor). Each call's results are appended after the function's original results (which
+keep their indices) and described by result attributes, so the IR alone says what every result holds: `opscope.pack =
 [{site, role, stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`,
 the default), or `{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result
 per statistic. No opscope op is left behind.
@@ -83,17 +83,21 @@ class LowerOpscope:
                     result_types = [_stat_type(kernel.count * kernel.tensor_length)]
                 else:
                     result_types = [_stat_type(kernel.length(i)) for _ in batch for i in items]
-                # One barrier per tensor: IREE 3.13 rejects a variadic barrier whose later
-                # operand is a non-splat constant ("all of {operands, results} have same type").
-                last = None
                 ip = _after_last_definition(values, fn)
-                barred = []
-                for v in values:
-                    last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
-                                               ip=ip if last is None else ir.InsertionPoint.after(last))
-                    barred.append(last.results[0])
-                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), barred,
-                                   ip=ir.InsertionPoint.after(last))
+                operands = values
+                if not self.outline:
+                    # Inlined statistics could fuse into their producer's dispatch, which
+                    # IREE 3.13 miscompiles for a softmax: one barrier per tensor keeps them
+                    # out (a variadic barrier is rejected when a later operand is a non-splat
+                    # constant). An outlined call is already opaque to fusion, and a barrier
+                    # there costs a host sync (IREE awaits the resource before it).
+                    operands, last = [], None
+                    for v in values:
+                        last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
+                                                   ip=ip if last is None else ir.InsertionPoint.after(last))
+                        operands.append(last.results[0])
+                    ip = ir.InsertionPoint.after(last)
+                call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), operands, ip=ip)
             entries, off = [], 0
             results = iter(call.results)
             for (value, site, role), ops in batch:

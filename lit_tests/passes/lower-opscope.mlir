@@ -10,9 +10,10 @@
 //   (function argument or returned value: external; anything else: transient) share one
 //   call to a private stats kernel, at most `batch` tensors per call (0, the default:
 //   as many as IREE's 32 bindings per dispatch allow);
-// * each call is preceded by one util.optimization_barrier per tensor, and all of them
-//   sit right after the latest op defining one of those tensors (at the start of the
-//   block when all are function arguments);
+// * each call sits right after the latest op defining one of its tensors (at the start
+//   of the block when all are function arguments) and takes them directly; with
+//   outline=false one util.optimization_barrier per tensor precedes it (an outlined call
+//   is opaque to fusion already, and a barrier costs IREE a host sync);
 // * the call's results are appended after the original results (which keep their
 //   indices and attributes), and result attributes say what every element holds: one
 //   packed result per call (`opscope.pack`, entries in call order), or with pack=false
@@ -24,17 +25,16 @@
 // CHECK-SAME:      tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "lhs", site = "fc1", stat = "min"}, {length = 1 : i64, numel = 32 : i64, offset = 1 : i64, role = "lhs", site = "fc1", stat = "max"}]},
 // CHECK-SAME:      tensor<16xf32> {opscope.pack = [{length = 4 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "fc1", stat = "hist"}, {length = 12 : i64, numel = 12 : i64, offset = 4 : i64, role = "out", site = "fc1", stat = "elemsig"}]})
 // CHECK-NOT:   opscope.stat
-// The lhs is a function argument: its barrier and call open the block.
-// CHECK-NEXT:  %[[XB:.+]] = util.optimization_barrier %[[X]] : tensor<4x8xf32>
-// CHECK-NEXT:  %[[LHS:.+]] = call @[[LHS_KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](%[[XB]]) : (tensor<4x8xf32>) -> tensor<2xf32>
+// The lhs is a function argument: its call opens the block.
+// CHECK-NEXT:  %[[LHS:.+]] = call @[[LHS_KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](%[[X]]) : (tensor<4x8xf32>) -> tensor<2xf32>
 // The out call follows the matmul that defines it.
 // CHECK:       %[[OUT:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[OB:.+]] = util.optimization_barrier %[[OUT]] : tensor<4x3xf32>
-// CHECK-NEXT:  %[[OUTS:.+]] = call @[[OUT_KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[OB]]) : (tensor<4x3xf32>) -> tensor<16xf32>
+// CHECK-NEXT:  %[[OUTS:.+]] = call @[[OUT_KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[OUT]]) : (tensor<4x3xf32>) -> tensor<16xf32>
 // CHECK:       return %[[OUT]], %[[LHS]], %[[OUTS]] : tensor<4x3xf32>, tensor<2xf32>, tensor<16xf32>
 // CHECK-DAG:   func.func private @[[LHS_KERNEL]](%{{.+}}: tensor<4x8xf32>) -> tensor<2xf32> attributes {noinline}
 // CHECK-DAG:   func.func private @[[OUT_KERNEL]](%{{.+}}: tensor<4x3xf32>) -> tensor<16xf32> attributes {noinline}
 // CHECK-NOT:   opscope.stat
+// CHECK-NOT:   util.optimization_barrier
 
 // UNPACKED-LABEL: func.func @packs_stats_after_original_results(
 // UNPACKED-SAME:      -> (tensor<4x3xf32>,
@@ -50,7 +50,9 @@
 // UNPACKED:       func.func private @[[LHS_KERNEL]](%{{.+}}: tensor<4x8xf32>) -> (tensor<1xf32>, tensor<1xf32>) attributes {noinline}
 
 // INLINE-LABEL: func.func @packs_stats_after_original_results(
-// INLINE:       call @[[KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](
+// INLINE-SAME:      %[[X:[^:]+]]: tensor<4x8xf32>,
+// INLINE:       %[[XB:.+]] = util.optimization_barrier %[[X]] : tensor<4x8xf32>
+// INLINE-NEXT:  call @[[KERNEL:opscope_stats_4x8xf32_[0-9a-f]+]](%[[XB]])
 // INLINE-NOT:   noinline
 // INLINE:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x8xf32>) -> tensor<2xf32> {
 // INLINE-NOT:   noinline
@@ -70,8 +72,7 @@ func.func @packs_stats_after_original_results(%x: tensor<4x8xf32>, %w: tensor<8x
 // CHECK-LABEL: func.func @keeps_original_results_and_their_attrs(
 // CHECK-SAME:      %[[A:[^:]+]]: tensor<4x8xf32>, %[[B:[^:]+]]: tensor<8xf32>)
 // CHECK-SAME:      -> (tensor<4x8xf32> {test.kept = 1 : i64}, tensor<8xf32>, tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "out", site = "act", stat = "nnz"}]})
-// CHECK-NEXT:  %[[AB:.+]] = util.optimization_barrier %[[A]] : tensor<4x8xf32>
-// CHECK-NEXT:  %[[STAT:.+]] = call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(%[[AB]])
+// CHECK-NEXT:  %[[STAT:.+]] = call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(%[[A]])
 // CHECK:       return %[[A]], %[[B]], %[[STAT]] : tensor<4x8xf32>, tensor<8xf32>, tensor<1xf32>
 func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32> {test.kept = 1 : i64}, tensor<8xf32>) {
   "opscope.stat"(%a) {kind = "nnz", options = {}, role = "out", site = "act"} : (tensor<4x8xf32>) -> ()
@@ -93,9 +94,7 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 3 : i64, role = "out", site = "b", stat = "max"}]})
 // CHECK:       %[[A:.+]] = linalg.matmul
 // CHECK:       %[[B:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x3xf32>
-// CHECK-NEXT:  %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x3xf32>
-// CHECK-NEXT:  %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[ABAR]], %[[BBAR]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[A]], %[[B]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
 // CHECK-NEXT:  %[[SUM:.+]] = arith.addf %[[A]], %[[B]]
 // CHECK:       return %[[SUM]], %[[S]] : tensor<4x3xf32>, tensor<4xf32>
 // CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
@@ -107,9 +106,9 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "a", opscope.stat = "max"},
 // UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "b", opscope.stat = "min"},
 // UNPACKED-SAME:      tensor<1xf32> {opscope.numel = 12 : i64, opscope.role = "out", opscope.site = "b", opscope.stat = "max"})
-// UNPACKED:       %[[ABAR:.+]] = util.optimization_barrier
-// UNPACKED-NEXT:  %[[BBAR:.+]] = util.optimization_barrier
-// UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[ABAR]], %[[BBAR]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
+// UNPACKED:       %[[A:.+]] = linalg.matmul
+// UNPACKED-NEXT:  %[[B:.+]] = linalg.matmul
+// UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[A]], %[[B]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
 // UNPACKED:       return %{{.+}}, %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[S]]#3 :
 
 // ONE-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
@@ -117,11 +116,9 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // ONE-SAME:      tensor<2xf32> {opscope.pack = [{{.+}}site = "a", stat = "min"}, {{.+}}site = "a", stat = "max"}]},
 // ONE-SAME:      tensor<2xf32> {opscope.pack = [{{.+}}site = "b", stat = "min"}, {{.+}}site = "b", stat = "max"}]})
 // ONE:           %[[A:.+]] = linalg.matmul
-// ONE-NEXT:      %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x3xf32>
-// ONE-NEXT:      %[[SA:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[ABAR]]) : (tensor<4x3xf32>) -> tensor<2xf32>
+// ONE-NEXT:      %[[SA:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[A]]) : (tensor<4x3xf32>) -> tensor<2xf32>
 // ONE-NEXT:      %[[B:.+]] = linalg.matmul
-// ONE-NEXT:      %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x3xf32>
-// ONE-NEXT:      %[[SB:.+]] = call @[[KERNEL]](%[[BBAR]]) : (tensor<4x3xf32>) -> tensor<2xf32>
+// ONE-NEXT:      %[[SB:.+]] = call @[[KERNEL]](%[[B]]) : (tensor<4x3xf32>) -> tensor<2xf32>
 // ONE:           return %{{.+}}, %[[SA]], %[[SB]] : tensor<4x3xf32>, tensor<2xf32>, tensor<2xf32>
 // ONE:           func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>) -> tensor<2xf32> attributes {noinline}
 // ONE-NOT:       func.func private
@@ -149,26 +146,20 @@ func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8x
 // CHECK-SAME:      tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 16 : i64, offset = 0 : i64, role = "lhs", site = "a", stat = "sumsq"}, {length = 1 : i64, numel = 16 : i64, offset = 1 : i64, role = "out", site = "b", stat = "sumsq"}]},
 // CHECK-SAME:      tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 16 : i64, offset = 0 : i64, role = "out", site = "a", stat = "sumsq"}]})
 // CHECK:       %[[A:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x4xf32>
-// CHECK-NEXT:  %[[TRANSIENT:.+]] = call @[[TRANSIENT_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[ABAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// CHECK-NEXT:  %[[TRANSIENT:.+]] = call @[[TRANSIENT_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[A]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // CHECK-NEXT:  %[[B:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[XBAR:.+]] = util.optimization_barrier %[[X]] : tensor<4x4xf32>
-// CHECK-NEXT:  %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x4xf32>
-// CHECK-NEXT:  %[[EXTERNAL:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[XBAR]], %[[BBAR]]) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2xf32>
+// CHECK-NEXT:  %[[EXTERNAL:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[X]], %[[B]]) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2xf32>
 // CHECK:       return %[[B]], %[[EXTERNAL]], %[[TRANSIENT]] : tensor<4x4xf32>, tensor<2xf32>, tensor<1xf32>
 // CHECK-DAG:   func.func private @[[EXTERNAL_KERNEL]](%{{.+}}: tensor<4x4xf32>, %{{.+}}: tensor<4x4xf32>) -> tensor<2xf32> attributes {noinline}
 // CHECK-DAG:   func.func private @[[TRANSIENT_KERNEL]](%{{.+}}: tensor<4x4xf32>) -> tensor<1xf32> attributes {noinline}
 
 // ONE-LABEL: func.func @splits_calls_by_residency(
 // ONE-SAME:      %[[X:[^:]+]]: tensor<4x4xf32>,
-// ONE-NEXT:      %[[XBAR:.+]] = util.optimization_barrier %[[X]] : tensor<4x4xf32>
-// ONE-NEXT:      %[[SX:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[XBAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE-NEXT:      %[[SX:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[X]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // ONE:           %[[A:.+]] = linalg.matmul
-// ONE-NEXT:      %[[ABAR:.+]] = util.optimization_barrier %[[A]] : tensor<4x4xf32>
-// ONE-NEXT:      %[[SA:.+]] = call @opscope_stats_4x4xf32_{{[0-9a-f]+}}(%[[ABAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE-NEXT:      %[[SA:.+]] = call @opscope_stats_4x4xf32_{{[0-9a-f]+}}(%[[A]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // ONE-NEXT:      %[[B:.+]] = linalg.matmul
-// ONE-NEXT:      %[[BBAR:.+]] = util.optimization_barrier %[[B]] : tensor<4x4xf32>
-// ONE-NEXT:      %[[SB:.+]] = call @[[EXTERNAL_KERNEL]](%[[BBAR]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE-NEXT:      %[[SB:.+]] = call @[[EXTERNAL_KERNEL]](%[[B]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // ONE:           return %[[B]], %[[SX]], %[[SA]], %[[SB]] : tensor<4x4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 // ONE-COUNT-2:   func.func private @opscope_stats_4x4xf32_
 // ONE-NOT:       func.func private
@@ -195,11 +186,9 @@ func.func @splits_calls_by_residency(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %
 // CHECK-SAME:      tensor<24xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 23 : i64, role = "out", site = "d", stat = "nnz"}]},
 // CHECK-SAME:      tensor<6xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "e", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 5 : i64, role = "out", site = "e", stat = "nnz"}]})
 // CHECK-COUNT-4: linalg.matmul
-// CHECK-COUNT-4: util.optimization_barrier
 // CHECK-NEXT:  %[[ABCD:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<24xf32>
 // CHECK-NEXT:  %[[E:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[EBAR:.+]] = util.optimization_barrier %[[E]] :
-// CHECK-NEXT:  %[[SE:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[EBAR]]) : (tensor<4x3xf32>) -> tensor<6xf32>
+// CHECK-NEXT:  %[[SE:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[E]]) : (tensor<4x3xf32>) -> tensor<6xf32>
 // CHECK:       return %{{.+}}, %[[ABCD]], %[[SE]] : tensor<4x3xf32>, tensor<24xf32>, tensor<6xf32>
 func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
@@ -281,9 +270,7 @@ func.func @one_tensor_is_another_kernel(%u: tensor<4x8xf32>) {
 // CHECK-LABEL: func.func @groups_by_value_site_and_role(
 // CHECK-SAME:      %[[W:[^:]+]]: tensor<8x3xf32>)
 // CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 24 : i64, offset = 0 : i64, role = "rhs", site = "q", stat = "max"}, {length = 1 : i64, numel = 24 : i64, offset = 1 : i64, role = "rhs", site = "k", stat = "max"}]})
-// CHECK-NEXT:  %[[BAR0:.+]] = util.optimization_barrier %[[W]] :
-// CHECK-NEXT:  %[[BAR1:.+]] = util.optimization_barrier %[[W]] :
-// CHECK-NEXT:  call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(%[[BAR0]], %[[BAR1]])
+// CHECK-NEXT:  call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(%[[W]], %[[W]])
 func.func @groups_by_value_site_and_role(%w: tensor<8x3xf32>) {
   "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "q"} : (tensor<8x3xf32>) -> ()
   "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "k"} : (tensor<8x3xf32>) -> ()
