@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
+from common import arg_shapes, header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
 
 from iree.compiler import ir  # noqa: E402
 from iree.compiler.dialects import func  # noqa: E402
@@ -43,7 +43,6 @@ from opscope.compile import compile_module  # noqa: E402
 from opscope.host_stats import host_stats  # noqa: E402
 from opscope.instrument import inject_matmul_stats  # noqa: E402
 from opscope.loading import new_context, parse_module  # noqa: E402
-from opscope.profile import arg_shapes  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import ROLES, find_sites  # noqa: E402
 from opscope.stat_config import StatConfig  # noqa: E402
