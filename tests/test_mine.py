@@ -1,0 +1,410 @@
+"""The value miner against real sketches: §12's outcomes, signal numbers, cross-step and opportunities.
+
+Sketches come from `opscope.host_stats` (the numpy reference of every sketch) on the seven
+reference distributions, written as a tidy CSV the way the recorder writes it (f32
+shortest text) and read back through `opscope.tidy`. Every number the miner reports is
+checked against a direct numpy computation on the same f32 sketch values (rtol 1e-6);
+labels against an independent if-chain of §4.2's cascade and against the §12 table;
+counts exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from distributions import DISTS, sample
+from test_tidy import f32_text, write_tidy_csv
+
+from opscope.errors import OpscopeError
+from opscope.host_stats import host_stats
+from opscope.mine import EXPLOITS, mine, mine_paths, render
+from opscope.stat_config import StatConfig
+from opscope.tidy import empty_tidy, read_tidy
+
+RTOL = 1e-6
+ROLES = ("lhs", "rhs", "out")
+SEEDS = (1, 2, 3)
+
+# §12 of the reference design, cell by cell (our generators, 128x128x128, mean over seeds 1-3).
+EXPECTED_12 = {
+    "gaussian": ("dense", "dense", "dense"),
+    "uniform": ("dense", "dense", "dense"),
+    "sparse90": ("sparse-gemm", "sparse-gemm", "quantize-lut"),
+    "lowrank": ("dense", "dense", "positional"),
+    "outlier": ("quantize-lut", "quantize-lut", "channel-quant"),
+    "quantized": ("dense", "dense", "dense"),
+    "coherent": ("delta-compute", "delta-compute", "delta-compute"),
+}
+
+
+def sketch_rows(rows: list, run_id: int, step: int, dist: str, site: str, tensors: dict[str, np.ndarray],
+                backend: str = "llvm-cpu", mkn: tuple[int, int, int] = (128, 128, 128),
+                config: StatConfig = StatConfig()) -> dict[str, dict[str, np.ndarray]]:
+    """Append the tidy rows of every tensor's sketches; return them as the f32 values the CSV holds."""
+    out = {}
+    for role, x in tensors.items():
+        sk = host_stats(x, config)
+        for stat, vals in sk.items():
+            rows.extend((run_id, step, backend, dist, *mkn, x.size, site, role, stat, i, f32_text(v))
+                        for i, v in enumerate(vals))
+        out[role] = {k: v.astype(np.float32).astype(np.float64) for k, v in sk.items()}
+    return out
+
+
+def np_signals(sk: dict[str, np.ndarray], numel: int) -> dict[str, float | None]:
+    """§4.2's five per-observation signals, straight from the sketch arrays."""
+    sig = {"density": sk["nnz"][0] / max(numel, 1) if "nnz" in sk else None, "outlier": None,
+           "histtop": None, "pos_cv": None, "adj": None}
+    if "chan_maxabs" in sk and sk["chan_maxabs"].mean() > 1e-9:
+        sig["outlier"] = sk["chan_maxabs"].max() / sk["chan_maxabs"].mean()
+    if "hist" in sk and sk["hist"].sum() > 0:
+        sig["histtop"] = sk["hist"].max() / sk["hist"].sum()
+    if "pos_sumsq" in sk:
+        p = sk["pos_sumsq"]
+        sig["pos_cv"] = 0.0 if abs(p.mean()) < 1e-12 else p.std() / abs(p.mean())
+        if "adj_sumsq" in sk and p.mean() > 1e-9:
+            sig["adj"] = sk["adj_sumsq"].mean() / p.mean()
+    return sig
+
+
+def np_mean_signals(observations: list[dict[str, float | None]]) -> dict[str, float | None]:
+    out = {}
+    for k in observations[0]:
+        vals = [o[k] for o in observations if o[k] is not None]
+        out[k] = float(np.mean(vals)) if vals else None
+    return out
+
+
+def np_cascade(s: dict[str, float | None]) -> tuple[str, float]:
+    """The rule cascade written as a plain if-chain (nulls never match)."""
+    d, o, h, a, p = (s[k] for k in ("density", "outlier", "histtop", "adj", "pos_cv"))
+    if d is not None and d < 0.5:
+        return "sparse-gemm", 1 - d
+    if o is not None and o > 6:
+        return "channel-quant", min(o / 30, 1)
+    if h is not None and h > 0.25:
+        return "quantize-lut", h
+    if a is not None and a < 0.5:
+        return "delta-compute", 1 - a
+    if p is not None and p > 0.75:
+        return "positional", min(p / 3, 1)
+    return "dense", 0.0
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """An `opscope-sweep`-like CSV: 7 dists x seeds 1-3 at 128x128x128, one site; and numpy signals."""
+    rows: list = []
+    obs: dict[tuple[str, str], list] = {}
+    run = 0
+    for dist in DISTS:
+        for seed in SEEDS:
+            lhs = sample(dist, (128, 128), seed)
+            rhs = sample(dist, (128, 128), seed + 1000)
+            sk = sketch_rows(rows, run, 0, dist, "matmul#0", {"lhs": lhs, "rhs": rhs, "out": lhs @ rhs})
+            for role in ROLES:
+                obs.setdefault((dist, role), []).append(np_signals(sk[role], 128 * 128))
+            run += 1
+    path = write_tidy_csv(tmp_path_factory.mktemp("sweep") / "sweep.csv", rows)
+    expected = {k: np_mean_signals(v) for k, v in obs.items()}
+    return path, len(rows), expected
+
+
+def test_sweep_signals_match_numpy(sweep):
+    path, nrows, expected = sweep
+    report = mine_paths(path)
+    assert report.rows == nrows and report.steps == 1
+    sig = report.signals
+    assert sig.height == len(DISTS) * len(ROLES)
+    assert sig["observations"].to_list() == [len(SEEDS)] * sig.height
+    for r in sig.iter_rows(named=True):
+        want = expected[(r["dist"], r["role"])]
+        for k in ("density", "outlier", "histtop", "pos_cv", "adj"):
+            assert r[k] == pytest.approx(want[k], rel=RTOL), (r["dist"], r["role"], k)
+
+
+def test_sweep_labels_follow_the_cascade_and_section_12(sweep):
+    path, _, expected = sweep
+    report = mine_paths(path)
+    got = {(r["dist"], r["role"]): (r["exploit"], r["score"]) for r in report.signals.iter_rows(named=True)}
+    for (dist, role), (exploit, score) in got.items():
+        want_exploit, want_score = np_cascade(expected[(dist, role)])
+        assert exploit == want_exploit, (dist, role)
+        assert score == pytest.approx(want_score, rel=RTOL, abs=0.0), (dist, role)
+        assert exploit == EXPECTED_12[dist][ROLES.index(role)], (dist, role)
+    # Order: first appearance (the recorder's dist order, then lhs, rhs, out).
+    assert report.signals.select("dist", "role").rows() == [(d, r) for d in DISTS for r in ROLES]
+
+
+def test_signals_do_not_depend_on_row_order(sweep):
+    """Interleaved rows (a vector's elements not consecutive) give the same signals."""
+    df = read_tidy(sweep[0])
+    shuffled = df.sample(fraction=1.0, shuffle=True, seed=7)
+    a, b = (mine(x).signals.sort("dist", "role") for x in (df, shuffled))  # order of appearance differs
+    same = ("dist", "role", "observations", "exploit")
+    assert a.select(same).equals(b.select(same))
+    for col in ("density", "outlier", "histtop", "pos_cv", "adj"):
+        np.testing.assert_allclose(b[col].to_numpy(), a[col].to_numpy(), rtol=1e-12)
+
+
+def test_ranked_list(sweep):
+    path, _, expected = sweep
+    report = mine_paths(path)
+    positive = sum(np_cascade(s)[1] > 0 for s in expected.values())
+    ranked = report.ranked
+    assert ranked.height == positive
+    assert ranked["rank"].to_list() == list(range(1, positive + 1))
+    scores = ranked["score"].to_list()
+    assert all(a >= b for a, b in zip(scores, scores[1:]))
+    assert ranked.row(0, named=True)["exploit"] in EXPLOITS and "dense" not in ranked["exploit"].to_list()
+
+
+def test_ties_keep_appearance_order(tmp_path):
+    rows: list = []
+    x = sample("sparse90", (32, 32), 5)
+    for site in ("zeta#1", "alpha#0"):
+        sketch_rows(rows, 0, 0, "sparse90", site, {"lhs": x}, mkn=(32, 32, 32))
+    report = mine(read_tidy(write_tidy_csv(tmp_path / "t.csv", rows)))
+    assert report.ranked["site"].to_list() == ["zeta#1", "alpha#0"]
+    assert report.ranked["score"][0] == report.ranked["score"][1]
+
+
+def test_backends_stay_apart(tmp_path):
+    rows: list = []
+    sketch_rows(rows, 0, 0, "x", "matmul#0", {"lhs": sample("sparse90", (128, 128), 1)}, backend="llvm-cpu")
+    sketch_rows(rows, 1, 0, "x", "matmul#0", {"lhs": sample("gaussian", (128, 128), 1)}, backend="vulkan-spirv")
+    report = mine(read_tidy(write_tidy_csv(tmp_path / "b.csv", rows)))
+    assert report.signals.select("backend", "exploit").rows() == [("llvm-cpu", "sparse-gemm"),
+                                                                  ("vulkan-spirv", "dense")]
+
+
+def test_missing_signals_are_null_and_keys_without_signals_left_out(tmp_path):
+    rows: list = []
+    a, b = sample("outlier", (128, 128), 1), sample("outlier", (128, 128), 1001)
+    sk = sketch_rows(rows, 0, 0, "outlier", "matmul#0", {"lhs": a, "out": a @ b}, config=StatConfig.lean())
+    rows.extend((0, 0, "llvm-cpu", "outlier", 128, 128, 128, 128, "softmax#1", "attn", "attn_qmax", i, 0.5)
+                for i in range(4))
+    report = mine(read_tidy(write_tidy_csv(tmp_path / "lean.csv", rows)))
+    sig = report.signals
+    assert sig.select("site", "role").rows() == [("matmul#0", "lhs"), ("matmul#0", "out")]
+    for col in ("histtop", "pos_cv", "adj"):
+        assert sig[col].null_count() == 2
+    out = sig.row(1, named=True)
+    assert out["outlier"] == pytest.approx(np_signals(sk["out"], 128 * 128)["outlier"], rel=RTOL)
+    assert sig["exploit"].to_list() == ["dense", "channel-quant"]
+    text = report.to_text()
+    assert "matmul#0" in text and "  -  " in text and "softmax#1" not in text
+
+
+@pytest.fixture(scope="module")
+def seq(tmp_path_factory):
+    """An `opscope-seq`-like CSV: 2 runs x 16 steps of A·W, W fixed per run, A a random walk."""
+    rows: list = []
+    l1: dict[tuple[int, str], list[float]] = {}
+    for run, (wseed, aseed) in enumerate(((777, 1), (778, 3))):
+        w = sample("gaussian", (128, 128), wseed)
+        a = sample("gaussian", (64, 128), aseed)
+        walk = np.random.Generator(np.random.Philox(aseed + 1))
+        for step in range(16):
+            if step:
+                a = (a + 0.05 * walk.standard_normal(a.shape)).astype(np.float32)
+            sk = sketch_rows(rows, run, step, "decode", "matmul#0", {"lhs": a, "rhs": w, "out": a @ w},
+                             mkn=(64, 128, 128))
+            for role in ROLES:
+                l1.setdefault((run, role), []).append(sk[role]["l1"][0])
+    return write_tidy_csv(tmp_path_factory.mktemp("seq") / "seq.csv", rows), l1
+
+
+def test_cross_step_stationary_weights_and_drifting_activations(seq):
+    path, l1 = seq
+    report = mine_paths(path)
+    assert report.steps == 16
+    cross = report.cross_step
+    assert cross.select("run_id", "role").rows() == [(r, role) for r in (0, 1) for role in ROLES]
+    assert cross["steps"].to_list() == [16] * 6
+    for r in cross.iter_rows(named=True):
+        series = np.array(l1[(r["run_id"], r["role"])])
+        cv = series.std() / abs(series.mean())
+        assert r["l1_cv"] == pytest.approx(cv, rel=RTOL, abs=1e-12)
+        assert r["stationary"] == (r["role"] == "rhs")
+        assert r["verdict"].startswith("stationary" if r["role"] == "rhs" else "drifting")
+    # The reference mixes runs in one series; the two runs' weights would then read as drifting.
+    mixed = np.array(l1[(0, "rhs")] + l1[(1, "rhs")])
+    assert mixed.std() / mixed.mean() > 1e-4
+
+
+PYRAMID = ((64, 128), (128, 64), (64, 512), (512, 64))
+ROWS_S = 32
+STEPS = 20
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    """An `opscope-replay`-like CSV: run 0 replays a pool of 4 inputs, run 1 a slow walk; + `.sites`."""
+    weights = [(sample("gaussian", (k, n), 0xA11CE + i) * np.sqrt(2.0 / k)).astype(np.float32)
+               for i, (k, n) in enumerate(PYRAMID)]
+    sites = [f"pyramid.{i}#{i}" for i in range(len(PYRAMID))]
+    rng = np.random.Generator(np.random.Philox(99))
+    pool = [rng.standard_normal((ROWS_S, 64)).astype(np.float32) for _ in range(4)]
+    picks = rng.integers(0, 4, STEPS)
+    walk = rng.standard_normal((ROWS_S, 64)).astype(np.float32)
+    rows: list = []
+    lhs_sk: dict[tuple[int, str], list[dict[str, np.ndarray]]] = {}
+    for run in (0, 1):
+        for step in range(STEPS):
+            if run == 0:
+                h = pool[picks[step]]
+            else:
+                if step:
+                    walk = (walk + 0.03 * rng.standard_normal(walk.shape)).astype(np.float32)
+                h = walk
+            for site, w in zip(sites, weights):
+                out = h @ w
+                sk = sketch_rows(rows, run, step, "replay", site, {"lhs": h, "rhs": w, "out": out},
+                                 mkn=(ROWS_S, 64, 0))
+                lhs_sk.setdefault((run, site), []).append(sk["lhs"])
+                h = np.maximum(out, 0)
+    path = write_tidy_csv(tmp_path_factory.mktemp("replay") / "replay.csv", rows)
+    flops = {s: 2 * ROWS_S * k * n for s, (k, n) in zip(sites, PYRAMID)}
+    path.with_name(path.name + ".sites").write_text(
+        "site,flops\n" + "".join(f"{s},{f}\n" for s, f in flops.items()))
+    repeats = sum(picks[i] in picks[:i] for i in range(1, STEPS))
+    return path, picks, repeats, flops, lhs_sk
+
+
+def np_recur_drift(vecs: list[np.ndarray]) -> tuple[float, float]:
+    """§3.10's recur and drift over one series of fingerprints (a direct double loop)."""
+    def dist(a, b):
+        return np.inf if len(a) != len(b) else np.linalg.norm(a - b) / (np.linalg.norm(a) + 1e-9)
+    n = len(vecs)
+    recur = sum(any(dist(vecs[i], vecs[j]) < 1e-3 for j in range(i)) for i in range(1, n)) / (n - 1)
+    drift = float(np.mean([dist(vecs[i], vecs[i - 1]) for i in range(1, n)]))
+    return recur, drift
+
+
+def test_opportunities_memoize_replay_and_delta_compute_walk(replay):
+    path, picks, repeats, flops, lhs_sk = replay
+    report = mine_paths(path)  # finds replay.csv.sites beside it
+    assert report.costs_source == str(path) + ".sites"
+    opps = report.opportunities
+    assert opps.height == 2 * len(PYRAMID)
+    total = sum(flops.values())
+    for r in opps.iter_rows(named=True):
+        recur, drift = np_recur_drift([sk["elemsig"] for sk in lhs_sk[(r["run_id"], r["site"])]])
+        assert r["steps"] == STEPS
+        assert r["recur"] == pytest.approx(recur, rel=1e-12)
+        assert r["drift"] == pytest.approx(drift, rel=RTOL, abs=1e-6)
+        assert r["flops"] == flops[r["site"]] and r["cost_share"] == flops[r["site"]] / total
+        if r["run_id"] == 0:
+            assert r["recur"] == repeats / (STEPS - 1) and r["action"] == "memoize"
+            assert r["savings"] == pytest.approx(r["cost_share"] * r["recur"], rel=1e-12)
+        else:
+            assert r["recur"] == 0.0 and r["action"] == "delta-compute" and r["drift"] < 0.3
+            assert r["savings"] == pytest.approx(r["cost_share"] * (1 - r["drift"]), rel=1e-12)
+    savings = opps["savings"].to_list()
+    assert all(a >= b for a, b in zip(savings, savings[1:]))
+    agg = report.aggregate
+    assert agg.select("run_id", "sites").rows() == [(0, 4), (1, 4)]
+    for run in (0, 1):
+        want = opps.filter(pl.col("run_id") == run)["savings"].sum()
+        assert agg.filter(pl.col("run_id") == run)["savings"][0] == pytest.approx(want, rel=1e-12)
+    assert agg.filter(pl.col("run_id") == 0)["savings"][0] == pytest.approx(repeats / (STEPS - 1), rel=1e-12)
+
+
+def test_opportunities_fall_back_to_moments_and_hist(replay):
+    path, picks, repeats, flops, lhs_sk = replay
+    df = read_tidy(path).filter(pl.col("stat") != "elemsig")
+    opps = mine(df, flops).opportunities
+    for r in opps.iter_rows(named=True):
+        vecs = [np.concatenate([[sk["mean"][0], sk["sumsq"][0], sk["l1"][0], sk["nnz"][0]], sk["hist"]])
+                for sk in lhs_sk[(r["run_id"], r["site"])]]
+        recur, drift = np_recur_drift(vecs)
+        assert r["recur"] == pytest.approx(recur, rel=1e-12)
+        assert r["drift"] == pytest.approx(drift, rel=RTOL, abs=1e-6)
+    assert opps.filter(pl.col("run_id") == 0)["action"].to_list() == ["memoize"] * 4
+
+
+def test_opportunities_without_costs_order_by_reuse(replay):
+    path = replay[0]
+    opps = mine(read_tidy(path)).opportunities
+    assert opps["cost_share"].to_list() == [0.0] * opps.height
+    reuse = opps["reuse"].to_list()
+    assert all(a >= b for a, b in zip(reuse, reuse[1:]))
+
+
+def test_single_step_has_no_temporal_sections(sweep):
+    report = mine_paths(sweep[0])
+    assert report.cross_step is None and report.opportunities is None and report.aggregate is None
+    assert "Cross-step" not in report.to_text()
+
+
+def test_every_section_on_empty_input():
+    report = mine(empty_tidy())
+    assert report.rows == 0 and report.steps == 0
+    assert report.signals.height == 0 and report.ranked.height == 0
+    assert "(none" in report.to_text()
+    doc = json.loads(report.to_json())
+    assert doc["signals"] == [] and doc["cross_step"] is None
+    assert report.to_markdown().startswith("# opscope mine")
+
+
+def test_renderers(seq, replay):
+    report = mine_paths([seq[0], replay[0]], costs=replay[0].with_name(replay[0].name + ".sites"))
+    doc = json.loads(report.to_json())
+    assert list(doc) == ["schema", "rows", "steps", "counts", "notes", "site_costs", "signals", "ranked",
+                         "cross_step", "opportunities", "aggregate"]
+    assert doc["schema"] == "opscope-mine/1" and doc["rows"] == report.rows
+    assert len(doc["signals"]) == report.signals.height and len(doc["opportunities"]) == report.opportunities.height
+    assert set(doc["signals"][0]) == {"backend", "dist", "site", "role", "observations", "density", "outlier",
+                                      "histtop", "pos_cv", "adj", "exploit", "score", "suggestion"}
+    text = report.to_text()
+    assert "pyramid.3#3" in text and "Aggregate recoverable compute" in text
+    header = next(line for line in text.splitlines() if line.startswith("backend"))
+    assert header.split()[:5] == ["backend", "dist", "site", "role", "obs"]
+    md = report.to_markdown()
+    assert "| backend | dist | site | role |" in md and "## Temporal opportunities" in md
+    with pytest.raises(OpscopeError, match="unknown output format 'html'"):
+        render(report, "html")
+
+
+def test_long_site_names_are_kept_or_shortened_in_the_middle(tmp_path):
+    rows: list = []
+    x = sample("gaussian", (16, 16), 1)
+    names = ["encoder.layer.11.attention.self.query", "model." + "block." * 12 + "mlp.down_proj"]
+    for site in names:
+        sketch_rows(rows, 0, 0, "gaussian", site, {"lhs": x}, mkn=(16, 16, 16))
+    text = mine(read_tidy(write_tidy_csv(tmp_path / "s.csv", rows))).to_text()
+    assert names[0] in text
+    assert names[1] not in text and "model.block.block.block…lock.block.mlp.down_proj" in text
+
+
+def test_mine_rejects_frames_without_tidy_columns():
+    with pytest.raises(OpscopeError, match="lacks tidy columns value"):
+        mine(empty_tidy().drop("value"))
+
+
+def test_reads_what_opscope_record_writes(tmp_path):
+    """A Recorder CSV, its sidecar and its Parquet export in one directory: mined once, costs found."""
+    from opscope.record import Recorder, write_parquet, write_site_costs
+
+    x = sample("sparse90", (64, 32), 3)
+    sk = host_stats(x)
+    path = tmp_path / "rec.csv"
+    with Recorder(path, durable=False) as rec:
+        for step in range(3):
+            rec.record_values(0, step, "llvm-cpu", "sparse90", 64, 32, 16,
+                              {("fc1", "lhs", k): v for k, v in sk.items()}, {("fc1", "lhs"): x.size})
+    write_site_costs(path.with_name("rec.csv.sites"), {"fc1": 65536})
+    write_parquet(path, tmp_path / "rec.parquet")
+    report = mine_paths(tmp_path)
+    assert report.notes == (f"{path}: skipped, rec.parquet beside it holds its Parquet export",)
+    assert report.rows == 3 * sum(v.size for v in sk.values())
+    assert report.costs_source == str(tmp_path / "rec.csv.sites")
+    row = report.signals.row(0, named=True)
+    assert row["observations"] == 3 and row["exploit"] == "sparse-gemm"
+    assert row["density"] == pytest.approx(np.count_nonzero(x) / x.size, rel=RTOL)
+    opp = report.opportunities.row(0, named=True)
+    assert opp["recur"] == 1.0 and opp["action"] == "memoize" and opp["cost_share"] == 1.0
