@@ -112,6 +112,31 @@ def test_wrong_field_count_in_a_middle_line(tmp_path, fields):
     assert str(e.value) == f"{p}:5: expected 13 fields, found {fields}"
 
 
+@pytest.mark.parametrize("first", ["value", "fields"])
+def test_the_first_of_two_bad_lines_is_reported(tmp_path, first):
+    p = write_tidy_csv(tmp_path / "two.csv", simple_rows(30))
+    lines = p.read_text().splitlines()
+    bad_value, extra_field = (10, 20) if first == "value" else (20, 10)
+    lines[bad_value] = lines[bad_value].rsplit(",", 1)[0] + ",x"
+    lines[extra_field] += ",1"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(OpscopeError) as e:
+        read_tidy(p)
+    want = "value is not a number: 'x'" if first == "value" else "expected 13 fields, found 14"
+    assert str(e.value) == f"{p}:11: {want}"
+
+
+def test_bad_line_found_by_the_fallback_scan(tmp_path):
+    """A control character the fast locator splits on sends it to the csv-module scan."""
+    rows = simple_rows(8)
+    rows[1] = (*rows[1][:12], "abc")
+    rows[4] = (*rows[4][:8], "odd\x1fsite", *rows[4][9:])
+    p = write_tidy_csv(tmp_path / "x.csv", rows)
+    with pytest.raises(OpscopeError) as e:
+        read_tidy(p)
+    assert str(e.value) == f"{p}:3: value is not a number: 'abc'"
+
+
 def test_empty_string_field_is_an_error(tmp_path):
     rows = simple_rows(5)
     rows[1] = (*rows[1][:10], "", *rows[1][11:])
