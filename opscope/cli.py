@@ -1,4 +1,5 @@
-"""The `opscope` command: profile a model, list its sites, list targets.
+"""The `opscope` command: the main job (`profile`), the recording drivers (`sweep`, `seq`,
+`replay`), the miner (`mine`), demo models, sites and targets.
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 """
@@ -14,29 +15,132 @@ from pathlib import Path
 from opscope.errors import OpscopeError
 
 
+def _source(path: str) -> tuple[bytes, str]:
+    p = Path(path)
+    if not p.exists():
+        raise OpscopeError(f"no such file: {p}")
+    return p.read_bytes(), str(p)
+
+
+def _fresh(path: Path, force: bool) -> None:
+    """Refuse to overwrite recorded data unless told to."""
+    if path.exists() and path.stat().st_size:
+        if not force:
+            raise OpscopeError(f"{path} exists: pass --force to overwrite it (or --out elsewhere)")
+        path.unlink()
+        Path(str(path) + ".runs").unlink(missing_ok=True)
+
+
 def _cmd_profile(args) -> int:
-    from opscope.profile import default_model, profile_module
+    from opscope.mine import render
+    from opscope.profile import DEFAULT_NAME, profile_default, profile_module
     from opscope.targets import get_target, require_runnable
 
     target = get_target(args.target)
     require_runnable(target)
-    if args.source:
-        p = Path(args.source)
-        if not p.exists():
-            raise OpscopeError(f"no such file: {p}")
-        source, name = p.read_bytes(), str(p)
-    else:
-        source, name = default_model(), "built-in transformer (2 layers, d_model 64, 32 tokens)"
+    source, name = _source(args.source) if args.source else (None, DEFAULT_NAME)
     out = Path(args.out) if args.out else Path("opscope-runs") / time.strftime("%Y%m%d-%H%M%S")
     print(f"opscope profile: {name} on {target.name}")
-    res = profile_module(source, target.name, steps=args.steps, out_dir=out, name=name)
-    print(f"  {len(res.manifest.sites)} matmul sites, {len(res.manifest.entries)} sketches per step, "
-          f"compile {res.compile_seconds:.1f} s, {args.steps} steps in {res.run_seconds:.2f} s")
-    print(f"  {'site':28} {'role':4} {'numel':>8} {'density':>8} {'chan pk/mean':>12} {'kurtosis':>9} {'hist top':>8}")
-    for r in res.summary():
-        print(f"  {r['site']:28} {r['role']:4} {r['numel']:8d} {r['density']:8.3f} "
-              f"{r['chan_outlier']:12.2f} {r['kurtosis']:9.2f} {r['hist_top']:8.3f}")
-    print(f"  wrote {out}/manifest.json and {out}/summary.json")
+    if source is None:
+        res = profile_default(out, target.name, steps=args.steps)
+    else:
+        res = profile_module(source, out, target.name, steps=args.steps, name=name)
+    m = res.model
+    flops = sum(s.flops for s in m.manifest.sites)
+    print(f"  {len(m.manifest.sites)} matmul sites ({flops / 1e6:.1f} MFLOP), {len(m.manifest.entries)} sketches "
+          f"per step; compile {m.compile_seconds:.1f} s; {res.steps} steps in {res.run_seconds:.2f} s; "
+          f"original results {'bit-identical' if res.parity == 0 else f'within {res.parity:.2g}'} with injection")
+    print()
+    print(render(res.report, "findings"))
+    print(f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
+          f"(full tables; `opscope mine {out}` re-mines)")
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from opscope.sweep import SEEDS, SHAPES, plan, sweep
+
+    out = Path(args.out)
+    shapes = _shapes(args.shapes) if args.shapes else SHAPES
+    seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else SEEDS
+    if not args.resume:
+        _fresh(out, args.force)
+    total = len(plan(shapes, seeds=seeds))
+    try:
+        res = sweep(out, args.target, shapes=shapes, seeds=seeds, resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
+        return 130
+    for shape, worst in res.parity.items():
+        print(f"  parity {'x'.join(map(str, shape))}: original result "
+              + ("bit-identical" if worst == 0 else f"within {worst:.2g}") + f" with injection on {args.target}")
+    for shape, n in res.sketches_per_run.items():
+        print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
+    print(f"recorded {len(res.recorded)} runs" + (f", {len(res.skipped)} already done" if res.skipped else "")
+          + f" of {total} into {out} (site costs: {res.site_costs})")
+    return 0
+
+
+def _shapes(text: str) -> tuple[tuple[int, int, int], ...]:
+    try:
+        shapes = tuple(tuple(int(d) for d in s.lower().split("x")) for s in text.split(","))
+    except ValueError:
+        shapes = ()
+    if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
+        raise OpscopeError(f"--shapes wants MxKxN[,MxKxN...], got {text!r}")
+    return shapes
+
+
+def _cmd_seq(args) -> int:
+    from opscope.sequence import seq
+
+    out = Path(args.out)
+    _fresh(out, args.force)
+    res = seq(out, args.target, steps=args.steps)
+    print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    return 0
+
+
+def _cmd_replay(args) -> int:
+    from opscope.mine import mine_paths
+    from opscope.sequence import replay
+
+    out = Path(args.out)
+    _fresh(out, args.force)
+    res = replay(out, args.target, steps=args.steps, pool=args.pool)
+    print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    print()
+    print(mine_paths(out, costs=res.site_costs).to_text())
+    return 0
+
+
+def _cmd_mine(args) -> int:
+    from opscope.mine import mine_paths
+
+    logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are part of the report
+    report = mine_paths(args.source, costs=args.costs)
+    if args.json:
+        print(report.to_json())
+    elif args.markdown:
+        print(report.to_markdown())
+    else:
+        print(report.to_text())
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from opscope import demo
+
+    if args.kind == "mlp":
+        text = demo.mlp_module(args.layers, args.d_model, args.seq)
+    elif args.kind == "transformer":
+        text = demo.transformer_module(args.layers, args.d_model, args.seq)
+    else:
+        text = demo.moe_module(args.layers, args.d_model, args.seq)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -68,12 +172,57 @@ def _cmd_targets(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opscope", description="Which specialized kernels does a model deserve?")
     sub = p.add_subparsers(dest="command")
-    pr = sub.add_parser("profile", help="inject sketches, compile, run and summarize (default: built-in model)")
+
+    def target(sp):
+        sp.add_argument("--target", default="llvm-cpu", help="llvm-cpu (default), vulkan-spirv, ... (`opscope targets`)")
+
+    pr = sub.add_parser("profile", help="the main job: inject sketches, run, record, mine, report (default: built-in model)")
     pr.add_argument("source", nargs="?", help="an .mlir/.mlirbc module (linalg or StableHLO)")
-    pr.add_argument("--target", default="llvm-cpu", help="llvm-cpu (default), vulkan-spirv, ...")
-    pr.add_argument("--steps", type=int, default=3, help="runs with fresh seeded inputs")
+    target(pr)
+    pr.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
     pr.add_argument("--out", help="run folder (default opscope-runs/<time>)")
     pr.set_defaults(fn=_cmd_profile)
+
+    sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
+    target(sw)
+    sw.add_argument("--out", default="opscope.csv", help="CSV to write (default opscope.csv)")
+    sw.add_argument("--resume", action="store_true", help="continue an interrupted sweep in --out")
+    sw.add_argument("--force", action="store_true", help="overwrite --out")
+    sw.add_argument("--shapes", help="MxKxN[,MxKxN...] (default the reference's three)")
+    sw.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
+    sw.set_defaults(fn=_cmd_sweep)
+
+    sq = sub.add_parser("seq", help="decode-like steps: drifting activations, fixed weight -> tidy CSV")
+    target(sq)
+    sq.add_argument("--out", default="opscope_seq.csv", help="CSV to write (default opscope_seq.csv)")
+    sq.add_argument("--steps", type=int, default=16)
+    sq.add_argument("--force", action="store_true", help="overwrite --out")
+    sq.set_defaults(fn=_cmd_seq)
+
+    rp = sub.add_parser("replay", help="repeated inputs (pool) or a slow walk (pool 0) -> tidy CSV, then mine")
+    target(rp)
+    rp.add_argument("--out", default="opscope_replay.csv", help="CSV to write (default opscope_replay.csv)")
+    rp.add_argument("--steps", type=int, default=20)
+    rp.add_argument("--pool", type=int, default=4, help="distinct inputs replayed at random; 0 = slow random walk")
+    rp.add_argument("--force", action="store_true", help="overwrite --out")
+    rp.set_defaults(fn=_cmd_replay)
+
+    mi = sub.add_parser("mine", help="mine tidy CSV/Parquet sketches for exploitable structure")
+    mi.add_argument("source", nargs="+", help="tidy CSV/Parquet files, folders of them, or globs")
+    mi.add_argument("--costs", help="site,flops sidecar (default: <csv>.sites or site_costs.csv beside it)")
+    fmt = mi.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="machine-readable output")
+    fmt.add_argument("--markdown", action="store_true", help="a Markdown report")
+    mi.set_defaults(fn=_cmd_mine)
+
+    de = sub.add_parser("demo", help="print a demo model as MLIR (linalg on tensors)")
+    de.add_argument("kind", choices=("mlp", "transformer", "moe"))
+    de.add_argument("--layers", type=int, default=2)
+    de.add_argument("--d-model", type=int, default=64)
+    de.add_argument("--seq", type=int, default=16, help="tokens (rows)")
+    de.add_argument("-o", "--output", help="write to a file instead of stdout")
+    de.set_defaults(fn=_cmd_demo)
+
     si = sub.add_parser("sites", help="list the matmul sites of a module")
     si.add_argument("source")
     si.set_defaults(fn=_cmd_sites)

@@ -12,7 +12,8 @@ docs/mining.md:
   The cascade compares a null as false, which is what the reference's 0 did for every
   rule (density < 0.5 aside: a key without `nnz` is never sparse). Keys are reported when
   they have any of the five signals, not only when they have `nnz` (quirk 7).
-* Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
+* Cross-step verdicts read l1 and sumsq (the reference: l1 only, so every softmax
+  output looked stationary). Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
   fingerprints are per (run_id, backend, dist, site[, role]) (quirk 8; the reference
   mixes runs and dists at one site). Only series with two or more steps are reported.
   The fingerprint distance stays the reference's (normalised by the later step).
@@ -251,26 +252,34 @@ def rank(signals: pl.DataFrame) -> pl.DataFrame:
                          *KEY, "exploit", "score", "suggestion")
 
 
+def _cv(mean: str, sd: str) -> pl.Expr:
+    return pl.when(pl.col(mean).abs() < CV_MEAN_MIN).then(0.0).otherwise(pl.col(sd) / pl.col(mean).abs())
+
+
 def cross_step(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """Per (run_id, backend, dist, site, role) with ≥ 2 steps: the l1 series' cv and its verdict."""
+    """Per (run_id, backend, dist, site, role) with ≥ 2 steps: the cv of its l1 and sumsq
+    series and the verdict. Stationary needs both below STATIONARY_CV: the reference reads
+    l1 alone, which calls every softmax output stationary (its rows always sum to 1)."""
     order = order if order is not None else appearance_order(df)
-    v = pl.col("value").cast(pl.Float64)
+    v, stat = pl.col("value").cast(pl.Float64), pl.col("stat")
     series = (
-        df.lazy().filter(pl.col("stat") == "l1")
+        df.lazy().filter(stat.is_in(["l1", "sumsq"]))
         .group_by(["run_id", *KEY])
-        .agg(steps=pl.col("step").n_unique().cast(pl.Int64), l1_mean=v.mean(), l1_sd=v.std(ddof=0))
+        .agg(steps=pl.col("step").filter(stat == "l1").n_unique().cast(pl.Int64),
+             l1_mean=v.filter(stat == "l1").mean(), l1_sd=v.filter(stat == "l1").std(ddof=0),
+             sq_mean=v.filter(stat == "sumsq").mean(), sq_sd=v.filter(stat == "sumsq").std(ddof=0))
         .filter(pl.col("steps") > 1)
         .with_columns(pl.col(c).cast(pl.String) for c in KEY)
-        .with_columns(l1_cv=pl.when(pl.col("l1_mean").abs() < CV_MEAN_MIN).then(0.0)
-                      .otherwise(pl.col("l1_sd") / pl.col("l1_mean").abs()))
-        .with_columns(stationary=pl.col("l1_cv") < STATIONARY_CV)
+        .with_columns(l1_cv=_cv("l1_mean", "l1_sd"), sumsq_cv=_cv("sq_mean", "sq_sd"))
+        .with_columns(stationary=(pl.col("l1_cv") < STATIONARY_CV)
+                      & (pl.col("sumsq_cv").is_null() | (pl.col("sumsq_cv") < STATIONARY_CV)))
         .collect()
     )
     series = _order_by(series, order, KEY).sort(["run_id", *(f"_{c}_order" for c in KEY)])
     verdict = [("stationary across steps → precompute / prepack" if st
-                else f"drifting (l1 cv {cv:.4f} across steps) → temporal coherence")
-               for st, cv in series.select("stationary", "l1_cv").iter_rows()]
-    return series.select("run_id", *KEY, "steps", "l1_mean", "l1_cv", "stationary",
+                else f"drifting (l1 cv {cv:.2g}, sumsq cv {_num(sq, '.2g')}) → temporal coherence")
+               for st, cv, sq in series.select("stationary", "l1_cv", "sumsq_cv").iter_rows()]
+    return series.select("run_id", *KEY, "steps", "l1_mean", "l1_cv", "sumsq_cv", "stationary",
                          pl.Series("verdict", verdict, dtype=pl.String))
 
 
@@ -414,7 +423,7 @@ def _fit(text: str, width: int = 48) -> str:
 
 SIGNAL_HEAD = ["backend", "dist", "site", "role", "obs", "density", "outlier", "histtop", "pos_cv", "adj",
                "suggested exploit"]
-CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "verdict"]
+CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "sumsq cv", "verdict"]
 OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save",
             "recommendation"]
 AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
@@ -429,7 +438,7 @@ def _signal_rows(report: MineReport) -> list[list[str]]:
 
 def _cross_rows(report: MineReport) -> list[list[str]]:
     return [[str(r["run_id"]), r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["steps"]),
-             _num(r["l1_mean"], ".5g"), _num(r["l1_cv"], ".2e"), r["verdict"]]
+             _num(r["l1_mean"], ".5g"), _num(r["l1_cv"], ".2e"), _num(r["sumsq_cv"], ".2e"), r["verdict"]]
             for r in report.cross_step.iter_rows(named=True)]
 
 
@@ -462,7 +471,7 @@ class TextRenderer:
     """Aligned plain text for a terminal: numbers right-aligned, names left-aligned, '-' for no value."""
 
     numeric = {"obs", "density", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
-               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable"}
+               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv"}
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
@@ -563,7 +572,45 @@ class JsonRenderer:
         return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-RENDERERS: dict[str, type] = {"text": TextRenderer, "markdown": MarkdownRenderer, "json": JsonRenderer}
+class FindingsRenderer:
+    """The short form `opscope profile` prints: the top findings, what is stationary, what
+    temporal reuse is worth; the full tables go to report.md."""
+
+    top: int = 12
+
+    def render(self, report: MineReport) -> str:
+        one = report.counts.get("backends", 0) <= 1 and report.counts.get("dists", 0) <= 1
+
+        def where(r) -> str:
+            return f"{r['site']} {r['role']}" if one else f"{r['backend']}/{r['dist']}/{r['site']}/{r['role']}"
+
+        out = [f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"]
+        out += [f"  {r['rank']:>3}. [{r['score']:.2f}] {where(r)}: {r['suggestion']}"
+                for r in report.ranked.head(self.top).iter_rows(named=True)]
+        if report.ranked.height > self.top:
+            out.append(f"       ... {report.ranked.height - self.top} more in the full report")
+        if not report.ranked.height:
+            out.append("  (none: every tapped tensor looks dense to the current sketches)")
+        if report.cross_step is not None and report.cross_step.height:
+            st = report.cross_step.filter(pl.col("stationary"))
+            roles = st.group_by("role", maintain_order=True).agg(pl.len()).rows()
+            out += ["", f"Across {report.steps} steps: {st.height} of {report.cross_step.height} tensors are "
+                    "stationary (precompute / prepack): "
+                    + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
+                    + f"; {report.cross_step.height - st.height} drift (temporal coherence)."]
+        if report.opportunities is not None and report.opportunities.height:
+            out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
+            for r in report.opportunities.head(5).iter_rows(named=True):
+                out.append(f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
+                           f"(saves {_pct(r['savings'])})")
+            if report.aggregate is not None:
+                total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
+                out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
+        return "\n".join(out) + "\n"
+
+
+RENDERERS: dict[str, type] = {"text": TextRenderer, "markdown": MarkdownRenderer, "json": JsonRenderer,
+                              "findings": FindingsRenderer}
 
 
 def render(report: MineReport, name: str = "text") -> str:

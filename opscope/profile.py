@@ -1,122 +1,144 @@
-"""The main job: inject statistics into a model, compile it, run it, and summarize the sketches.
+"""The main job: tap every matmul of a model, run it step after step, record, mine, report.
 
-`profile_module` is the whole loop on one module; `default_model` is the built-in
-transformer-style stack it runs when given nothing.
+`profile_module` is the whole loop on one module and writes a run folder:
+
+    sketches.csv     the tidy table (one row per sketch element; `opscope.record`)
+    site_costs.csv   `site,flops` of every tapped matmul
+    manifest.json    which function result holds which sketch (`opscope.manifest`)
+    report.md        the mined findings (`opscope.mine`), also printed on the terminal
+
+`default_model` is what runs when given nothing: a 2-layer transformer-style stack built in
+MLIR by opscope, fed a realistic mix (`default_inputs`): a residual stream with two hot
+channels, dense Gaussian layer-0 weights, 90 %-pruned layer-1 FFN weights, int4-style
+quantized layer-1 attention weights; every step feeds a fresh batch of tokens through the
+same weights.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from opscope.compile import compile_module
 from opscope.demo import transformer_module
 from opscope.errors import OpscopeError
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import new_context, parse_module
-from opscope.manifest import Manifest
-from opscope.runtime import load
+from opscope.instrumented import InstrumentedModel
+from opscope.mine import MineReport, mine_paths
+from opscope.record import Recorder, write_site_costs
 from opscope.stat_config import StatConfig
+
+DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
+CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
+
+
+DEFAULT_LAYERS = 2
 
 
 def default_model() -> str:
     """The built-in model: 2 transformer-style layers, d_model 64, 32 tokens, 16 matmul sites."""
-    return transformer_module(layers=2, d_model=64, seq=32)
+    return transformer_module(layers=DEFAULT_LAYERS, d_model=64, seq=32)
 
 
-def default_inputs(arg_shapes: list[tuple[int, ...]], seed: int) -> list[np.ndarray]:
-    """Activations with two hot channels (like real LLM residual streams), 1/sqrt(fan-in) weights."""
+def _weight(rng: np.random.Generator, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A weight of the default mix, chosen by its argument name (see the module docstring)."""
+    w = rng.standard_normal(shape) / np.sqrt(shape[0])
+    if re.fullmatch(r"layer1_w[12]", name):  # magnitude-pruned FFN: keep the largest 10 %
+        w = np.where(np.abs(w) >= np.quantile(np.abs(w), 0.9), w, 0.0)
+    elif re.fullmatch(r"layer1_w[qkvo]", name):  # symmetric int4 weights, one scale per tensor
+        scale = np.abs(w).max() / 7.0
+        w = np.clip(np.round(w / scale), -7, 7) * scale
+    return w.astype(np.float32)
+
+
+def default_inputs(arg_names: list[str], arg_shapes: list[tuple[int, ...]], steps: int, seed: int = 0):
+    """Per step, the default mix: a fresh batch of activations (arg 0) and the same weights."""
     rng = np.random.Generator(np.random.Philox(seed))
-    out = []
-    for i, shape in enumerate(arg_shapes):
-        if i == 0:
-            x = rng.standard_normal(shape).astype(np.float32)
-            x[..., :2] *= 12.0
-        else:
-            x = (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
-        out.append(x)
-    return out
+    weights = [_weight(rng, n, s) for n, s in zip(arg_names[1:], arg_shapes[1:])]
+    for _ in range(steps):
+        x = rng.standard_normal(arg_shapes[0])
+        x[..., :2] *= 12.0  # two hot channels, as in real LLM residual streams
+        yield [x.astype(np.float32), *weights]
+
+
+def synthetic_inputs(arg_shapes: list[tuple[int, ...]], steps: int, seed: int = 0):
+    """For any module: argument 0 is a fresh N(0,1) batch per step (activations), the others
+    fixed 1/sqrt(fan-in) Gaussians (weights)."""
+    rng = np.random.Generator(np.random.Philox(seed))
+    fixed = [(rng.standard_normal(s) / np.sqrt(s[-2] if len(s) >= 2 else 1)).astype(np.float32)
+             for s in arg_shapes[1:]]
+    for _ in range(steps):
+        head = [rng.standard_normal(arg_shapes[0]).astype(np.float32)] if arg_shapes else []
+        yield head + fixed
 
 
 @dataclass
 class ProfileResult:
-    """One profile: the manifest, every step's statistics, and where they were written."""
+    """One profile: where it was written, what it found, and what it cost."""
 
-    manifest: Manifest
-    steps: list[dict] = field(default_factory=list)
-    out_dir: Path | None = None
-    compile_seconds: float = 0.0
-    run_seconds: float = 0.0
-
-    def summary(self) -> list[dict]:
-        """Per (site, role): density, channel peak/mean, kurtosis, top histogram bin (step mean)."""
-        rows = []
-        # Manifest entries already come in site, then lhs/rhs/out order.
-        numel = {(e.site, e.role): e.numel for e in self.manifest.entries}
-        for site, role in numel:
-            def avg(stat, f=lambda v: float(v[0])):
-                vals = [f(s[(site, role, stat)]) for s in self.steps if (site, role, stat) in s]
-                return float(np.mean(vals)) if vals else float("nan")
-
-            rows.append({
-                "site": site, "role": role, "numel": numel[(site, role)],
-                "density": avg("nnz") / numel[(site, role)],
-                "chan_outlier": avg("chan_outlier"),
-                "kurtosis": avg("kurtosis"),
-                "hist_top": avg("hist", lambda v: float(v.max() / max(v.sum(), 1))),
-            })
-        return rows
-
-
-def arg_shapes(module) -> list[tuple[int, ...]]:
-    from iree.compiler import ir
-
-    fn = next(op.operation for op in module.body.operations if op.operation.name == "func.func")
-    fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
-    shapes = []
-    for t in fty.inputs:
-        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
-            raise OpscopeError(f"profile needs static tensor arguments, got {t}")
-        if str(t.element_type) != "f32":
-            raise OpscopeError(f"profile feeds f32 inputs; argument type {t} is not supported yet")
-        shapes.append(tuple(t.shape))
-    return shapes
+    out_dir: Path
+    model: InstrumentedModel
+    report: MineReport
+    steps: int
+    rows: int
+    parity: float
+    run_seconds: float
 
 
 def profile_module(
     source: str | bytes,
+    out_dir: str | Path,
     target: str = "llvm-cpu",
-    steps: int = 3,
+    steps: int = 4,
     config: StatConfig = StatConfig(),
-    out_dir: str | Path | None = None,
     name: str = "<model>",
+    dist: str = "synthetic",
+    inputs=None,
+    progress: bool | None = False,
 ) -> ProfileResult:
-    """Inject, compile for `target`, run `steps` times on seeded inputs, collect sketches."""
-    module = parse_module(source, new_context(), name)
-    shapes = arg_shapes(module)
-    module, manifest = inject_matmul_stats(module, config)
-    if not manifest.entries:
-        raise OpscopeError(f"{name}: no matmul sites found, nothing to profile")
+    """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
+
+    `inputs` is an iterable of per-step argument lists; by default `synthetic_inputs`.
+    """
+    if steps < 1:
+        raise OpscopeError(f"steps must be >= 1, got {steps}")
+    out = Path(out_dir)
+    csv = out / CSV_NAME
+    if csv.exists() and csv.stat().st_size:
+        raise OpscopeError(f"{csv} exists: choose another --out")
+    model = InstrumentedModel.build(source, target, config, name=name)
+    for shape, elem in model.args:
+        if elem != "f32":
+            raise OpscopeError(f"{name}: profile feeds f32 inputs; an argument of type {elem} is not supported")
+    out.mkdir(parents=True, exist_ok=True)
+    model.manifest.save(out / MANIFEST_NAME)
+    write_site_costs(out / COSTS_NAME, model.manifest)
+    if inputs is None:
+        inputs = synthetic_inputs([s for s, _ in model.args], steps)
+    rows, parity = 0, 0.0
     t0 = time.perf_counter()
-    compiled = compile_module(module, target)
-    t1 = time.perf_counter()
-    loaded = load(compiled)
-    result = ProfileResult(manifest, compile_seconds=t1 - t0)
-    fn = manifest.function
-    t2 = time.perf_counter()
-    for step in range(steps):
-        outs = loaded.invoke(fn, *default_inputs(shapes, seed=step))
-        result.steps.append(manifest.values(outs))
-    result.run_seconds = time.perf_counter() - t2
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        manifest.flags = list(compiled.flags)
-        manifest.save(out / "manifest.json")
-        (out / "summary.json").write_text(json.dumps(result.summary(), indent=1))
-        result.out_dir = out
-    return result
+    with Recorder(csv, mode="w") as rec:
+        for t, args in zip(range(steps), inputs):
+            outputs = model(*args)
+            if t == 0:
+                parity = model.check_parity(args, outputs)
+            rows += rec.record(0, t, model.target, dist, 0, 0, 0, model.manifest, outputs)
+    seconds = time.perf_counter() - t0
+    report = mine_paths(csv, costs=out / COSTS_NAME)
+    (out / REPORT_NAME).write_text(report.to_markdown())
+    return ProfileResult(out, model, report, steps, rows, parity, seconds)
+
+
+def profile_default(out_dir: str | Path, target: str = "llvm-cpu", steps: int = 4,
+                    config: StatConfig = StatConfig()) -> ProfileResult:
+    """The main job on the built-in model and its default mix of distributions."""
+    from opscope.instrumented import function_args
+    from opscope.loading import new_context, parse_module
+
+    text = default_model()
+    args = function_args(parse_module(text, new_context(), "default"))
+    names = ["x"] + [f"layer{i}_w{w}" for i in range(DEFAULT_LAYERS) for w in "qkvo12"]  # demo's order
+    inputs = default_inputs(names, [s for s, _ in args], steps)
+    return profile_module(text, out_dir, target, steps, config, DEFAULT_NAME, "default-mix", inputs)

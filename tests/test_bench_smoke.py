@@ -21,3 +21,12 @@ def test_bench_quick_runs(script, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "x base" in proc.stdout
+
+
+def test_bench_mine_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_mine.py"), "--quick", "--keep", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "read Mrow/s" in proc.stdout

@@ -60,27 +60,32 @@ def transformer_file(tmp_path_factory) -> Path:
 
 
 def test_profile_default_model(opscope, tmp_path):
-    proc = run(opscope + ["profile", "--steps", "2", "--out", str(tmp_path / "run")], cwd=tmp_path)
+    """The main job: run folder with CSV, site costs, manifest and report; findings printed."""
+    run_dir = tmp_path / "run"
+    proc = run(opscope + ["profile", "--steps", "2", "--out", str(run_dir)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     out = proc.stdout.splitlines()
     assert out[0].startswith("opscope profile: built-in transformer") and out[0].endswith("on llvm-cpu")
-    assert "16 matmul sites, 624 sketches per step" in out[1]
-    header = out[2].split()
-    assert header == ["site", "role", "numel", "density", "chan", "pk/mean", "kurtosis", "hist", "top"]
-    rows = [line.split() for line in out[3:-1]]
-    assert len(rows) == 16 * 3
-    assert [r[1] for r in rows[:3]] == ["lhs", "rhs", "out"]
-    assert rows[0][0] == "layer0.attn.q" and rows[-1][0] == "layer1.ffn.down"
-    for r in rows:
-        density = float(r[3])
-        assert 0.0 <= density <= 1.0
-    assert out[-1].strip().startswith("wrote ")
-    manifest = Manifest.load(tmp_path / "run" / "manifest.json")
+    assert "16 matmul sites" in out[1] and "624 sketches per step" in out[1]
+    assert "original results bit-identical with injection" in out[1]
+    assert out[3].startswith("Top findings (")
+    # the default mix plants 90 %-pruned layer-1 FFN weights: both must be found
+    findings = "\n".join(out)
+    assert "layer1.ffn.up rhs: sparse-GEMM (skip 90% zeros)" in findings
+    assert "layer1.ffn.down rhs: sparse-GEMM (skip 90% zeros)" in findings
+    assert "Across 2 steps: 12 of 48 tensors are stationary (precompute / prepack): 12 rhs" in findings
+    assert out[-1].startswith(f"wrote {run_dir}/: sketches.csv (")
+    manifest = Manifest.load(run_dir / "manifest.json")
     assert len(manifest.entries) == 16 * 39 and len(manifest.sites) == 16
     assert manifest.flags[: len(TARGETS["llvm-cpu"].flags)] == list(TARGETS["llvm-cpu"].flags)
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert len(summary) == 16 * 3 and summary[0]["site"] == "layer0.attn.q"
+    rows = (run_dir / "sketches.csv").read_text().splitlines()
+    assert rows[0] == "run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value"
+    assert len(rows) - 1 == 2 * sum(e.length for e in manifest.entries)
+    costs = (run_dir / "site_costs.csv").read_text().splitlines()
+    assert costs[0] == "site,flops" and costs[1] == f"layer0.attn.q,{2 * 32 * 64 * 64}" and len(costs) == 17
+    report = (run_dir / "report.md").read_text()
+    assert report.startswith("# opscope mine") and "## Ranked exploitable sites" in report
 
 
 def test_profile_on_a_target_that_cannot_run_here(opscope, tmp_path):
@@ -88,6 +93,15 @@ def test_profile_on_a_target_that_cannot_run_here(opscope, tmp_path):
     assert_one_line_error(proc, "opscope: error: target 'metal-spirv' cannot run here: ")
     assert proc.stdout == ""
     assert not (tmp_path / "run").exists()
+
+
+def test_profile_refuses_to_overwrite_a_run(opscope, tmp_path):
+    csv = tmp_path / "run" / "sketches.csv"
+    csv.parent.mkdir()
+    csv.write_text("keep me\n")
+    proc = run(opscope + ["profile", "--out", str(tmp_path / "run")], cwd=tmp_path)
+    assert_one_line_error(proc, f"opscope: error: {csv} exists: choose another --out")
+    assert csv.read_text() == "keep me\n"
 
 
 def test_profile_unknown_target(opscope, tmp_path):
@@ -133,6 +147,58 @@ def test_targets_lists_the_table(opscope):
     assert [line.split()[0] for line in lines] == list(TARGETS)
     assert lines[0].split()[1:3] == ["runs", "here"]
     assert lines[2].split()[1:3] == ["compiles", "only"]
+
+
+def test_sweep_then_mine_every_format(opscope, tmp_path):
+    csv = tmp_path / "s.csv"
+    proc = run(opscope + ["sweep", "--shapes", "16x32x8", "--seeds", "1", "--out", str(csv)])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"recorded 7 runs of 7 into {csv} (site costs: {csv}.sites)"
+    assert "parity 16x32x8: original result bit-identical with injection on llvm-cpu" in proc.stdout
+    text = run(opscope + ["mine", str(csv)])
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("opscope mine: ")
+    lines = {(ln.split()[1], ln.split()[3]): ln for ln in text.stdout.splitlines() if ln.startswith("llvm-cpu ")}
+    assert "sparse-GEMM" in lines[("sparse90", "lhs")] and "delta-compute" in lines[("coherent", "rhs")]
+    doc = json.loads(run(opscope + ["mine", str(csv), "--json"]).stdout)
+    assert doc["schema"] == "opscope-mine/1" and doc["counts"]["runs"] == 7
+    assert len(doc["signals"]) == 7 * 3
+    md = run(opscope + ["mine", str(tmp_path / "*.csv"), "--markdown"])
+    assert md.returncode == 0 and md.stdout.startswith("# opscope mine")
+    again = run(opscope + ["sweep", "--shapes", "16x32x8", "--seeds", "1", "--out", str(csv)])
+    assert_one_line_error(again, f"opscope: error: {csv} exists: pass --force")
+
+
+def test_mine_bad_csv_is_one_line_with_file_and_line(opscope, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value\n"
+                   "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,min,0,0.5\n"
+                   "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,max,0,zero\n")
+    proc = run(opscope + ["mine", str(bad)])
+    line = assert_one_line_error(proc, f"opscope: error: {bad}:3")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert_one_line_error(run(opscope + ["mine", str(empty)]), f"opscope: error: {empty}")
+    assert_one_line_error(run(opscope + ["mine", str(tmp_path / "none*.csv")]), "opscope: error: ")
+
+
+def test_seq_and_replay(opscope, tmp_path):
+    seq = run(opscope + ["seq", "--steps", "3", "--out", str(tmp_path / "q.csv")])
+    assert seq.returncode == 0, seq.stderr
+    assert seq.stdout.startswith(f"recorded 3 steps (") and (tmp_path / "q.csv.sites").exists()
+    rep = run(opscope + ["replay", "--steps", "6", "--pool", "2", "--out", str(tmp_path / "r.csv")])
+    assert rep.returncode == 0, rep.stderr
+    assert "Temporal opportunities" in rep.stdout and "memoize" in rep.stdout
+
+
+@pytest.mark.parametrize("kind,sites", [("mlp", 2), ("transformer", 16), ("moe", 18)])
+def test_demo_prints_a_module_with_sites(opscope, tmp_path, kind, sites):
+    path = tmp_path / f"{kind}.mlir"
+    proc = run(opscope + ["demo", kind, "-o", str(path)])
+    assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+    listed = run(opscope + ["sites", str(path)])
+    assert len(listed.stdout.splitlines()) == 1 + sites
+    assert run(opscope + ["demo", kind]).stdout == path.read_text()
 
 
 # -- opscope-compile -------------------------------------------------------------------

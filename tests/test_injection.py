@@ -17,7 +17,7 @@ from opscope.errors import OpscopeError
 from opscope.instrument import inject_matmul_stats
 from opscope.loading import new_context, parse_module
 from opscope.manifest import Manifest
-from opscope.profile import arg_shapes
+from opscope.instrumented import function_args
 from opscope.sites import find_sites, location_name
 from opscope.stat_config import STAT_ORDER, StatConfig, plan_stats
 
@@ -53,7 +53,7 @@ def test_transformer_result_bit_identical_with_and_without_stats(modules, runnab
     plain = modules.build(TRANSFORMER, runnable_target, inject=False)
     tapped = modules.build(TRANSFORMER, runnable_target)
     assert len(tapped.manifest.sites) == 16 and len(tapped.manifest.entries) == 16 * 39
-    inputs = random_inputs(arg_shapes(parse_module(TRANSFORMER, new_context())), seed=3)
+    inputs = random_inputs([s for s, _ in function_args(parse_module(TRANSFORMER, new_context()))], seed=3)
     want = plain(*inputs)
     got = tapped(*inputs)
     assert len(want) == 1 and tapped.manifest.num_original_results == 1

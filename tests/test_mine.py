@@ -231,9 +231,24 @@ def test_cross_step_stationary_weights_and_drifting_activations(seq):
         assert r["l1_cv"] == pytest.approx(cv, rel=RTOL, abs=1e-12)
         assert r["stationary"] == (r["role"] == "rhs")
         assert r["verdict"].startswith("stationary" if r["role"] == "rhs" else "drifting")
+        assert r["sumsq_cv"] < 1e-4 if r["role"] == "rhs" else r["sumsq_cv"] > 1e-4
     # The reference mixes runs in one series; the two runs' weights would then read as drifting.
     mixed = np.array(l1[(0, "rhs")] + l1[(1, "rhs")])
     assert mixed.std() / mixed.mean() > 1e-4
+
+
+def test_cross_step_conserved_l1_is_not_stationary(tmp_path):
+    """Softmax rows always sum to 1, so their l1 never moves; their sumsq does: drifting."""
+    rows: list = []
+    rng = np.random.Generator(np.random.Philox(5))
+    for step in range(6):
+        logits = rng.standard_normal((16, 16))
+        p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+        sketch_rows(rows, 0, step, "attn", "ctx", {"lhs": p.astype(np.float32)}, mkn=(16, 16, 16))
+    report = mine_paths(write_tidy_csv(tmp_path / "softmax.csv", rows))
+    (r,) = report.cross_step.to_dicts()
+    assert r["l1_cv"] < 1e-6 and r["sumsq_cv"] > 1e-2
+    assert not r["stationary"] and r["verdict"].startswith("drifting")
 
 
 PYRAMID = ((64, 128), (128, 64), (64, 512), (512, 64))

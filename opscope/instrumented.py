@@ -1,0 +1,105 @@
+"""A model compiled twice for one target: as is, and with matmul sketches appended.
+
+Every driver (sweep, seq, replay, profile) does the same three things: inject once,
+compile once, call many times; and it checks once that injection left the original
+results alone. `InstrumentedModel` holds that, so drivers only choose inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from iree.compiler import ir
+
+from opscope.compile import compile_module
+from opscope.errors import OpscopeError
+from opscope.instrument import inject_matmul_stats
+from opscope.loading import new_context, parse_module
+from opscope.manifest import Manifest
+from opscope.runtime import LoadedModule, load
+from opscope.stat_config import StatConfig
+from opscope.targets import get_target, require_runnable
+
+
+def function_args(module: ir.Module, function: str | None = None) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, element type) of every argument of `function` (default: the first func.func)."""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        if function is not None and ir.StringAttr(op.attributes["sym_name"]).value != function:
+            continue
+        fty = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        args = []
+        for t in fty.inputs:
+            if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+                raise OpscopeError(f"drivers feed static tensor arguments; argument type {t} is not one")
+            args.append((tuple(t.shape), str(t.element_type)))
+        return args
+    raise OpscopeError(f"no func.func{' @' + function if function else ''} in the module")
+
+
+@dataclass
+class InstrumentedModel:
+    """One model, injected and compiled for `target`, loaded and ready to call."""
+
+    manifest: Manifest
+    target: str
+    args: list[tuple[tuple[int, ...], str]]
+    loaded: LoadedModule
+    compile_seconds: float
+    base_source: bytes
+
+    @classmethod
+    def build(
+        cls,
+        source: str | bytes,
+        target: str = "llvm-cpu",
+        config: StatConfig = StatConfig(),
+        name: str = "<model>",
+    ) -> "InstrumentedModel":
+        """Parse `source`, tap every matmul, compile for `target` and load it."""
+        tgt = get_target(target)
+        require_runnable(tgt)
+        base = source.encode() if isinstance(source, str) else bytes(source)
+        module = parse_module(base, new_context(), name)
+        args = function_args(module)
+        module, manifest = inject_matmul_stats(module, config)
+        if not manifest.entries:
+            raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
+        t0 = time.perf_counter()
+        compiled = compile_module(module, tgt)
+        seconds = time.perf_counter() - t0
+        manifest.flags = list(compiled.flags)
+        return cls(manifest, tgt.name, args, load(compiled), seconds, base)
+
+    @property
+    def function(self) -> str:
+        return self.manifest.function
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Every result of one call: the original ones, then the sketches."""
+        return self.loaded.invoke(self.function, *inputs)
+
+    def original(self, outputs: list[np.ndarray]) -> list[np.ndarray]:
+        return outputs[: self.manifest.num_original_results]
+
+    def check_parity(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> float:
+        """Run the un-instrumented model on `inputs`; raise unless its results equal the
+        instrumented run's original results (the reference's gate, |x−y| ≤ 1e-3·(1+max|·|)).
+        Returns the largest absolute difference (0.0 when bit-identical)."""
+        base = load(compile_module(self.base_source, self.target)).invoke(self.function, *inputs)
+        worst = 0.0
+        for i, (x, y) in enumerate(zip(base, self.original(outputs))):
+            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+            if x.shape != y.shape:
+                raise OpscopeError(f"parity: result {i} has shape {y.shape} instrumented, {x.shape} as is")
+            diff = np.abs(x - y)
+            bound = 1e-3 * (1.0 + np.maximum(np.abs(x), np.abs(y)))
+            if not np.all(diff <= bound):
+                raise OpscopeError(
+                    f"parity: result {i} differs after injection on {self.target} (max |Δ| {diff.max():.3g})")
+            worst = max(worst, float(diff.max(initial=0.0)))
+        return worst

@@ -1,0 +1,134 @@
+"""`opscope seq` and `opscope replay`: one model called step after step (§4.1).
+
+* `seq`: decode-like `C = A·W`, A [64,128], W [128,128] fixed (normals, seed 777); A
+  starts as normals (seed 1) and takes a random-walk step `A += 0.05·N(0,1)` (seed 2) per
+  step > 0. dist `decode`. Expected: the weight is stationary, lhs/out drift.
+* `replay`: the "pyramid" MLP (32 rows, 64→128→64→512→64, matmul→relu, He weights, seed
+  0xA11CE). With `pool > 0` each step feeds one of `pool` fixed inputs, picked at random
+  (exact repeats → memoize); with `pool == 0` a slow walk `x += 0.03·N(0,1)` (→ delta
+  compute). dist `replay`; writes the `site,flops` sidecar next to the CSV.
+
+Both record `run_id` 0 and `step` t; M/K/N are the reference's (64,128,128) and (32,64,0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from opscope.demo import matmul_module, pyramid_module
+from opscope.errors import OpscopeError
+from opscope.instrumented import InstrumentedModel
+from opscope.record import Recorder, write_site_costs
+from opscope.stat_config import StatConfig
+
+PYRAMID_WIDTHS = (64, 128, 64, 512, 64)
+PYRAMID_ROWS = 32
+
+
+def _normal(seed: int) -> np.random.Generator:
+    return np.random.Generator(np.random.Philox(seed))
+
+
+@dataclass
+class SequenceResult:
+    """What a sequence driver recorded."""
+
+    out: Path
+    steps: int
+    rows: int
+    parity: float
+    site_costs: Path
+
+
+def decode_inputs(steps: int) -> Iterator[list[np.ndarray]]:
+    """`seq`'s inputs: a drifting A [64,128] and a fixed W [128,128]."""
+    w = _normal(777).standard_normal((128, 128)).astype(np.float32)
+    a = _normal(1).standard_normal((64, 128))
+    walk = _normal(2)
+    for t in range(steps):
+        if t > 0:
+            a = a + 0.05 * walk.standard_normal(a.shape)
+        yield [a.astype(np.float32), w]
+
+
+def pyramid_weights(widths=PYRAMID_WIDTHS, seed: int = 0xA11CE) -> list[np.ndarray]:
+    """He-scaled normal weights (scale sqrt(2/fan_in)) for the pyramid MLP."""
+    rng = _normal(seed)
+    return [(rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32)
+            for i, o in zip(widths, widths[1:])]
+
+
+def replay_inputs(steps: int, pool: int, rows: int = PYRAMID_ROWS, width: int = PYRAMID_WIDTHS[0],
+                  seed: int = 0xA11CE + 1) -> Iterator[np.ndarray]:
+    """`replay`'s activations: picks from a pool of `pool` inputs, or a slow walk if pool == 0."""
+    rng = _normal(seed)
+    if pool < 0:
+        raise OpscopeError(f"replay: pool must be >= 0, got {pool}")
+    if pool:
+        inputs = [rng.standard_normal((rows, width)).astype(np.float32) for _ in range(pool)]
+        for _ in range(steps):
+            yield inputs[int(rng.integers(0, pool))]
+    else:
+        x = rng.standard_normal((rows, width))
+        for t in range(steps):
+            if t > 0:
+                x = x + 0.03 * rng.standard_normal(x.shape)
+            yield x.astype(np.float32)
+
+
+def record_steps(
+    model: InstrumentedModel,
+    inputs: Iterator[list[np.ndarray]],
+    steps: int,
+    out: Path,
+    dist: str,
+    mkn: tuple[int, int, int],
+    desc: str,
+    progress: bool | None = None,
+) -> SequenceResult:
+    """Call `model` once per step on `inputs`, record each step as (run 0, step t)."""
+    rows, parity = 0, 0.0
+    with Recorder(out, mode="w") as rec:
+        for t, args in enumerate(tqdm(inputs, total=steps, desc=desc, unit="step",
+                                      disable=None if progress is None else not progress)):
+            outputs = model(*args)
+            if t == 0:
+                parity = model.check_parity(args, outputs)
+            rows += rec.record(0, t, model.target, dist, *mkn, model.manifest, outputs)
+    costs = Path(str(out) + ".sites")
+    write_site_costs(costs, model.manifest)
+    return SequenceResult(out, steps, rows, parity, costs)
+
+
+def _check_new(out: Path, steps: int) -> None:
+    if steps < 1:
+        raise OpscopeError(f"steps must be >= 1, got {steps}")
+    if out.exists() and out.stat().st_size:
+        raise OpscopeError(f"{out} exists: remove it or choose another --out")
+
+
+def seq(out: str | Path, target: str = "llvm-cpu", steps: int = 16, config: StatConfig = StatConfig(),
+        progress: bool | None = None) -> SequenceResult:
+    """Record the decode-like sequence into `out`."""
+    out = Path(out)
+    _check_new(out, steps)
+    model = InstrumentedModel.build(matmul_module(64, 128, 128, name="decode"), target, config, name="decode")
+    return record_steps(model, decode_inputs(steps), steps, out, "decode", (64, 128, 128),
+                        f"seq {target}", progress)
+
+
+def replay(out: str | Path, target: str = "llvm-cpu", steps: int = 20, pool: int = 4,
+           config: StatConfig = StatConfig(), progress: bool | None = None) -> SequenceResult:
+    """Record the replay workload (a pool of repeated inputs, or a slow walk) into `out`."""
+    out = Path(out)
+    _check_new(out, steps)
+    model = InstrumentedModel.build(pyramid_module(PYRAMID_ROWS, PYRAMID_WIDTHS), target, config, name="pyramid")
+    weights = pyramid_weights()
+    inputs = ([x, *weights] for x in replay_inputs(steps, pool))
+    return record_steps(model, inputs, steps, out, "replay", (PYRAMID_ROWS, PYRAMID_WIDTHS[0], 0),
+                        f"replay {target}", progress)

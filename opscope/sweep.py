@@ -1,0 +1,115 @@
+"""`opscope sweep`: one matmul per shape × the 7 distributions × 3 seeds → tidy CSV (§4.1).
+
+The reference's shapes (128,128,128), (256,64,256), (64,256,128), each injected and compiled
+once; every (shape, dist, seed) is one run with `A = sample(dist, M, K, seed)`,
+`B = sample(dist, K, N, seed + 1000)`, `run_id` 0..62 in that order, `step` 0. The first
+run of each shape is checked against the un-instrumented module (the reference checks only
+the very first run). Each shape's site is named `matmul_MxKxN` (the reference names all
+three `matmul#<id>`, so its miner averages across shapes; ours keeps them apart).
+
+Runs are recorded one at a time and journaled by `Recorder`, so `resume=True` after an
+interruption skips the runs already on disk and loses or duplicates none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from opscope.data import DISTS, sample
+from opscope.demo import matmul_module
+from opscope.errors import OpscopeError
+from opscope.instrumented import InstrumentedModel
+from opscope.record import Recorder, write_site_costs
+from opscope.stat_config import StatConfig
+
+SHAPES: tuple[tuple[int, int, int], ...] = ((128, 128, 128), (256, 64, 256), (64, 256, 128))
+SEEDS: tuple[int, ...] = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One planned run: its id and what it feeds."""
+
+    run_id: int
+    shape: tuple[int, int, int]
+    dist: str
+    seed: int
+
+
+def plan(shapes=SHAPES, dists=DISTS, seeds=SEEDS) -> list[SweepRun]:
+    """Every run of a sweep in recording order; run ids are positions in this list."""
+    runs = [(s, d, seed) for s in shapes for d in dists for seed in seeds]
+    return [SweepRun(i, *r) for i, r in enumerate(runs)]
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: runs recorded now, runs found done, parity per shape."""
+
+    out: Path
+    recorded: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    parity: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    sketches_per_run: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    site_costs: Path | None = None
+
+
+def site_name(shape: tuple[int, int, int]) -> str:
+    m, k, n = shape
+    return f"matmul_{m}x{k}x{n}"
+
+
+def sweep(
+    out: str | Path,
+    target: str = "llvm-cpu",
+    shapes=SHAPES,
+    dists=DISTS,
+    seeds=SEEDS,
+    resume: bool = False,
+    config: StatConfig = StatConfig(),
+    progress: bool | None = None,
+) -> SweepResult:
+    """Record the sweep into `out` (a CSV); `resume` continues a file an earlier sweep left."""
+    out = Path(out)
+    if out.exists() and out.stat().st_size and not resume:
+        raise OpscopeError(f"{out} exists: pass --resume to continue it, or remove it to start over")
+    runs = plan(shapes, dists, seeds)
+    result = SweepResult(out)
+    costs: dict[str, int] = {}
+    with Recorder(out, mode="a" if resume else "w") as rec:
+        done = set(rec.completed_runs)
+        result.skipped = sorted(r.run_id for r in runs if r.run_id in done)
+        todo = [r for r in runs if r.run_id not in done]
+        models: dict[tuple[int, int, int], InstrumentedModel] = {}
+        bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc=f"sweep {target}", unit="run",
+                   disable=None if progress is None else not progress)
+        with bar:
+            for run in todo:
+                model = models.get(run.shape)
+                if model is None:
+                    model = models[run.shape] = _build(run.shape, target, config)
+                    result.sketches_per_run[run.shape] = len(model.manifest.entries)
+                m, k, n = run.shape
+                a = sample(run.dist, m, k, run.seed)
+                b = sample(run.dist, k, n, run.seed + 1000)
+                outputs = model(a, b)
+                if run.shape not in result.parity:
+                    result.parity[run.shape] = model.check_parity([a, b], outputs)
+                rec.record(run.run_id, 0, target, run.dist, m, k, n, model.manifest, outputs)
+                result.recorded.append(run.run_id)
+                bar.update()
+        for shape in shapes:
+            m, k, n = shape
+            costs[site_name(shape)] = 2 * m * k * n
+    result.site_costs = Path(str(out) + ".sites")
+    write_site_costs(result.site_costs, costs)
+    return result
+
+
+def _build(shape: tuple[int, int, int], target: str, config: StatConfig) -> InstrumentedModel:
+    m, k, n = shape
+    name = site_name(shape)
+    return InstrumentedModel.build(matmul_module(m, k, n, name=name), target, config, name=name)
