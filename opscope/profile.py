@@ -124,7 +124,7 @@ def profile_module(
             outputs = model(*args)
             if t == 0:
                 parity = model.check_parity(args, outputs)
-            rows += rec.record(0, t, model.target, dist, 0, 0, 0, model.manifest, outputs)
+            rows += rec.record(0, t, model.target, dist, None, None, None, model.manifest, outputs)
     seconds = time.perf_counter() - t0
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())

@@ -126,17 +126,26 @@ class Recorder:
         """Run ids with at least one journaled `record` call (for sequences see `completed_steps`)."""
         return {r for r, _ in self.completed_steps}
 
-    def record(self, run_id: int, step: int, backend: str, dist: str, m: int, k: int, n: int,
-               manifest: Manifest, outputs: list[np.ndarray]) -> int:
-        """Write one run's statistics, decoded from its outputs by `manifest`; returns rows written."""
+    def record(self, run_id: int, step: int, backend: str, dist: str, m: int | None, k: int | None,
+               n: int | None, manifest: Manifest, outputs: list[np.ndarray]) -> int:
+        """Write one run's statistics, decoded from its outputs by `manifest`; returns rows written.
+
+        M/K/N are the driver's (the reference's sweep passes its matmul's); `None` writes each
+        site's own M/K/N from the manifest (a model's sites differ), batch dims aside."""
         numel = {(e.site, e.role): e.numel for e in manifest.entries}
-        return self.record_values(run_id, step, backend, dist, m, k, n, manifest.values(outputs), numel)
+        dims = None
+        if m is None or k is None or n is None:
+            dims = {s.name: (s.m, s.k, s.n) for s in manifest.sites}
+            m, k, n = 0, 0, 0
+        return self.record_values(run_id, step, backend, dist, m, k, n, manifest.values(outputs), numel, dims)
 
     def record_values(self, run_id: int, step: int, backend: str, dist: str, m: int, k: int, n: int,
                       values: Mapping[tuple[str, str, str], np.ndarray],
-                      numel: Mapping[tuple[str, str], int]) -> int:
-        """Write one run: a row per element of each `(site, role, stat) -> values`, in mapping order."""
-        data, rows = format_rows(run_id, step, backend, dist, m, k, n, values, numel)
+                      numel: Mapping[tuple[str, str], int],
+                      site_dims: Mapping[str, tuple[int, int, int]] | None = None) -> int:
+        """Write one run: a row per element of each `(site, role, stat) -> values`, in mapping order
+        (`site_dims` overrides M/K/N per site)."""
+        data, rows = format_rows(run_id, step, backend, dist, m, k, n, values, numel, site_dims)
         self._f.write(data)
         self._sync(self._f)
         self._offset += len(data)
@@ -167,15 +176,17 @@ class Recorder:
 
 def format_rows(run_id: int, step: int, backend: str, dist: str, m: int, k: int, n: int,
                 values: Mapping[tuple[str, str, str], np.ndarray],
-                numel: Mapping[tuple[str, str], int]) -> tuple[bytes, int]:
+                numel: Mapping[tuple[str, str], int],
+                site_dims: Mapping[str, tuple[int, int, int]] | None = None) -> tuple[bytes, int]:
     """One run's tidy rows as CSV bytes (no header) and their count, built column-wise by polars."""
     ints = {"run_id": run_id, "step": step, "M": m, "K": k, "N": n}
     for name, v in ints.items():
         _check_uint(name, v)
     for name, v in (("backend", backend), ("dist", dist)):
         _check_name(name, v)
-    head = f"{int(run_id)},{int(step)},{backend},{dist},{int(m)},{int(k)},{int(n)},"
-    site_role = {}  # (site, role) -> "numel,site,role" text, checked once per pair
+    head = f"{int(run_id)},{int(step)},{backend},{dist},"
+    mkn = f"{int(m)},{int(k)},{int(n)}"
+    site_role = {}  # (site, role) -> "M,K,N,numel,site,role" text, checked once per pair
     prefixes, arrays = [], []
     for key, vals in values.items():
         site, role, stat = key
@@ -185,7 +196,12 @@ def format_rows(run_id: int, step: int, backend: str, dist: str, m: int, k: int,
                 raise OpscopeError(f"record: no numel given for site {site!r} role {role!r}")
             _check_uint("numel", numel[(site, role)])
             _check_name("role", role)
-            pair = site_role[(site, role)] = f"{int(numel[(site, role)])},{sanitize_site(site)},{role}"
+            dims = mkn
+            if site_dims is not None and site in site_dims:
+                for name, v in zip("MKN", site_dims[site]):
+                    _check_uint(name, v)
+                dims = ",".join(str(int(v)) for v in site_dims[site])
+            pair = site_role[(site, role)] = f"{dims},{int(numel[(site, role)])},{sanitize_site(site)},{role}"
         _check_name("stat", stat)
         prefixes.append(f"{head}{pair},{stat}")
         arrays.append(np.asarray(vals, dtype=np.float32).ravel())

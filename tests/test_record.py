@@ -104,6 +104,14 @@ def test_rows_follow_the_manifest(tmp_path):
         assert same_f32(np.float32(float(got[12])), exp[12])
 
 
+def test_none_dims_take_each_sites_own_mkn(tmp_path):
+    path, m = tmp_path / "a.csv", manifest()
+    with Recorder(path) as rec:
+        rec.record(0, 0, "llvm-cpu", "model", None, None, None, m, outputs(0))
+    dims = {(r[8], r[9]): tuple(int(x) for x in r[4:7]) for r in read_rows(path)[1:]}
+    assert dims == {("enc_q", "lhs"): (3, 4, 2), ("enc_q", "out"): (3, 4, 2), ("dec", "rhs"): (2, 5, 4)}
+
+
 def test_record_values_without_a_manifest(tmp_path):
     path = tmp_path / "a.csv"
     values = {("s", "lhs", "nnz"): np.array([3.0], np.float32), ("s", "out", "hist"): np.arange(3, dtype=np.float32)}
