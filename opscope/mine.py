@@ -241,7 +241,7 @@ def suggestion(exploit: str, sig: dict[str, float | None]) -> str:
         return f"delta-compute (adjacent rows cohere, Δ/E={sig['adj']:.2f})"
     if exploit == POSITIONAL:
         return f"sequence/positional structure (cv {sig['pos_cv']:.2f})"
-    return "dense — no cheap sketch exploit (low rank is not sketch-observable; needs a deep dump)"
+    return "dense — no cheap sketch exploit"
 
 
 def rank(signals: pl.DataFrame) -> pl.DataFrame:
@@ -427,6 +427,8 @@ CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 
 OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save",
             "recommendation"]
 AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
+DENSE_NOTE = ("dense: none of the five sketch signals fired; low rank, for one, is not observable in "
+              "sketches (it needs a deep dump).")
 
 
 def _signal_rows(report: MineReport) -> list[list[str]]:
@@ -491,6 +493,8 @@ class TextRenderer:
         out.append("Value signals per (backend, dist, site, role), mean over observations (run × step):")
         out.append(self.table(SIGNAL_HEAD, _signal_rows(report)) if report.signals.height
                    else "  (no keys with value sketches)")
+        if report.signals.height and (report.signals["exploit"] == DENSE).any():
+            out.append(DENSE_NOTE)
         out.append("")
         out.append("Ranked exploitable sites (by sketch signal strength):")
         if not report.ranked.height:
@@ -524,6 +528,8 @@ class MarkdownRenderer:
         out = ["# opscope mine", "", _summary(report), ""]
         out += [f"> note: {n}" for n in report.notes] + ([""] if report.notes else [])
         out += ["## Value signals", "", self.table(SIGNAL_HEAD, _signal_rows(report)), ""]
+        if report.signals.height and (report.signals["exploit"] == DENSE).any():
+            out += [DENSE_NOTE, ""]
         out += ["## Ranked exploitable sites", ""]
         if report.ranked.height:
             out.append(self.table(["rank", "score", "backend", "dist", "site", "role", "exploit"],
