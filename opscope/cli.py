@@ -47,7 +47,7 @@ def _cmd_profile(args) -> int:
         res = profile_module(source, out, target.name, steps=args.steps, name=name)
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
-    print(f"  {len(m.manifest.sites)} matmul sites ({flops / 1e6:.1f} MFLOP), {len(m.manifest.entries)} sketches "
+    print(f"  {len(m.manifest.sites)} matmul sites ({_flops(flops)}), {len(m.manifest.entries)} sketches "
           f"per step; compile {m.compile_seconds:.1f} s; {res.steps} steps in {res.run_seconds:.2f} s; "
           f"original results {'bit-identical' if res.parity == 0 else f'within {res.parity:.2g}'} with injection")
     print()
@@ -55,6 +55,23 @@ def _cmd_profile(args) -> int:
     print(f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
           f"(full tables; `opscope mine {out}` re-mines)")
     return 0
+
+
+def _parquet(args, csv: Path) -> None:
+    """With --parquet, also write the table as Parquet (zstd, same 13 columns) beside the CSV."""
+    if args.parquet:
+        from opscope.record import write_parquet
+
+        pq = csv.with_suffix(".parquet")
+        write_parquet(csv, pq)
+        print(f"  wrote {pq} ({pq.stat().st_size:,} bytes; the CSV is {csv.stat().st_size:,})")
+
+
+def _flops(n: int) -> str:
+    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} FLOP"
 
 
 def _cmd_sweep(args) -> int:
@@ -78,6 +95,7 @@ def _cmd_sweep(args) -> int:
         print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
     print(f"recorded {len(res.recorded)} runs" + (f", {len(res.skipped)} already done" if res.skipped else "")
           + f" of {total} into {out} (site costs: {res.site_costs})")
+    _parquet(args, out)
     return 0
 
 
@@ -98,6 +116,7 @@ def _cmd_seq(args) -> int:
     _fresh(out, args.force)
     res = seq(out, args.target, steps=args.steps)
     print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    _parquet(args, out)
     return 0
 
 
@@ -109,6 +128,7 @@ def _cmd_replay(args) -> int:
     _fresh(out, args.force)
     res = replay(out, args.target, steps=args.steps, pool=args.pool)
     print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    _parquet(args, out)
     print()
     print(mine_paths(out, costs=res.site_costs).to_text())
     return 0
@@ -188,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", default="opscope.csv", help="CSV to write (default opscope.csv)")
     sw.add_argument("--resume", action="store_true", help="continue an interrupted sweep in --out")
     sw.add_argument("--force", action="store_true", help="overwrite --out")
+    sw.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
     sw.add_argument("--shapes", help="MxKxN[,MxKxN...] (default the reference's three)")
     sw.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
     sw.set_defaults(fn=_cmd_sweep)
@@ -197,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     sq.add_argument("--out", default="opscope_seq.csv", help="CSV to write (default opscope_seq.csv)")
     sq.add_argument("--steps", type=int, default=16)
     sq.add_argument("--force", action="store_true", help="overwrite --out")
+    sq.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
     sq.set_defaults(fn=_cmd_seq)
 
     rp = sub.add_parser("replay", help="repeated inputs (pool) or a slow walk (pool 0) -> tidy CSV, then mine")
@@ -205,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--steps", type=int, default=20)
     rp.add_argument("--pool", type=int, default=4, help="distinct inputs replayed at random; 0 = slow random walk")
     rp.add_argument("--force", action="store_true", help="overwrite --out")
+    rp.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
     rp.set_defaults(fn=_cmd_replay)
 
     mi = sub.add_parser("mine", help="mine tidy CSV/Parquet sketches for exploitable structure")

@@ -503,7 +503,7 @@ class TextRenderer:
             out.append(f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
                        f"{r['suggestion']}")
         if report.cross_step is not None:
-            out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1 per run, ordered by step):"]
+            out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1 and sumsq per run, ordered by step):"]
             out.append(self.table(CROSS_HEAD, _cross_rows(report)) if report.cross_step.height
                        else "  (no series with two or more steps)")
         if report.opportunities is not None:
@@ -603,7 +603,7 @@ class FindingsRenderer:
             out += ["", f"Across {report.steps} steps: {st.height} of {report.cross_step.height} tensors are "
                     "stationary (precompute / prepack): "
                     + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
-                    + f"; {report.cross_step.height - st.height} drift (temporal coherence)."]
+                    + f"; {report.cross_step.height - st.height} change from step to step."]
         if report.opportunities is not None and report.opportunities.height:
             out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
             for r in report.opportunities.head(5).iter_rows(named=True):

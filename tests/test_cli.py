@@ -95,6 +95,28 @@ def test_profile_on_a_target_that_cannot_run_here(opscope, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+STABLEHLO = """func.func @main(%x: tensor<16x32xf32>, %w: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x8xf32>) -> tensor<16x8xf32> loc("proj")
+  %1 = stablehlo.tanh %0 : tensor<16x8xf32>
+  return %1 : tensor<16x8xf32>
+}
+"""
+
+
+def test_profile_a_stablehlo_file(opscope, tmp_path):
+    path = tmp_path / "proj.mlir"
+    path.write_text(STABLEHLO)
+    proc = run(opscope + ["profile", str(path), "--steps", "3", "--out", str(tmp_path / "run")])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == f"opscope profile: {path} on llvm-cpu"
+    assert out[1].startswith(f"  1 matmul sites ({2 * 16 * 32 * 8 / 1e3:.1f} kFLOP), 39 sketches per step;")
+    assert "Across 3 steps: 1 of 3 tensors are stationary (precompute / prepack): 1 rhs" in proc.stdout
+    rows = (tmp_path / "run" / "sketches.csv").read_text().splitlines()[1:]
+    assert {tuple(r.split(",")[4:7]) for r in rows} == {("16", "32", "8")}  # the site's own M/K/N
+    assert {r.split(",")[8] for r in rows} == {"proj"}
+
+
 def test_profile_refuses_to_overwrite_a_run(opscope, tmp_path):
     csv = tmp_path / "run" / "sketches.csv"
     csv.parent.mkdir()
@@ -183,9 +205,13 @@ def test_mine_bad_csv_is_one_line_with_file_and_line(opscope, tmp_path):
 
 
 def test_seq_and_replay(opscope, tmp_path):
-    seq = run(opscope + ["seq", "--steps", "3", "--out", str(tmp_path / "q.csv")])
+    seq = run(opscope + ["seq", "--steps", "3", "--out", str(tmp_path / "q.csv"), "--parquet"])
     assert seq.returncode == 0, seq.stderr
-    assert seq.stdout.startswith(f"recorded 3 steps (") and (tmp_path / "q.csv.sites").exists()
+    assert seq.stdout.startswith("recorded 3 steps (") and (tmp_path / "q.csv.sites").exists()
+    assert f"wrote {tmp_path / 'q.parquet'}" in seq.stdout
+    from opscope.tidy import read_tidy
+
+    assert read_tidy(tmp_path / "q.parquet").equals(read_tidy(tmp_path / "q.csv"))
     rep = run(opscope + ["replay", "--steps", "6", "--pool", "2", "--out", str(tmp_path / "r.csv")])
     assert rep.returncode == 0, rep.stderr
     assert "Temporal opportunities" in rep.stdout and "memoize" in rep.stdout
