@@ -88,10 +88,11 @@ def per_call_dispatches(module, target: str) -> int | None:
 
 
 def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int,
-                variants: list[tuple[str, StatConfig | None, bool]]) -> dict:
+                variants: list[tuple[str, StatConfig | None, bool]], weights: str = "args") -> dict:
     """Compile base and every injected variant for an N-site MLP; print a table, return the medians."""
-    source = demo.mlp_module(layers=n_sites, width=width, tokens=tokens)
-    print(f"\n## mlp_module(layers={n_sites}, width={width}, tokens={tokens}): {n_sites} sites, "
+    source = demo.mlp_module(layers=n_sites, width=width, tokens=tokens, weights=weights)
+    wtxt = "" if weights == "args" else f", weights={weights}"
+    print(f"\n## mlp_module(layers={n_sites}, width={width}, tokens={tokens}{wtxt}): {n_sites} sites, "
           f"{3 * n_sites} tapped tensors, on {target}, {repeats} compile(s) per variant")
     sys.stdout.flush()
     info: dict[str, dict] = {}
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--width", type=int, default=64, help="MLP width (default 64)")
     p.add_argument("--tokens", type=int, default=64, help="MLP tokens (default 64)")
     p.add_argument("--no-lean", action="store_true", help="skip the lean sketch set")
+    p.add_argument("--weights", choices=("args", "globals"), default="args",
+                   help="weights as function arguments (default) or as util.global constants")
     args = p.parse_args(argv)
     q = args.quick
     repeats = args.repeats or (1 if q else 2)
@@ -183,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     for n in sites:
         r = repeats if (args.repeats or n < 100) else 1
-        results[n] = bench_sites(n, args.width, args.tokens, args.target, r, variants)
+        results[n] = bench_sites(n, args.width, args.tokens, args.target, r, variants, args.weights)
 
     print("\n## growth with the number of sites (is it linear?)")
     rows = []

@@ -289,6 +289,9 @@ def main(argv: list[str] | None = None) -> None:
                         "the cost of each sketch beyond the lean set")
     p.add_argument("--target", default="llvm-cpu", help="opscope target name (llvm-cpu, vulkan-spirv)")
     p.add_argument("--models", default="matmul,transformer", help="comma list of: matmul, transformer")
+    p.add_argument("--weights", choices=("args", "globals"), default="args",
+                   help="weights as function arguments fed each call (default) or as util.global "
+                        "constants in the module (dense_resource), the way imported models hold them")
     p.add_argument("--mnk", default=None, help="matmul M,K,N (default 512,1024,1024; --quick 64,128,128)")
     p.add_argument("--layers", type=int, default=None, help="transformer layers (default 8; --quick 1)")
     p.add_argument("--d-model", type=int, default=None, help="transformer d_model (default 256; --quick 32)")
@@ -305,15 +308,18 @@ def main(argv: list[str] | None = None) -> None:
           "times include results to host as numpy + decoding the statistics")
     models = [s.strip() for s in args.models.split(",") if s.strip()]
     for name in models:
+        wtxt = "" if args.weights == "args" else ", weights in util.globals"
         if name == "matmul":
-            bench_model(f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP)",
-                        demo.matmul_module(m, k, n), args.target, repeats, breakdown=args.breakdown)
+            bench_model(f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP{wtxt})",
+                        demo.matmul_module(m, k, n, weights=args.weights), args.target, repeats,
+                        breakdown=args.breakdown)
         elif name == "transformer":
             ffn = 4 * d_model
             gflop = layers * 2 * seq * (4 * d_model * d_model + 2 * seq * d_model + 2 * d_model * ffn) / 1e9
             bench_model(f"transformer layers={layers} d_model={d_model} seq={seq} ffn={ffn} "
-                        f"({8 * layers} sites, {gflop:.2f} GFLOP)",
-                        demo.transformer_module(layers, d_model, seq), args.target, repeats, full=not q,
+                        f"({8 * layers} sites, {gflop:.2f} GFLOP{wtxt})",
+                        demo.transformer_module(layers, d_model, seq, weights=args.weights), args.target,
+                        repeats, full=not q,
                         breakdown=args.breakdown)
         else:
             p.error(f"unknown model '{name}' (choose matmul, transformer)")

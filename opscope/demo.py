@@ -1,7 +1,10 @@
 """Small models written directly in MLIR (linalg on tensors) for tests, demos and benchmarks.
 
 Weights are function arguments, so callers feed any distribution; every matmul carries a
-`NameLoc` site name (`layer0.attn.q`) the way importers leave them.
+`NameLoc` site name (`layer0.attn.q`) the way importers leave them. With
+`weights="globals"` every argument but the first becomes a private `util.global` holding
+`random_inputs(...)[1:]` as a `dense_resource` blob, the way imported models carry their
+weights: the same function of the first argument as the default form fed `random_inputs`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ class _Builder:
     """Emits a single `func.func @main` in linalg, one SSA value at a time."""
 
     dtype: str = "f32"
+    weights: str = "args"  # or "globals": every argument after the first is a util.global
+    seed: int = 0  # the globals' data: random_inputs(all argument shapes, seed)[1:]
     args: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     n: int = 0
@@ -87,23 +92,43 @@ class _Builder:
         return r
 
     def module(self, result: str, result_shape) -> str:
-        sig = ", ".join(f"%{n}: {_t(s, self.dtype)}" for n, s in self.args)
-        body = "\n    ".join(self.lines)
-        return (f"module {{\n  func.func @main({sig}) -> {_t(result_shape, self.dtype)} {{\n    {body}\n"
+        if self.weights not in ("args", "globals"):
+            raise ValueError(f"weights must be 'args' or 'globals', got {self.weights!r}")
+        params, glob = (self.args, []) if self.weights == "args" else (self.args[:1], self.args[1:])
+        sig = ", ".join(f"%{n}: {_t(s, self.dtype)}" for n, s in params)
+        loads = [f"%{n} = util.global.load @{n} : {_t(s, self.dtype)}" for n, s in glob]
+        body = "\n    ".join(loads + self.lines)
+        decls = "".join(f"  util.global private @{n} = dense_resource<{n}> : {_t(s, self.dtype)}\n"
+                        for n, s in glob)
+        text = (f"module {{\n{decls}  func.func @main({sig}) -> {_t(result_shape, self.dtype)} {{\n    {body}\n"
                 f"    return {result} : {_t(result_shape, self.dtype)}\n  }}\n}}\n")
+        if glob:  # blobs: a little-endian u32 alignment, then the raw elements
+            data = random_inputs([s for _, s in self.args], self.seed, _np_dtype(self.dtype))[1:]
+            blobs = ",\n".join(f'      {n}: "0x04000000{a.tobytes().hex()}"' for (n, _), a in zip(glob, data))
+            text += f"\n{{-#\n  dialect_resources: {{\n    builtin: {{\n{blobs}\n    }}\n  }}\n#-}}\n"
+        return text
 
 
-def matmul_module(m: int, k: int, n: int, dtype: str = "f32", name: str = "matmul") -> str:
-    """One `linalg.matmul` [m,k] x [k,n] named `name`."""
-    b = _Builder(dtype)
+def _np_dtype(dtype: str):
+    if dtype == "bf16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return {"f32": np.float32, "f16": np.float16}[dtype]
+
+
+def matmul_module(m: int, k: int, n: int, dtype: str = "f32", name: str = "matmul",
+                  weights: str = "args") -> str:
+    """One `linalg.matmul` [m,k] x [k,n] named `name` (the rhs is the weight)."""
+    b = _Builder(dtype, weights)
     a, w = b.arg("lhs", (m, k)), b.arg("rhs", (k, n))
     r, shape = b.matmul(a, (m, k), w, (k, n), name)
     return b.module(r, shape)
 
 
-def mlp_module(layers: int, width: int, tokens: int, dtype: str = "f32") -> str:
+def mlp_module(layers: int, width: int, tokens: int, dtype: str = "f32", weights: str = "args") -> str:
     """`layers` x (matmul -> relu), all [tokens, width]; sites `fc0`, `fc1`, ..."""
-    b = _Builder(dtype)
+    b = _Builder(dtype, weights)
     x = b.arg("x", (tokens, width))
     shape = (tokens, width)
     for i in range(layers):
@@ -128,11 +153,12 @@ def _attention(b: _Builder, x: str, s: tuple[int, int], p: str) -> str:
     return b.add(x, o, s, f"{p}.attn.residual")
 
 
-def transformer_module(layers: int, d_model: int, seq: int, ffn: int | None = None, dtype: str = "f32") -> str:
+def transformer_module(layers: int, d_model: int, seq: int, ffn: int | None = None, dtype: str = "f32",
+                       weights: str = "args") -> str:
     """A single-head transformer-style stack: q/k/v, scores = q·kᵀ, softmax, ·v, o, relu FFN,
     residual adds; 8 matmul sites per layer (`layer{i}.attn.q`, ... `layer{i}.ffn.down`)."""
     ffn = ffn or 4 * d_model
-    b = _Builder(dtype)
+    b = _Builder(dtype, weights)
     x = b.arg("x", (seq, d_model))
     s = (seq, d_model)
     for i in range(layers):

@@ -1,16 +1,17 @@
 """`lower-opscope`: compute every opscope.stat and return it as a function result.
 
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
-appearance, and replaces them by calls to stats kernels (`dialect/lowering.py`): tensors of
-the same type, stat list and residency share one call of a batched kernel (at most `batch`
-tensors; 0 = as many as IREE's 32 bindings per dispatch allow), which is inserted right
+appearance. Tensors of the same type, stat list and residency share one call of a batched
+stats kernel (`dialect/lowering.py`), at most `batch` tensors (0 = as many as IREE's 32 bindings per dispatch allow), inserted right
 after its last tensor is defined. Kernels are private `{noinline}` functions
 (`outline=false` lets IREE inline them, behind one `util.optimization_barrier` per
-tensor). Each call's results are appended after the function's original results (which
-keep their indices) and described by result attributes, so the IR alone says what every result holds: `opscope.pack =
-[{site, role, stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`,
-the default), or `{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result
-per statistic. No opscope op is left behind.
+tensor); kernels of constants (immutable globals, `arith.constant`) are always inlined so
+IREE can hoist them out of the function. Each call's results are appended after the
+function's original results (which keep their indices) and described by result
+attributes, so the IR alone says what every result holds: `opscope.pack = [{site, role,
+stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`, the default),
+or `{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result per
+statistic. No opscope op is left behind.
 """
 
 from __future__ import annotations
@@ -65,19 +66,23 @@ class LowerOpscope:
             )
         i64 = ir.IntegerType.get_signless(64)
         new_values, new_attrs = [], []
-        for key, batch in self._batches(groups, ret):
-            (value0, _, _), ops0 = batch[0]
+        for key, batch in self._batches(_merge(groups), ret):
+            value0, ((_, _, ops0), *_) = batch[0]
             ty = ir.RankedTensorType(value0.type)
             items = [_item(StatOp(o)) for o in ops0]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(batch))
-            text_key = f"{key}|{len(batch)}|{self.pack}|{self.outline}"
+            # Statistics of constants (weights held in globals) are inlined with no barrier,
+            # so IREE's const-expr hoisting can compute them at compile time or load.
+            constant = key.endswith("|constant")
+            outline = self.outline and not constant
+            text_key = f"{key}|{len(batch)}|{self.pack}|{outline}"
             callee = kernels.get(text_key)
             if callee is None:
                 callee = _fresh_symbol(ty, text_key, symbols)
-                _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline), callee)
+                _insert_function(module, kernel.function(callee, pack=self.pack, noinline=outline), callee)
                 kernels[text_key] = callee
                 symbols.add(callee)
-            values = [v for (v, _, _), _ in batch]
+            values = [v for v, _ in batch]
             with ops0[0].location:
                 if self.pack:
                     result_types = [_stat_type(kernel.count * kernel.tensor_length)]
@@ -85,7 +90,7 @@ class LowerOpscope:
                     result_types = [_stat_type(kernel.length(i)) for _ in batch for i in items]
                 ip = _after_last_definition(values, fn)
                 operands = values
-                if not self.outline:
+                if not outline and not constant:
                     # Inlined statistics could fuse into their producer's dispatch, which
                     # IREE 3.13 miscompiles for a softmax: one barrier per tensor keeps them
                     # out (a variadic barrier is rejected when a later operand is a non-splat
@@ -98,27 +103,32 @@ class LowerOpscope:
                         operands.append(last.results[0])
                     ip = ir.InsertionPoint.after(last)
                 call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), operands, ip=ip)
-            entries, off = [], 0
+            entries, base = [], 0
             results = iter(call.results)
-            for (value, site, role), ops in batch:
-                for it in items:
-                    n = kernel.length(it)
-                    if self.pack:
-                        entries.append(ir.DictAttr.get({
-                            "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
-                            "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
-                            "length": ir.IntegerAttr.get(i64, n), "numel": ir.IntegerAttr.get(i64, kernel.numel),
-                        }))
-                        off += n
-                    else:
-                        new_values.append(next(results))
-                        new_attrs.append(ir.DictAttr.get({
-                            "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
-                            "opscope.stat": ir.StringAttr.get(it.kind),
-                            "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
-                        }))
-                for o in ops:
-                    o.erase()
+            for _, labels in batch:
+                mine = [next(results) for _ in items] if not self.pack else []
+                for site, role, ops in labels:  # every label of one tensor reads the same values
+                    off = base
+                    for i, it in enumerate(items):
+                        n = kernel.length(it)
+                        if self.pack:
+                            entries.append(ir.DictAttr.get({
+                                "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
+                                "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
+                                "length": ir.IntegerAttr.get(i64, n),
+                                "numel": ir.IntegerAttr.get(i64, kernel.numel),
+                            }))
+                            off += n
+                        else:
+                            new_values.append(mine[i])
+                            new_attrs.append(ir.DictAttr.get({
+                                "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
+                                "opscope.stat": ir.StringAttr.get(it.kind),
+                                "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
+                            }))
+                    for o in ops:
+                        o.erase()
+                base += kernel.tensor_length
             if self.pack:
                 new_values.append(call.results[0])
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
@@ -127,11 +137,12 @@ class LowerOpscope:
     def _batches(self, groups, ret) -> list[tuple[str, list]]:
         """Tapped tensors that share one kernel call: same type, statistics and residency, in
         order of first appearance, as many per call as IREE's 32 bindings per dispatch allow
-        (4 with the default stat set), or fewer with `batch`. Returns (key, groups) pairs."""
+        (4 with the default stat set), or fewer with `batch`. Returns (key, tensors) pairs,
+        a tensor being one `_merge` entry."""
         open_batches: dict[str, list] = {}
         done: list[tuple[str, list]] = []
         for group in groups:
-            (value, site, role), ops = group
+            value, ((site, role, ops), *_) = group
             ty = ir.RankedTensorType(value.type)
             items = [_item(StatOp(o)) for o in ops]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items)
@@ -150,6 +161,18 @@ class LowerOpscope:
         return done
 
 
+def _merge(groups) -> list:
+    """One entry per tapped (value, site, role): (value, [(site, role, ops)]).
+
+    Computing a value shared by several (site, role) once (q, k and v reading one
+    activation, a matmul's out that is the next one's lhs) would save 8-13 % of the
+    transformer's tapped elements, but the shared-offset IR crashes IREE 3.13's
+    iree-util-ipo pass (segfault in the verifier after it) on the 2-layer demo stack, so
+    every group stays its own tensor. The rest of the lowering already takes lists of
+    labels."""
+    return [(value, [(site, role, ops)]) for (value, site, role), ops in groups]
+
+
 def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
     """Right after the latest op (in block order) defining one of `values`."""
     last = None
@@ -165,12 +188,35 @@ def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
 
 def _residency(value: ir.Value, ret) -> str:
     """How IREE's stream scheduler will see `value` at a call: a function argument or result
-    lives in an external resource, everything else in a transient one. A `{noinline}` kernel
-    shared by callers of both kinds fails stream conversion in IREE 3.13, so they get
-    separate kernels."""
+    lives in an external resource, a load of an immutable global or an `arith.constant` in
+    a constant one, everything else in a transient one. A `{noinline}` kernel shared by
+    callers of two kinds fails stream conversion in IREE 3.13, so they get separate
+    kernels."""
     if isinstance(value, ir.BlockArgument) or any(value == r for r in ret.operands):
         return "external"
+    if _is_constant(value):
+        return "constant"
     return "transient"
+
+
+def _is_constant(value: ir.Value) -> bool:
+    """Defined by `arith.constant` or by a `util.global.load` of a global never stored to."""
+    op = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    if op.name == "arith.constant":
+        return True
+    if op.name != "util.global.load":
+        return False
+    sym = ir.FlatSymbolRefAttr(op.attributes["global"]).value
+    module = op.parent
+    while module is not None and module.name != "builtin.module":
+        module = module.parent
+    if module is None:
+        return False
+    for g in module.regions[0].blocks[0].operations:
+        g = g.operation
+        if g.name == "util.global" and ir.StringAttr(g.attributes["sym_name"]).value == sym:
+            return "is_mutable" not in g.attributes
+    return False
 
 
 def _item(view: StatOp) -> StatItem:

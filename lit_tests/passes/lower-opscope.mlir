@@ -279,6 +279,31 @@ func.func @groups_by_value_site_and_role(%w: tensor<8x3xf32>) {
 
 // -----
 
+// Statistics of a constant (a load of an immutable global, an arith.constant) are
+// computed by a kernel of its own that IREE may inline (no noinline, no barrier), so
+// const-expr hoisting can evaluate them at compile time; a mutable global is not
+// constant.
+
+// CHECK-LABEL: func.func @inlines_stats_of_constants(
+// CHECK:       %[[G:.+]] = util.global.load @weight : tensor<4x4xf32>
+// CHECK-NEXT:  %[[SG:.+]] = call @[[CONST:opscope_stats_4x4xf32_[0-9a-f]+]](%[[G]])
+// CHECK:       %[[M:.+]] = util.global.load @state : tensor<4x4xf32>
+// CHECK-NEXT:  %[[SM:.+]] = call @[[OUTLINED:opscope_stats_4x4xf32_[0-9a-f]+]](%[[M]])
+// CHECK-NOT:   util.optimization_barrier
+// CHECK-DAG:   func.func private @[[CONST]](%{{.+}}: tensor<4x4xf32>) -> tensor<1xf32> {
+// CHECK-DAG:   func.func private @[[OUTLINED]](%{{.+}}: tensor<4x4xf32>) -> tensor<1xf32> attributes {noinline}
+util.global private @weight = dense<1.0> : tensor<4x4xf32>
+util.global private mutable @state = dense<2.0> : tensor<4x4xf32>
+func.func @inlines_stats_of_constants() {
+  %g = util.global.load @weight : tensor<4x4xf32>
+  "opscope.stat"(%g) {kind = "sumsq", options = {}, role = "rhs", site = "a"} : (tensor<4x4xf32>) -> ()
+  %m = util.global.load @state : tensor<4x4xf32>
+  "opscope.stat"(%m) {kind = "sumsq", options = {}, role = "rhs", site = "b"} : (tensor<4x4xf32>) -> ()
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @function_without_stats_is_untouched(
 // CHECK-SAME:      %{{.+}}: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NOT:   call
