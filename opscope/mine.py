@@ -16,7 +16,9 @@ docs/mining.md:
   output looked stationary). Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
   fingerprints are per (run_id, backend, dist, site[, role]) (quirk 8; the reference
   mixes runs and dists at one site). Only series with two or more steps are reported.
-  The fingerprint distance stays the reference's (normalised by the later step).
+  The fingerprint distance stays the reference's (normalised by the later step), but a
+  repeat must also match the moments [mean, sumsq, l1, nnz]: 16 sampled elements that
+  are all zero (an underflowed softmax) otherwise make different inputs look identical.
 * Opportunities need a `site,flops` sidecar for their cost share; without one every
   cost share is 0, so the list is ordered by reuse (recur or 1 - drift) after savings.
   The aggregate Σ cost-share × reuse is per (run_id, backend, dist), so it stays ≤ 1.
@@ -304,22 +306,33 @@ def fingerprints(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def recurrence(vectors: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """recur and drift of a batch of step series `vectors[B, n, d]` (zero-padded to d; `lengths[B, n]`).
-
-    recur = fraction of steps i ≥ 1 whose fingerprint is within MATCH_THRESH of an earlier one;
-    drift = mean over i ≥ 1 of dist(s_i, s_{i-1}); dist(a, b) = ‖a − b‖ / (‖a‖ + 1e-9), ∞ when
-    the lengths differ (the reference's, normalised by the later step).
-    """
-    n = vectors.shape[1]
+def _distances(vectors: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairwise dist[b, i, j] = ‖s_i − s_j‖ / (‖s_i‖ + 1e-9) (∞ when lengths differ), and the norms."""
     norms2 = np.einsum("bnd,bnd->bn", vectors, vectors)
     norms = np.sqrt(norms2)
     gram = np.einsum("bid,bjd->bij", vectors, vectors)
     d2 = np.clip(norms2[:, :, None] + norms2[:, None, :] - 2.0 * gram, 0.0, None)
     dist = np.sqrt(d2) / (norms[:, :, None] + FP_EPS)
     dist[lengths[:, :, None] != lengths[:, None, :]] = np.inf
+    return dist, norms
+
+
+def recurrence(vectors: np.ndarray, lengths: np.ndarray, guard: np.ndarray | None = None,
+               guard_lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """recur and drift of a batch of step series `vectors[B, n, d]` (zero-padded to d; `lengths[B, n]`).
+
+    recur = fraction of steps i ≥ 1 whose fingerprint is within MATCH_THRESH of an earlier one
+    (and, with `guard`, whose guard vector is too); drift = mean over i ≥ 1 of dist(s_i, s_{i-1});
+    dist(a, b) = ‖a − b‖ / (‖a‖ + 1e-9), ∞ when the lengths differ (the reference's, normalised
+    by the later step).
+    """
+    n = vectors.shape[1]
+    dist, norms = _distances(vectors, lengths)
     earlier = np.tril(np.ones((n, n), dtype=bool), -1)
-    hits = ((dist < MATCH_THRESH) & earlier).any(axis=2)[:, 1:]
+    match = (dist < MATCH_THRESH) & earlier
+    if guard is not None:
+        match &= _distances(guard, guard_lengths)[0] < MATCH_THRESH
+    hits = match.any(axis=2)[:, 1:]
     recur = hits.sum(axis=1) / (n - 1)
     diff = vectors[:, 1:] - vectors[:, :-1]
     step = np.sqrt(np.einsum("bnd,bnd->bn", diff, diff)) / (norms[:, 1:] + FP_EPS)
@@ -327,22 +340,51 @@ def recurrence(vectors: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np
     return recur, step.mean(axis=1)
 
 
+def moment_guards(df: pl.DataFrame, fps: pl.DataFrame) -> pl.DataFrame:
+    """Per row of `fps`: [mean, sumsq, l1, nnz] of the same lhs (empty where missing).
+
+    An elemsig fingerprint samples 16 fixed positions; when those are all zero (an
+    underflowed softmax, a pruned tensor) different inputs look identical. A repeat must
+    match these moments too (the reference trusts the samples alone)."""
+    fkey = [*SERIES, "step"]
+    slot = pl.lit(0, dtype=pl.Int64)
+    for i, name in enumerate(FP_SCALARS):
+        slot = pl.when(pl.col("stat") == name).then(pl.lit(i, dtype=pl.Int64)).otherwise(slot)
+    mom = (
+        df.lazy()
+        .filter((pl.col("role") == "lhs") & pl.col("stat").is_in(FP_SCALARS))
+        .group_by(fkey)
+        .agg(guard=pl.col("value").cast(pl.Float64).sort_by(slot))
+        .with_columns(pl.col(c).cast(pl.String) for c in ("backend", "dist", "site"))
+        .collect()
+    )
+    return (fps.select(fkey).join(mom, on=fkey, how="left", maintain_order="left")
+            .with_columns(pl.col("guard").fill_null(pl.lit([], dtype=pl.List(pl.Float64)))))
+
+
+def _padded(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A list column as a zero-padded [rows, d] array and the row lengths."""
+    lengths = lists.list.len().to_numpy().astype(np.int64)
+    dmax = int(lengths.max()) if len(lengths) else 0
+    flat = np.zeros((len(lengths), max(dmax, 1)))
+    if len(lengths) and dmax:
+        values = lists.explode().drop_nulls().to_numpy().astype(np.float64)
+        rows = np.repeat(np.arange(len(lengths)), lengths)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        flat[rows, np.arange(len(values)) - np.repeat(offsets, lengths)] = values
+    return flat, lengths
+
+
 def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
                   order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
     """§3.10 per (run_id, backend, dist, site) with ≥ 2 steps: recur, drift, action and cost-weighted savings."""
     order = order if order is not None else appearance_order(df)
     fps = fingerprints(df)
-    lengths = fps["vec"].list.len().to_numpy().astype(np.int64)
+    flat, lengths = _padded(fps["vec"])
+    gflat, glengths = _padded(moment_guards(df, fps)["guard"])
     series_id = fps.select(pl.struct(SERIES).rle_id())[:, 0].to_numpy()
     counts = np.bincount(series_id) if len(series_id) else np.zeros(0, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    dmax = int(lengths.max()) if len(lengths) else 0
-    flat = np.zeros((len(lengths), max(dmax, 1)))
-    if len(lengths) and dmax:
-        values = fps["vec"].explode().to_numpy().astype(np.float64)
-        rows = np.repeat(np.arange(len(lengths)), lengths)
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        flat[rows, np.arange(len(values)) - np.repeat(offsets, lengths)] = values
 
     recur = np.full(len(counts), np.nan)
     drift = np.full(len(counts), np.nan)
@@ -352,7 +394,7 @@ def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
         for lo in range(0, len(ids), chunk):
             part = ids[lo:lo + chunk]
             take = starts[part, None] + np.arange(n)
-            recur[part], drift[part] = recurrence(flat[take], lengths[take])
+            recur[part], drift[part] = recurrence(flat[take], lengths[take], gflat[take], glengths[take])
 
     keys = fps.select(SERIES).unique(maintain_order=True) if len(counts) else fps.select(SERIES).head(0)
     res = keys.with_columns(steps=pl.Series(counts, dtype=pl.Int64), recur=pl.Series(recur),

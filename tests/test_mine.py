@@ -251,6 +251,20 @@ def test_cross_step_conserved_l1_is_not_stationary(tmp_path):
     assert not r["stationary"] and r["verdict"].startswith("drifting")
 
 
+def test_zero_samples_are_not_a_repeat(tmp_path):
+    """Fresh inputs whose 16 elemsig positions are all zero (like an underflowed softmax)
+    share a fingerprint; the moments differ, so no memoize (the reference would say 100 %)."""
+    rows: list = []
+    rng = np.random.Generator(np.random.Philox(9))
+    sampled = (np.arange(16) * 32 * 16) // 16
+    for step in range(6):
+        x = rng.standard_normal(32 * 16)
+        x[sampled] = 0.0
+        sketch_rows(rows, 0, step, "attn", "ctx", {"lhs": x.reshape(32, 16).astype(np.float32)})
+    (r,) = mine_paths(write_tidy_csv(tmp_path / "zeros.csv", rows)).opportunities.to_dicts()
+    assert r["recur"] == 0.0 and r["action"] != "memoize"
+
+
 PYRAMID = ((64, 128), (128, 64), (64, 512), (512, 64))
 ROWS_S = 32
 STEPS = 20
