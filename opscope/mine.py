@@ -647,13 +647,18 @@ class FindingsRenderer:
                     + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
                     + f"; {report.cross_step.height - st.height} change from step to step."]
         if report.opportunities is not None and report.opportunities.height:
-            out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
-            for r in report.opportunities.head(5).iter_rows(named=True):
-                out.append(f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
-                           f"(saves {_pct(r['savings'])})")
-            if report.aggregate is not None:
-                total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
-                out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
+            useful = report.opportunities.filter(pl.col("action") != NO_REUSE)
+            if not useful.height:
+                out += ["", f"No site's input repeats or drifts slowly across the {report.steps} steps: "
+                        "nothing to memoize or delta-compute."]
+            else:
+                out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
+                for r in useful.head(5).iter_rows(named=True):
+                    out.append(f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
+                               f"(saves {_pct(r['savings'])})")
+                if report.aggregate is not None:
+                    total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
+                    out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
         return "\n".join(out) + "\n"
 
 
