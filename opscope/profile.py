@@ -109,14 +109,15 @@ def profile_module(
     if csv.exists() and csv.stat().st_size:
         raise OpscopeError(f"{csv} exists: choose another --out")
     model = InstrumentedModel.build(source, target, config, name=name)
-    for shape, elem in model.args:
-        if elem != "f32":
-            raise OpscopeError(f"{name}: profile feeds f32 inputs; an argument of type {elem} is not supported")
+    if inputs is None:
+        for shape, elem in model.args:
+            if elem != "f32":
+                raise OpscopeError(f"{name}: profile generates f32 inputs; an argument of type {elem} needs "
+                                   "inputs of its own (a zoo model, or profile_module(..., inputs=...))")
+        inputs = synthetic_inputs([s for s, _ in model.args], steps)
     out.mkdir(parents=True, exist_ok=True)
     model.manifest.save(out / MANIFEST_NAME)
     write_site_costs(out / COSTS_NAME, model.manifest)
-    if inputs is None:
-        inputs = synthetic_inputs([s for s, _ in model.args], steps)
     rows, parity, seconds = 0, 0.0, 0.0
     with Recorder(csv, mode="w") as rec:
         for t, args in zip(range(steps), inputs):
