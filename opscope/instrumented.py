@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from iree.compiler import ir
 
-from opscope.compile import compile_module
+from opscope.compile import compile_module, module_bytecode
 from opscope.errors import OpscopeError
 from opscope.instrument import inject_matmul_stats
 from opscope.loading import new_context, parse_module
@@ -55,15 +55,19 @@ class InstrumentedModel:
     @classmethod
     def build(
         cls,
-        source: str | bytes,
+        source: str | bytes | ir.Module,
         target: str = "llvm-cpu",
         config: StatConfig = StatConfig(),
         name: str = "<model>",
     ) -> "InstrumentedModel":
-        """Parse `source`, tap every matmul, compile for `target` and load it."""
+        """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap every matmul,
+        compile for `target` and load it."""
         tgt = get_target(target)
         require_runnable(tgt)
-        base = source.encode() if isinstance(source, str) else bytes(source)
+        if isinstance(source, ir.Module):
+            base = module_bytecode(source)  # keeps the importer's locations (site names)
+        else:
+            base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
         args = function_args(module)
         module, manifest = inject_matmul_stats(module, config)

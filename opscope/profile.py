@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from iree.compiler import ir
 
 from opscope.demo import transformer_module
 from opscope.errors import OpscopeError
@@ -88,7 +89,7 @@ class ProfileResult:
 
 
 def profile_module(
-    source: str | bytes,
+    source: str | bytes | ir.Module,
     out_dir: str | Path,
     target: str = "llvm-cpu",
     steps: int = 4,
