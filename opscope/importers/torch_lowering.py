@@ -1,0 +1,151 @@
+"""Torch dialect → linalg on tensors, in-process, ending in a plain `func.func`.
+
+The phases are the body of IREE's `torch-to-iree` pipeline (compiler/plugins/input/Torch,
+`createTorchToIREEPipeline`) without `torch-iree-func-conversion`, which would wrap the
+function in IREE's runtime ABI (`util.func` + `hal.tensor` casts); in its place come
+torch-mlir's backend type conversions, as in `torch-backend-to-linalg-on-tensors-backend-pipeline`.
+ONNX-imported modules (`torch.onnx_meta.opset_version` on a function) first run
+`torch-onnx-to-torch-backend-pipeline`, exactly as IREE's plugin does. Every pass named
+here is registered in IREE 3.13's bundled context (checked by `PassManager.parse`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+
+from iree.compiler import ir, passmanager
+
+from opscope.errors import OpscopeError
+from opscope.sites import location_name
+
+# IREE's TorchInput::BackendLegalOps: ops kept whole by decompose-complex-ops because
+# their decompositions lose structure (a reshape kind, a fused attention).
+BACKEND_LEGAL_OPS = (
+    "aten.flatten.using_ints",
+    "aten.unflatten.int",
+    "aten.adaptive_avg_pool1d",
+    "aten.adaptive_avg_pool2d",
+    "aten.adaptive_max_pool1d",
+    "aten.fft_rfft",
+    "aten.convolution_backward",
+    "aten.scaled_dot_product_attention",
+)
+_LEGAL = ",".join(BACKEND_LEGAL_OPS)
+
+ONNX_PHASE = ("onnx-to-torch", f"builtin.module(torch-onnx-to-torch-backend-pipeline{{backend-legal-ops={_LEGAL}}})")
+
+# (phase name, pipeline text), run in this order.
+TORCH_PHASES: tuple[tuple[str, str], ...] = (
+    (
+        "torch-simplify",
+        "builtin.module(func.func(torch-iree-bind-symbolic-shapes,torch-iree-set-strict-symbolic-shapes,"
+        "canonicalize,torch-reduce-op-variants,torch-convert-custom-quant-op,"
+        f"torch-decompose-complex-ops{{legal-ops={_LEGAL}}},torch-fuse-quantized-ops,canonicalize,"
+        "torch-scalarize-shapes))",
+    ),
+    (
+        "torch-to-linalg",
+        "builtin.module(func.func(convert-torch-to-tmtensor,torch-iree-tm-tensor-to-linalg-ext,"
+        "convert-torch-to-tensor,torch-iree-torch-unstructured-to-linalg-ext,convert-torch-to-linalg,cse,"
+        "convert-torch-to-scf,convert-torch-to-arith),convert-torch-conversion-to-mlprogram,"
+        "func.func(memref-expand,canonicalize,resolve-shaped-type-result-dims,cse),inline,symbol-dce)",
+    ),
+    (
+        "backend-types",
+        "builtin.module(torch-func-backend-type-conversion,func.func(torch-finalizing-backend-type-conversion),"
+        "canonicalize,cse)",
+    ),
+)
+
+_TORCH_DIALECTS = ("torch.", "torch_c.", "tm_tensor.")
+_FILE_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
+
+
+def is_onnx_module(module: ir.Module) -> bool:
+    """Whether a function carries the ONNX importer's opset attribute (torch.operator "onnx.*" form)."""
+    return any(
+        "torch.onnx_meta.opset_version" in op.operation.attributes
+        for op in module.body.operations
+        if op.operation.name == "func.func"
+    )
+
+
+def has_torch_ops(module: ir.Module) -> bool:
+    """Whether any op of the torch, torch_c or tm_tensor dialects is left."""
+    return _first_torch_op(module) is not None
+
+
+def describe_location(loc: ir.Location) -> str:
+    """'encoder.layer.0.attention.self (modeling_bert.py:412)': site name and innermost file:line."""
+    name = location_name(loc)
+    files = _FILE_LOC.findall(str(loc))
+    where = f"{os.path.basename(files[0][0])}:{files[0][1]}" if files else ""
+    if name and where:
+        return f"{name} ({where})"
+    return name or where or str(loc)
+
+
+def lower_torch(module: ir.Module) -> ir.Module:
+    """Lower a torch-dialect module (FX or ONNX import) to linalg on tensors, in place; returns it."""
+    phases = ((ONNX_PHASE,) if is_onnx_module(module) else ()) + TORCH_PHASES
+    for name, pipeline in phases:
+        _run_phase(module, name, pipeline)
+    left = _first_torch_op(module)
+    if left is not None:
+        raise OpscopeError(
+            f"unsupported op '{_op_label(left)}' at {describe_location(left.location)} is left after "
+            "lowering torch to linalg: decompose it before export or file an issue with torch-mlir"
+        )
+    return module
+
+
+def _op_label(op: ir.Operation) -> str:
+    """The op's name, or for `torch.operator "onnx.Foo"` the ONNX op it stands for."""
+    if op.name == "torch.operator" and "name" in op.attributes:
+        return ir.StringAttr(op.attributes["name"]).value
+    return op.name
+
+
+def _first_torch_op(module: ir.Module) -> ir.Operation | None:
+    found: list[ir.Operation] = []
+
+    def visit(op):
+        if op.name.startswith(_TORCH_DIALECTS):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found[0] if found else None
+
+
+def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
+    """Run one phase; a failure names the first diagnostic's op and location and saves a reproducer."""
+    with module.context:
+        pm = passmanager.PassManager.parse(pipeline)
+    before = io.BytesIO()
+    module.operation.write_bytecode(before)  # the phase's input, for the reproducer
+    try:
+        pm.run(module.operation)
+    except ir.MLIRError as e:
+        diags = list(getattr(e, "error_diagnostics", None) or [])
+        d = diags[0] if diags else None
+        msg = d.message.splitlines()[0] if d else str(e).splitlines()[0]
+        where = describe_location(d.location) if d else "an unknown location"
+        path = _save(before.getvalue())
+        repro = f"; reproducer: iree-opt --pass-pipeline='{pipeline}' {path}" if path else ""
+        raise OpscopeError(f"torch lowering phase '{name}' failed at {where}: {msg}{repro}") from None
+
+
+def _save(data: bytes) -> str | None:
+    """Write IR bytecode (locations included) to a temporary file; None when that fails."""
+    try:
+        fd, path = tempfile.mkstemp(suffix=".mlirbc", prefix="opscope-torch-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return path
+    except OSError:
+        return None
