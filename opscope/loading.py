@@ -56,8 +56,9 @@ def _parse_named(text: str, ctx: ir.Context, name: str) -> ir.Module:
         module = ir.Module.create()
     top = top.operation
     if top.name == "builtin.module":
-        for attr in top.attributes:
-            module.operation.attributes[attr.name] = attr.attr
+        attrs = top.attributes  # iterating yields names on IREE 3.13; indexing yields NamedAttributes
+        for i in range(len(attrs)):
+            module.operation.attributes[attrs[i].name] = attrs[i].attr
         for op in list(top.regions[0].blocks[0].operations):
             op.operation.detach_from_parent()
             module.body.append(op.operation)
