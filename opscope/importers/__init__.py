@@ -1,0 +1,102 @@
+"""Every model source lands on one canonical level: linalg on tensors in a plain `func.func`.
+
+`import_source` only dispatches; each framework has its own module, imported lazily so
+a missing optional framework costs nothing until asked for (then a one-line error names
+the extra). Sources: `.mlir`/`.mlirbc` (linalg, StableHLO or torch dialect), `.onnx`,
+`.jaxexport` (`jax.export.Exported.serialize()` bytes), an in-memory `ir.Module`, a
+`jax.export.Exported`, a torch `nn.Module` or a JAX callable with `example_args`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from iree.compiler import ir
+
+from opscope.errors import OpscopeError
+
+SUFFIXES: dict[str, str] = {
+    ".mlir": "MLIR text (linalg, StableHLO or torch dialect)",
+    ".mlirbc": "MLIR bytecode (linalg, StableHLO or torch dialect)",
+    ".onnx": "an ONNX model",
+    ".jaxexport": "a jax.export artifact (Exported.serialize() bytes)",
+}
+
+
+def _is_torch_module(source: Any) -> bool:
+    """A torch nn.Module, recognised without importing torch."""
+    return any(c.__module__ == "torch.nn.modules.module" and c.__name__ == "Module" for c in type(source).__mro__)
+
+
+def _is_jax_exported(source: Any) -> bool:
+    """A `jax.export.Exported`, recognised without importing jax."""
+    return type(source).__module__.startswith("jax") and hasattr(source, "mlir_module_serialized")
+
+
+def describe(source: Any) -> str:
+    """What `source` is, in a few words, for error messages."""
+    if isinstance(source, (str, Path)):
+        return f"{SUFFIXES.get(Path(source).suffix.lower(), 'a file')} at {source}"
+    if isinstance(source, ir.Module):
+        return "an MLIR module"
+    if _is_jax_exported(source):
+        return f"a jax.export artifact of {getattr(source, 'fun_name', '?')}"
+    if _is_torch_module(source):
+        return f"a torch module {type(source).__name__}"
+    if callable(source):
+        return f"a JAX callable {getattr(source, '__name__', type(source).__name__)}"
+    return f"a {type(source).__name__}"
+
+
+def import_source(source: Any, *, name: str | None = None, example_args: Sequence[Any] | None = None) -> ir.Module:
+    """Import `source` (path, module, jax/torch model) as canonical linalg; `name` labels errors."""
+    if isinstance(source, ir.Module):
+        from opscope.importers.mlir_file import to_linalg
+
+        return to_linalg(source)
+    if str(source) == "-":
+        return _load("mlir_file", "import_mlir", None)("-")
+    if isinstance(source, (str, Path)):
+        return _import_path(Path(source))
+    if _is_jax_exported(source):
+        from opscope.importers.jax_export import import_jax_export
+
+        return import_jax_export(source, name=name)
+    if example_args is None:
+        raise OpscopeError(f"importing {describe(source)} needs example_args to trace it with")
+    if _is_torch_module(source):
+        return _load("torch_fx", "import_torch", "torch")(source, tuple(example_args), name=name)
+    if callable(source):
+        return _load("jax_export", "import_jax", "jax")(source, *example_args, name=name)
+    raise OpscopeError(f"cannot import {describe(source)}: expected a path ({', '.join(SUFFIXES)}) or a model")
+
+
+def _load(module: str, function: str, extra: str | None) -> Callable[..., ir.Module]:
+    """`opscope.importers.<module>.<function>`, imported now; a missing framework names its extra."""
+    try:
+        mod = importlib.import_module(f"opscope.importers.{module}")
+    except ImportError as e:
+        if extra is None or (e.name or "").startswith("opscope"):
+            raise
+        raise OpscopeError(f"importing {extra} models needs the {extra} extra: pip install 'opscope[{extra}]'") from None
+    return getattr(mod, function)
+
+
+def _import_path(path: Path) -> ir.Module:
+    """Dispatch a file on its suffix."""
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise OpscopeError(f"{path}: unknown suffix '{suffix}'; opscope imports {', '.join(SUFFIXES)}")
+    if not path.exists():
+        raise OpscopeError(f"no such file: {path}")
+    if path.is_dir():
+        raise OpscopeError(f"{path} is a directory, not {SUFFIXES[suffix]}")
+    if suffix in (".mlir", ".mlirbc"):
+        from opscope.importers.mlir_file import import_mlir
+
+        return import_mlir(path)
+    if suffix == ".onnx":
+        return _load("onnx_model", "import_onnx", "onnx")(path)
+    return _load("jax_export", "import_jax_export", "jax")(path, name=str(path))

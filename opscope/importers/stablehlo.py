@@ -1,0 +1,95 @@
+"""StableHLO/CHLO/VHLO → linalg on tensors in a plain `func.func`, in-process.
+
+Runs IREE's own StableHLO input pipeline (`iree-stablehlo-input-transformation-pipeline`,
+the body of `--iree-input-type=stablehlo`) in the bindings' context: VHLO deserialization,
+CHLO legalization, control flow to scf, shape cleanup, inlining, then StableHLO → linalg
+(+ `iree_linalg_ext` for sort/scatter/fft). It keeps `func.func` (no `util.func` ABI
+wrapper is added; measured on IREE 3.13), so no sub-pass selection is needed; the module's
+name (`module @jit_f`) is dropped so the runtime finds `module.main` as for every other
+importer. Ops it
+cannot lower are a one-line error naming the op and its site, plus a reproducer.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+
+from iree.compiler import ir, passmanager
+
+from opscope.errors import OpscopeError
+from opscope.importers.jax_names import rename_jax_sites, scope_path, typed, user_frame
+from opscope.sites import location_name
+
+PIPELINE = "builtin.module(iree-stablehlo-input-transformation-pipeline)"
+SOURCE_DIALECTS = ("stablehlo.", "chlo.", "vhlo.")
+_ILLEGAL = re.compile(r"operation '([\w.$]+)'")
+
+
+def first_stablehlo_op(module: ir.Module) -> ir.Operation | None:
+    """The first op of the StableHLO, CHLO or VHLO dialects, or None."""
+    found: list[ir.Operation] = []
+
+    def visit(op):
+        if op.name.startswith(SOURCE_DIALECTS):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found[0] if found else None
+
+
+def describe_location(loc: ir.Location) -> str:
+    """'attn/q (model.py:12)': the site name (JAX scope path or NameLoc) and the user's line."""
+    loc = typed(loc)
+    jax_path = scope_path(loc)
+    name = jax_path if jax_path is not None else location_name(loc)
+    frame = user_frame(loc)
+    where = f"{os.path.basename(frame.filename)}:{frame.start_line}" if frame is not None else ""
+    if name and where:
+        return f"{name} ({where})"
+    return name or where or str(loc)
+
+
+def lower_stablehlo(module: ir.Module) -> ir.Module:
+    """Lower a StableHLO module to linalg on tensors in place, name JAX sites; returns it."""
+    with module.context:
+        pm = passmanager.PassManager.parse(PIPELINE)
+    before = io.BytesIO()
+    module.operation.write_bytecode(before)  # the pipeline's input, for the reproducer
+    try:
+        pm.run(module.operation)
+    except ir.MLIRError as e:
+        diags = list(getattr(e, "error_diagnostics", None) or [])
+        d = diags[0] if diags else None
+        msg = d.message.splitlines()[0] if d else str(e).splitlines()[0]
+        where = describe_location(d.location) if d else "an unknown location"
+        repro = _reproducer(before.getvalue())
+        if (m := _ILLEGAL.search(msg)) and "illegal" in msg:
+            raise OpscopeError(
+                f"unsupported op '{m.group(1)}' at {where}: IREE's StableHLO input pipeline cannot "
+                f"lower it to linalg{repro}") from None
+        raise OpscopeError(f"lowering StableHLO to linalg failed at {where}: {msg}{repro}") from None
+    left = first_stablehlo_op(module)
+    if left is not None:
+        raise OpscopeError(
+            f"unsupported op '{left.name}' at {describe_location(left.location)} is left after "
+            f"lowering StableHLO to linalg{_reproducer(before.getvalue())}")
+    rename_jax_sites(module)
+    if "sym_name" in module.operation.attributes:  # `module @jit_f`: IREE would name the VM module jit_f
+        del module.operation.attributes["sym_name"]
+    return module
+
+
+def _reproducer(data: bytes) -> str:
+    """'; reproducer: opscope-opt -p '...' <file>' after saving the input bytecode, else ''."""
+    try:
+        fd, path = tempfile.mkstemp(suffix=".mlirbc", prefix="opscope-stablehlo-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError:
+        return ""
+    return f"; reproducer: opscope-opt -p 'iree-stablehlo-input-transformation-pipeline' {path}"
