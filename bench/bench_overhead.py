@@ -16,7 +16,7 @@ the statistics (manifest for injected, `host_stats` for naive), so all variants 
 the same statistics in host memory. `x base` is the median over rounds of the ratio to
 base in the same round. Nothing here asserts on time.
 
-    python bench/bench_overhead.py [--repeats 9] [--quick] [--target llvm-cpu|vulkan-spirv] [--breakdown]
+    python bench/bench_overhead.py [--repeats 9] [--quick] [--target llvm-cpu|vulkan-spirv] [--breakdown] [--weights args|globals]
 """
 
 from __future__ import annotations
