@@ -15,7 +15,7 @@ import pytest
 from opscope.compile import compile_module
 from opscope.errors import OpscopeError
 from opscope.importers import SUFFIXES, import_source
-from opscope.importers.mlir_file import detect_dialect
+from opscope.importers.mlir_file import detect_dialect, write_mlir
 from opscope.loading import module_text, new_context, parse_module
 from opscope.runtime import load
 from opscope.sites import find_sites
@@ -83,7 +83,7 @@ func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 TORCH = """\
 func.func @main(%a: !torch.vtensor<[4,8],f32>, %b: !torch.vtensor<[8,3],f32>) -> !torch.vtensor<[4,3],f32> {
-  %0 = torch.aten.mm %a, %b : !torch.vtensor<[4,8],f32>, !torch.vtensor<[8,3],f32> -> !torch.vtensor<[4,3],f32>
+  %0 = torch.aten.mm %a, %b : !torch.vtensor<[4,8],f32>, !torch.vtensor<[8,3],f32> -> !torch.vtensor<[4,3],f32> loc("head.proj"("net.py":7:3))
   return %0 : !torch.vtensor<[4,3],f32>
 }
 """
@@ -139,6 +139,28 @@ def test_linalg_file_comes_back_as_is(tmp_path):
     assert module_text(module) == module_text(parse_module(LINALG))
     [site] = find_sites(module)
     assert site.name == "head.proj"
+
+
+def test_torch_dialect_file_goes_through_torch_lowering(tmp_path):
+    path = tmp_path / "t.mlir"
+    path.write_text(TORCH)
+    module = import_source(path)
+    assert detect_dialect(module) == "linalg"
+    assert [(s.name, s.kind) for s in find_sites(module)] == [("head.proj", "matmul")]
+
+
+@pytest.mark.parametrize("suffix", [".mlir", ".mlirbc"])
+def test_written_module_reads_back_with_its_site_names(tmp_path, suffix):
+    path = tmp_path / f"mlp{suffix}"
+    write_mlir(import_source(parse_module(STABLEHLO)), path)
+    again = import_source(path)
+    assert detect_dialect(again) == "linalg"
+    assert [s.name for s in find_sites(again)] == ["fc1", "fc2"]
+
+
+def test_write_to_a_missing_directory(tmp_path):
+    with pytest.raises(OpscopeError, match="^cannot write .*nope/m.mlir: No such file or directory$"):
+        write_mlir(parse_module(LINALG), tmp_path / "nope" / "m.mlir")
 
 
 def test_dialect_detection():

@@ -51,15 +51,16 @@ def describe(source: Any) -> str:
 
 
 def import_source(source: Any, *, name: str | None = None, example_args: Sequence[Any] | None = None) -> ir.Module:
-    """Import `source` (path, module, jax/torch model) as canonical linalg; `name` labels errors."""
+    """Import `source` (a path, '-', a module or a jax/torch model traced on `example_args`)
+    as canonical linalg; `name` labels it in errors."""
     if isinstance(source, ir.Module):
         from opscope.importers.mlir_file import to_linalg
 
         return to_linalg(source)
-    if str(source) == "-":
+    if isinstance(source, str) and source == "-":
         return _load("mlir_file", "import_mlir", None)("-")
     if isinstance(source, (str, Path)):
-        return _import_path(Path(source))
+        return _import_path(Path(source), name)
     if _is_jax_exported(source):
         from opscope.importers.jax_export import import_jax_export
 
@@ -84,7 +85,7 @@ def _load(module: str, function: str, extra: str | None) -> Callable[..., ir.Mod
     return getattr(mod, function)
 
 
-def _import_path(path: Path) -> ir.Module:
+def _import_path(path: Path, name: str | None) -> ir.Module:
     """Dispatch a file on its suffix."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
@@ -98,5 +99,5 @@ def _import_path(path: Path) -> ir.Module:
 
         return import_mlir(path)
     if suffix == ".onnx":
-        return _load("onnx_model", "import_onnx", "onnx")(path)
-    return _load("jax_export", "import_jax_export", "jax")(path, name=str(path))
+        return _load("onnx_model", "import_onnx", "onnx")(path, name=name)
+    return _load("jax_export", "import_jax_export", "jax")(path, name=name or str(path))

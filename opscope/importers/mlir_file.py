@@ -3,10 +3,12 @@
 linalg (and anything else that is neither StableHLO nor torch) is kept as is; StableHLO,
 CHLO or VHLO goes through `opscope.importers.stablehlo`; the torch dialect (FX or ONNX
 import form) goes through `opscope.importers.torch_lowering`. Text or bytecode alike.
+`write_mlir` is the other direction (`opscope import SOURCE -o model.mlir[bc]`).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from iree.compiler import ir
@@ -14,7 +16,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.stablehlo import SOURCE_DIALECTS as STABLEHLO_DIALECTS
 from opscope.importers.stablehlo import lower_stablehlo
-from opscope.loading import load_module, new_context
+from opscope.loading import load_module, module_text, new_context
 
 TORCH_DIALECTS = ("torch.", "torch_c.", "tm_tensor.")
 MLIR_SUFFIXES = (".mlir", ".mlirbc")
@@ -54,6 +56,22 @@ def to_linalg(module: ir.Module) -> ir.Module:
 def import_mlir(path: str | Path, *, context: ir.Context | None = None) -> ir.Module:
     """Read an `.mlir` (text) or `.mlirbc` (bytecode) file and lower it to canonical linalg."""
     p = Path(path)
-    if str(path) != "-" and p.suffix not in MLIR_SUFFIXES:
+    if str(path) != "-" and p.suffix.lower() not in MLIR_SUFFIXES:
         raise OpscopeError(f"{p}: not an MLIR file (expected {' or '.join(MLIR_SUFFIXES)})")
     return to_linalg(load_module(path, context or new_context()))
+
+
+def write_mlir(module: ir.Module, path: str | Path) -> None:
+    """Write `.mlirbc` as bytecode, anything else ('-' = stdout) as text with locations."""
+    if str(path) == "-":
+        sys.stdout.write(module_text(module, debug_info=True))
+        return
+    p = Path(path)
+    try:
+        if p.suffix.lower() == ".mlirbc":
+            with open(p, "wb") as f:
+                module.operation.write_bytecode(f)
+        else:
+            p.write_text(module_text(module, debug_info=True))
+    except OSError as e:
+        raise OpscopeError(f"cannot write {p}: {e.strerror}") from None
