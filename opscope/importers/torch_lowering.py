@@ -3,7 +3,9 @@
 The phases are the body of IREE's `torch-to-iree` pipeline (compiler/plugins/input/Torch,
 `createTorchToIREEPipeline`) without `torch-iree-func-conversion`, which would wrap the
 function in IREE's runtime ABI (`util.func` + `hal.tensor` casts); in its place come
-torch-mlir's backend type conversions, as in `torch-backend-to-linalg-on-tensors-backend-pipeline`.
+torch-mlir's backend type conversions, as in `torch-backend-to-linalg-on-tensors-backend-pipeline`,
+and before decomposition `torch-recompose-complex-ops` (as torch-mlir's simplification
+pipeline does) folds `aten.split` + `prim.ListUnpack` into slices (GPT-2, Mixtral).
 ONNX-imported modules (`torch.onnx_meta.opset_version` on a function) first run
 `torch-onnx-to-torch-backend-pipeline`, exactly as IREE's plugin does. Every pass named
 here is registered in IREE 3.13's bundled context (checked by `PassManager.parse`).
@@ -15,6 +17,7 @@ import io
 import os
 import re
 import tempfile
+from pathlib import Path
 
 from iree.compiler import ir, passmanager
 
@@ -42,7 +45,7 @@ TORCH_PHASES: tuple[tuple[str, str], ...] = (
     (
         "torch-simplify",
         "builtin.module(func.func(torch-iree-bind-symbolic-shapes,torch-iree-set-strict-symbolic-shapes,"
-        "canonicalize,torch-reduce-op-variants,torch-convert-custom-quant-op,"
+        "canonicalize,torch-recompose-complex-ops,torch-reduce-op-variants,torch-convert-custom-quant-op,"
         f"torch-decompose-complex-ops{{legal-ops={_LEGAL}}},torch-fuse-quantized-ops,canonicalize,"
         "torch-scalarize-shapes))",
     ),
@@ -61,6 +64,8 @@ TORCH_PHASES: tuple[tuple[str, str], ...] = (
 )
 
 _TORCH_DIALECTS = ("torch.", "torch_c.", "tm_tensor.")
+# Type casts and constants that the backend-type phase removes once every real op is converted.
+_GLUE = ("torch_c.", "torch.constant.", "torch.prim.ListConstruct")
 _FILE_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
 
 
@@ -82,7 +87,8 @@ def describe_location(loc: ir.Location) -> str:
     """'encoder.layer.0.attention.self (modeling_bert.py:412)': site name and innermost file:line."""
     name = location_name(loc)
     files = _FILE_LOC.findall(str(loc))
-    where = f"{os.path.basename(files[0][0])}:{files[0][1]}" if files else ""
+    user = [f for f in files if "/torch/" not in f[0]] or files  # the model's frame, not torch's
+    where = f"{os.path.basename(user[0][0])}:{user[0][1]}" if user else ""
     if name and where:
         return f"{name} ({where})"
     return name or where or str(loc)
@@ -91,15 +97,41 @@ def describe_location(loc: ir.Location) -> str:
 def lower_torch(module: ir.Module) -> ir.Module:
     """Lower a torch-dialect module (FX or ONNX import) to linalg on tensors, in place; returns it."""
     phases = ((ONNX_PHASE,) if is_onnx_module(module) else ()) + TORCH_PHASES
+    _refuse_unknown(module)
     for name, pipeline in phases:
         _run_phase(module, name, pipeline)
-    left = _first_torch_op(module)
+        if name == "torch-to-linalg":
+            _refuse_leftover(module, _first_torch_op(module, skip=_GLUE))
+    _refuse_leftover(module, _first_torch_op(module))
+    return module
+
+
+def _refuse_leftover(module: ir.Module, left: ir.Operation | None) -> None:
+    """Name the first torch op that no conversion took, and where the model ran it."""
     if left is not None:
         raise OpscopeError(
             f"unsupported op '{_op_label(left)}' at {describe_location(left.location)} is left after "
             "lowering torch to linalg: decompose it before export or file an issue with torch-mlir"
         )
-    return module
+
+
+def _refuse_unknown(module: ir.Module) -> None:
+    """Check first: an aten op the importer kept as `torch.operator` has no torch-mlir lowering."""
+    found: list[ir.Operation] = []
+
+    def visit(op):
+        if op.name == "torch.operator" and not _op_label(op).startswith("onnx."):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if found:
+        op = found[0]
+        raise OpscopeError(
+            f"unsupported op '{_op_label(op).removeprefix('torch.')}' at {describe_location(op.location)}: "
+            "torch-mlir has no lowering for it; decompose it before export (`decompositions=`) or avoid it"
+        )
 
 
 def _op_label(op: ir.Operation) -> str:
@@ -109,11 +141,11 @@ def _op_label(op: ir.Operation) -> str:
     return op.name
 
 
-def _first_torch_op(module: ir.Module) -> ir.Operation | None:
+def _first_torch_op(module: ir.Module, skip: tuple[str, ...] = ()) -> ir.Operation | None:
     found: list[ir.Operation] = []
 
     def visit(op):
-        if op.name.startswith(_TORCH_DIALECTS):
+        if op.name.startswith(_TORCH_DIALECTS) and not op.name.startswith(skip):
             found.append(op)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
@@ -133,19 +165,20 @@ def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
     except ir.MLIRError as e:
         diags = list(getattr(e, "error_diagnostics", None) or [])
         d = diags[0] if diags else None
-        msg = d.message.splitlines()[0] if d else str(e).splitlines()[0]
+        msg = (d.message if d else str(e)).splitlines()[0].split(": %")[0].split(": \"")[0][:200]
         where = describe_location(d.location) if d else "an unknown location"
-        path = _save(before.getvalue())
-        repro = f"; reproducer: iree-opt --pass-pipeline='{pipeline}' {path}" if path else ""
+        path = _save(before.getvalue(), pipeline)
+        repro = f"; reproducer: iree-opt --pass-pipeline=\"$(cat {path}.pipeline)\" {path}" if path else ""
         raise OpscopeError(f"torch lowering phase '{name}' failed at {where}: {msg}{repro}") from None
 
 
-def _save(data: bytes) -> str | None:
-    """Write IR bytecode (locations included) to a temporary file; None when that fails."""
+def _save(data: bytes, pipeline: str) -> str | None:
+    """Write IR bytecode (locations included) and, beside it, the pipeline; None when that fails."""
     try:
         fd, path = tempfile.mkstemp(suffix=".mlirbc", prefix="opscope-torch-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        Path(path + ".pipeline").write_text(pipeline + "\n")
         return path
     except OSError:
         return None
