@@ -241,4 +241,12 @@ def test_unsupported_op_names_op_and_place():
         import_torch(Inv(), (torch.randn(4, 4),))
     msg = str(e.value)
     assert "\n" not in msg
-    assert msg.startswith("unsupported op 'aten.linalg_inv' at test_import_torch.py:")
+    assert msg.startswith("Inv: unsupported op 'aten.linalg_inv' at test_import_torch.py:")
+
+
+def test_missing_torch_says_which_extra(monkeypatch):
+    from opscope.importers import torch_fx
+
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)
+    with pytest.raises(OpscopeError, match=r"pip install 'opscope\[torch\]'"):
+        torch_fx.import_torch(object(), ())

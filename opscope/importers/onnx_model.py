@@ -134,7 +134,7 @@ def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Contex
     require_onnx()
     from iree.compiler.extras import onnx_importer
 
-    label = name or (Path(path_or_model).name if isinstance(path_or_model, (str, Path)) else "<onnx model>")
+    label = _label(path_or_model, name)
     model = load_model(path_or_model, label)
     model = upgrade_opset(model, label)
     model = infer_shapes(model, label)
@@ -153,7 +153,16 @@ def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Contex
 
 def import_onnx(path_or_model, name: str | None = None, context: ir.Context | None = None) -> ir.Module:
     """An ONNX model (path, bytes or ModelProto) → the canonical linalg module (`func.func @main`)."""
-    return lower_torch(import_onnx_torch(path_or_model, name, context))
+    module = import_onnx_torch(path_or_model, name, context)
+    try:
+        return lower_torch(module)
+    except OpscopeError as e:
+        raise OpscopeError(f"{_label(path_or_model, name)}: {e}") from None
+
+
+def _label(path_or_model, name: str | None) -> str:
+    """How errors name the model: `name`, else the file's name."""
+    return name or (Path(path_or_model).name if isinstance(path_or_model, (str, Path)) else "<onnx model>")
 
 
 def _first_line(e: BaseException, limit: int = 200) -> str:

@@ -157,7 +157,7 @@ def import_program(prog, context: ir.Context | None = None, name: str | None = N
         importer.import_frozen_program(prog, func_name="main")
     except Exception as e:
         raise OpscopeError(
-            f"{name or 'model'}: the FX importer failed: {_short(e)}; try: add the op to `decompositions`"
+            f"{name or type(prog).__name__}: the FX importer failed: {_short(e)}; try: add the op to `decompositions`"
         ) from None
     return importer.module
 
@@ -173,7 +173,10 @@ def import_torch(
     """An nn.Module and example inputs → the canonical linalg module (`func.func @main`)."""
     prog = export_program(model, example_args, example_kwargs, name, decompositions)
     module = import_program(prog, context, name)
-    return lower_torch(module)
+    try:
+        return lower_torch(module)
+    except OpscopeError as e:
+        raise OpscopeError(f"{name or type(model).__name__}: {e}") from None
 
 
 def _short(e: BaseException, limit: int = 240) -> str:

@@ -67,6 +67,7 @@ _TORCH_DIALECTS = ("torch.", "torch_c.", "tm_tensor.")
 # Type casts and constants that the backend-type phase removes once every real op is converted.
 _GLUE = ("torch_c.", "torch.constant.", "torch.prim.ListConstruct")
 _FILE_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
+_NAME_LOC = re.compile(r'"([^"]+)"(?!:\d)')
 
 
 def is_onnx_module(module: ir.Module) -> bool:
@@ -84,22 +85,33 @@ def has_torch_ops(module: ir.Module) -> bool:
 
 
 def describe_location(loc: ir.Location) -> str:
-    """'encoder.layer.0.attention.self (modeling_bert.py:412)': site name and innermost file:line."""
-    name = location_name(loc)
-    files = _FILE_LOC.findall(str(loc))
+    """'encoder.layer.0.attention.self (modeling_bert.py:412)' or 'enc.proj (node /enc/proj/MatMul)'.
+
+    Reads the printed form too: locations handed over by diagnostics are not downcast to NameLoc.
+    """
+    text = str(loc)
+    names = _NAME_LOC.findall(text)
+    name = location_name(loc) or (names[0] if names else None)
+    files = _FILE_LOC.findall(text)
     user = [f for f in files if "/torch/" not in f[0]] or files  # the model's frame, not torch's
-    where = f"{os.path.basename(user[0][0])}:{user[0][1]}" if user else ""
+    if user:
+        where = f"{os.path.basename(user[0][0])}:{user[0][1]}"
+    else:
+        inner = [n for n in names if n != name]
+        where = f"node {inner[0]}" if inner else ""
     if name and where:
         return f"{name} ({where})"
-    return name or where or str(loc)
+    return name or where or text
 
 
 def lower_torch(module: ir.Module) -> ir.Module:
     """Lower a torch-dialect module (FX or ONNX import) to linalg on tensors, in place; returns it."""
     phases = ((ONNX_PHASE,) if is_onnx_module(module) else ()) + TORCH_PHASES
-    _refuse_unknown(module)
+    _refuse_unknown(module, allow_onnx=is_onnx_module(module))
     for name, pipeline in phases:
         _run_phase(module, name, pipeline)
+        if name == "onnx-to-torch":
+            _refuse_unknown(module, allow_onnx=False)
         if name == "torch-to-linalg":
             _refuse_leftover(module, _first_torch_op(module, skip=_GLUE))
     _refuse_leftover(module, _first_torch_op(module))
@@ -115,12 +127,13 @@ def _refuse_leftover(module: ir.Module, left: ir.Operation | None) -> None:
         )
 
 
-def _refuse_unknown(module: ir.Module) -> None:
-    """Check first: an aten op the importer kept as `torch.operator` has no torch-mlir lowering."""
+def _refuse_unknown(module: ir.Module, allow_onnx: bool) -> None:
+    """Check first: an op kept as `torch.operator` (an aten op the FX importer did not know, or an
+    ONNX op that onnx-to-torch left) has no torch-mlir lowering."""
     found: list[ir.Operation] = []
 
     def visit(op):
-        if op.name == "torch.operator" and not _op_label(op).startswith("onnx."):
+        if op.name == "torch.operator" and not (allow_onnx and _op_label(op).startswith("onnx.")):
             found.append(op)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
@@ -128,10 +141,11 @@ def _refuse_unknown(module: ir.Module) -> None:
     module.operation.walk(visit)
     if found:
         op = found[0]
-        raise OpscopeError(
-            f"unsupported op '{_op_label(op).removeprefix('torch.')}' at {describe_location(op.location)}: "
-            "torch-mlir has no lowering for it; decompose it before export (`decompositions=`) or avoid it"
-        )
+        label = _op_label(op).removeprefix("torch.")
+        hint = ("torch-mlir's onnx-to-torch has no pattern for it (at this opset); replace the node"
+                if label.startswith("onnx.") else
+                "torch-mlir has no lowering for it; decompose it before export (`decompositions=`) or avoid it")
+        raise OpscopeError(f"unsupported op '{label}' at {describe_location(op.location)}: {hint}")
 
 
 def _op_label(op: ir.Operation) -> str:

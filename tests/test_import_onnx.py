@@ -1,0 +1,152 @@
+"""ONNX importer: canonical modules compile on llvm-cpu and match onnxruntime, with and without taps.
+
+Tolerance rtol = atol = 1e-4: both sides compute in f32 and differ only in reduction order
+and fused elementwise rounding (measured: 0.0 on the MLP, ≤ 1e-6 on the block).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from opscope.compile import compile_module, module_bytecode  # noqa: E402
+from opscope.errors import OpscopeError  # noqa: E402
+from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch  # noqa: E402
+from opscope.instrument import inject_matmul_stats  # noqa: E402
+from opscope.loading import parse_module  # noqa: E402
+from opscope.runtime import load  # noqa: E402
+from opscope.sites import find_sites  # noqa: E402
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+class Block(torch.nn.Module):
+    """Linear → GELU → Linear with a residual and a LayerNorm: Gemm/MatMul nodes under module scopes."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+def _run_both(module, inputs):
+    """Results of the module compiled as is and with every site tapped (inlined stats)."""
+    source = module_bytecode(module)
+    plain = load(compile_module(module, "llvm-cpu")).invoke("main", *inputs)
+    tapped, manifest = inject_matmul_stats(parse_module(source), outline=False)
+    outs = load(compile_module(tapped, "llvm-cpu")).invoke("main", *inputs)
+    return plain, outs[: manifest.num_original_results], manifest
+
+
+@pytest.fixture(scope="module")
+def block_onnx(tmp_path_factory):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("onnx") / "block.onnx"
+    x = torch.randn(2, 4, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Block().eval(), (x,), str(path), dynamo=False, input_names=["x"], opset_version=17)
+    return path, x.numpy()
+
+
+def test_torch_onnx_export_matches_onnxruntime(block_onnx):
+    path, x = block_onnx
+    module = import_onnx(path)
+    assert [s.name for s in find_sites(module)] == ["up", "down"]  # from the legacy '/up/MatMul' node names
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})
+    plain, tapped, manifest = _run_both(module, [x])
+    np.testing.assert_allclose(plain[0], want[0], **TOL)
+    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    assert {e.site for e in manifest.entries} == {"up", "down"}
+
+
+def test_external_data_is_loaded(block_onnx, tmp_path):
+    path, x = block_onnx
+    model = onnx.load(str(path))
+    ext = tmp_path / "ext.onnx"
+    onnx.save_model(model, str(ext), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="ext.weights", size_threshold=0)
+    assert (tmp_path / "ext.weights").stat().st_size > 0
+    plain = load(compile_module(import_onnx(ext), "llvm-cpu")).invoke("main", x)
+    want = ort.InferenceSession(str(ext)).run(None, {"x": x})
+    np.testing.assert_allclose(plain[0], want[0], **TOL)
+
+
+def _opset11_model() -> "onnx.ModelProto":
+    """Hand-built at opset 11 (Unsqueeze/ReduceSum/Squeeze take axes as attributes there)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "W")
+    nodes = [
+        helper.make_node("Unsqueeze", ["x"], ["xu"], axes=[0], name="/enc/Unsqueeze"),
+        helper.make_node("MatMul", ["xu", "W"], ["y"], name="/enc/proj/MatMul"),
+        helper.make_node("Relu", ["y"], ["r"], name="/enc/act/Relu"),
+        helper.make_node("ReduceSum", ["r"], ["s"], axes=[2], keepdims=0, name="/head/ReduceSum"),
+        helper.make_node("Squeeze", ["s"], ["z"], axes=[0], name="/head/Squeeze"),
+    ]
+    graph = helper.make_graph(nodes, "hand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_hand_built_graph_is_upgraded_and_matches():
+    model = _opset11_model()
+    torch_form = import_onnx_torch(model)
+    fn = next(op.operation for op in torch_form.body.operations if op.operation.name == "func.func")
+    assert str(fn.attributes["sym_name"]) == '"main"'
+    assert str(fn.attributes["torch.onnx_meta.opset_version"]) == f"{MIN_OPSET} : si64"
+    module = import_onnx(model)
+    assert [(s.name, s.kind) for s in find_sites(module)] == [("enc.proj", "batch_matmul")]
+    x = np.random.default_rng(1).standard_normal((3, 8)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    plain, tapped, _ = _run_both(module, [x])
+    np.testing.assert_allclose(plain[0], want[0], **TOL)
+    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+
+
+def test_corrupt_file_is_one_line(tmp_path):
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"\x08\x07not a protobuf\xff\xff\xff")
+    with pytest.raises(OpscopeError) as e:
+        import_onnx(bad)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("broken.onnx: not a valid ONNX model:")
+
+
+def test_missing_file():
+    with pytest.raises(OpscopeError, match="no such ONNX file"):
+        import_onnx("/nonexistent/model.onnx")
+
+
+def test_unsupported_op_names_op_and_node():
+    graph = helper.make_graph(
+        [helper.make_node("StringNormalizer", ["x"], ["z"], name="/tok/norm/StringNormalizer")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.STRING, [3])],
+        [helper.make_tensor_value_info("z", TensorProto.STRING, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(OpscopeError) as e:
+        import_onnx(model, name="tok.onnx")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith("tok.onnx: unsupported op 'onnx.StringNormalizer' at tok.norm (node /tok/norm/StringNormalizer)")
+
+
+def test_missing_onnx_says_which_extra(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "onnx", None)
+    with pytest.raises(OpscopeError, match=r"pip install 'opscope\[onnx\]'"):
+        import_onnx("model.onnx")
