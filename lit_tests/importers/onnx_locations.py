@@ -1,0 +1,63 @@
+# REQUIRES: onnx
+# RUN: %PYTHON %s | filecheck %s
+
+# ONNX site names (STYLE rule 19): IREE's ONNX importer locates each op by
+# `NameLoc(node.name)`; opscope wraps it in `NameLoc(<module path>)`, read from the node's
+# `pkg.torch.onnx.name_scopes` metadata (torch's dynamo exporter) or from a legacy exporter's
+# `/encoder/layer.0/.../MatMul` node name. A node with neither keeps its own name.
+
+import gc
+
+import numpy as np
+from iree.compiler import ir
+from onnx import TensorProto, helper, numpy_helper
+
+from opscope.importers.onnx_model import import_onnx
+from opscope.sites import find_sites
+
+
+def run(f):
+    print("\nTEST:", f.__name__)
+    f()
+    gc.collect()
+    assert ir.Context._get_live_count() == 0, "leaked an ir.Context"
+    return f
+
+
+def show(nodes, weights):
+    """Each site's name, kind and printed location, for a graph x[2,8] → nodes → y."""
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(np.ones(s, np.float32), n) for n, s in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    module = import_onnx(model)  # held: sites point into it
+    for site in find_sites(module):
+        print(site.name, site.kind, site.location)
+
+
+# CHECK-LABEL: TEST: legacy_node_names
+@run
+def legacy_node_names():
+    # CHECK: encoder.layer.0.attention.self.query matmul loc("encoder.layer.0.attention.self.query"("/encoder/layer.0/attention/self/query/MatMul"))
+    # CHECK-NEXT: encoder.layer.0.output.dense matmul loc("encoder.layer.0.output.dense"("/encoder/layer.0/output/dense/MatMul"))
+    show([helper.make_node("MatMul", ["x", "wq"], ["q"], name="/encoder/layer.0/attention/self/query/MatMul"),
+          helper.make_node("MatMul", ["q", "wo"], ["y"], name="/encoder/layer.0/output/dense/MatMul")],
+         {"wq": (8, 8), "wo": (8, 4)})
+
+
+# CHECK-LABEL: TEST: name_scopes_metadata
+@run
+def name_scopes_metadata():
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="node_MatMul_3")
+    helper.set_metadata_props(node, {"pkg.torch.onnx.name_scopes": "['', 'blocks.1', 'blocks.1.mlp.fc']"})
+    # CHECK: blocks.1.mlp.fc matmul loc("blocks.1.mlp.fc"("node_MatMul_3"))
+    show([node], {"w": (8, 4)})
+
+
+# CHECK-LABEL: TEST: plain_node_name
+@run
+def plain_node_name():
+    # CHECK: proj matmul loc("proj")
+    show([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], {"w": (8, 4)})
