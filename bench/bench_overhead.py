@@ -152,13 +152,13 @@ def agreement(variants: list[Variant], rtol: float = 1e-3) -> str:
             f"of the naive outputs (rtol {rtol}){tail}")
 
 
-def variants_for(source: str, full: bool = True, breakdown: bool = False) -> list[Variant]:
+def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist: bool = False) -> list[Variant]:
     def parsed():
         return parse_module(source, new_context())
 
-    def injected(config, outline):
+    def injected(config, outline, hoist_constants=False):
         def build():
-            return inject_matmul_stats(parsed(), config, outline=outline)
+            return inject_matmul_stats(parsed(), config, outline=outline, hoist_constants=hoist_constants)
         return build
 
     def naive():
@@ -170,6 +170,9 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False) -> lis
     for cname, config in (("default", StatConfig()), ("lean", StatConfig.lean())):
         for outline in ((True, False) if full else (True,)):
             out.append(Variant(f"injected {cname}, outline={outline}", injected(config, outline), _run_injected))
+    if hoist:  # weights in util.globals: their sketches computed at compile time by IREE
+        out.append(Variant("injected default, outline=True, hoist-constants",
+                           injected(StatConfig(), True, True), _run_injected))
     out.append(Variant("naive default (host_stats)", naive, _run_naive(StatConfig())))
     if breakdown:  # what each sketch beyond the lean set costs
         lean = StatConfig.lean()
@@ -183,12 +186,12 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False) -> lis
 
 
 def bench_model(title: str, source: str, target: str, repeats: int, full: bool = True,
-                breakdown: bool = False, min_sample_s: float = 0.02) -> None:
+                breakdown: bool = False, min_sample_s: float = 0.02, hoist: bool = False) -> None:
     print(f"\n## {title} on {target}")
     sys.stdout.flush()
     shapes = arg_shapes(parse_module(source, new_context()))
     inputs = demo.random_inputs(shapes, seed=0)
-    variants = variants_for(source, full, breakdown)
+    variants = variants_for(source, full, breakdown, hoist)
     compiled_naive = None
     for v in variants:
         try:
@@ -312,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         if name == "matmul":
             bench_model(f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP{wtxt})",
                         demo.matmul_module(m, k, n, weights=args.weights), args.target, repeats,
-                        breakdown=args.breakdown)
+                        breakdown=args.breakdown, hoist=args.weights == "globals")
         elif name == "transformer":
             ffn = 4 * d_model
             gflop = layers * 2 * seq * (4 * d_model * d_model + 2 * seq * d_model + 2 * d_model * ffn) / 1e9
@@ -320,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
                         f"({8 * layers} sites, {gflop:.2f} GFLOP{wtxt})",
                         demo.transformer_module(layers, d_model, seq, weights=args.weights), args.target,
                         repeats, full=not q,
-                        breakdown=args.breakdown)
+                        breakdown=args.breakdown, hoist=args.weights == "globals")
         else:
             p.error(f"unknown model '{name}' (choose matmul, transformer)")
     print("\n# columns: compile s = inject + iree-compile (statistics on); dispatches = "

@@ -15,11 +15,35 @@ from pathlib import Path
 from opscope.errors import OpscopeError
 
 
-def _source(path: str) -> tuple[bytes, str]:
-    p = Path(path)
-    if not p.exists():
-        raise OpscopeError(f"no such file: {p}")
-    return p.read_bytes(), str(p)
+def _zoo_names() -> list[str]:
+    from opscope.zoo import ZOO
+
+    return list(ZOO)
+
+
+def _is_zoo_name(text: str) -> bool:
+    """A bare name (no path separator, no suffix) that names a zoo model."""
+    return "/" not in text and "." not in text and text in _zoo_names()
+
+
+def _cmd_import(args) -> int:
+    from opscope.importers import import_source
+    from opscope.compile import module_bytecode
+    from opscope.loading import module_text
+    from opscope.sites import find_sites
+
+    path = Path(args.source)
+    if not path.exists():
+        raise OpscopeError(f"no such file: {path}")
+    module = import_source(path)
+    out = Path(args.output)
+    if out.suffix == ".mlirbc":
+        out.write_bytes(module_bytecode(module))
+    else:  # text with locations: default printing drops them, and with them the site names
+        out.write_text(module_text(module, debug_info=True))
+    sites = find_sites(module)
+    print(f"imported {path} -> {out}: {len(sites)} matmul sites")
+    return 0
 
 
 def _fresh(path: Path, force: bool) -> None:
@@ -38,13 +62,24 @@ def _cmd_profile(args) -> int:
 
     target = get_target(args.target)
     require_runnable(target)
-    source, name = _source(args.source) if args.source else (None, DEFAULT_NAME)
     out = Path(args.out) if args.out else Path("opscope-runs") / time.strftime("%Y%m%d-%H%M%S")
-    print(f"opscope profile: {name} on {target.name}")
-    if source is None:
+    if not args.source:
+        print(f"opscope profile: {DEFAULT_NAME} on {target.name}")
         res = profile_default(out, target.name, steps=args.steps)
+    elif _is_zoo_name(args.source):
+        from opscope.zoo import get_entry
+
+        source, inputs, dist, name = get_entry(args.source).build(args.steps)
+        print(f"opscope profile: {name} on {target.name}")
+        res = profile_module(source, out, target.name, steps=args.steps, name=name, dist=dist, inputs=inputs)
     else:
-        res = profile_module(source, out, target.name, steps=args.steps, name=name)
+        from opscope.importers import import_source
+
+        path = Path(args.source)
+        if not path.exists():
+            raise OpscopeError(f"no such file or zoo model: {args.source} (zoo: {', '.join(_zoo_names())})")
+        print(f"opscope profile: {path} on {target.name}")
+        res = profile_module(import_source(path), out, target.name, steps=args.steps, name=str(path))
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
     print(f"  {len(m.manifest.sites)} matmul sites ({_flops(flops)}), {len(m.manifest.entries)} sketches "
@@ -201,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--target", default="llvm-cpu", help="llvm-cpu (default), vulkan-spirv, ... (`opscope targets`)")
 
     pr = sub.add_parser("profile", help="the main job: inject sketches, run, record, mine, report (default: built-in model)")
-    pr.add_argument("source", nargs="?", help="an .mlir/.mlirbc module (linalg or StableHLO)")
+    pr.add_argument("source", nargs="?", help="a model file (.mlir/.mlirbc in linalg, StableHLO or torch form, "
+                    ".onnx) or a zoo name (digits, minilm, ...)")
     target(pr)
     pr.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
     pr.add_argument("--out", help="run folder (default opscope-runs/<time>)")
@@ -249,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("--seq", type=int, default=16, help="tokens (rows)")
     de.add_argument("-o", "--output", help="write to a file instead of stdout")
     de.set_defaults(fn=_cmd_demo)
+
+    im = sub.add_parser("import", help="import a model (.onnx, .mlir in torch/StableHLO/linalg form) to linalg MLIR")
+    im.add_argument("source")
+    im.add_argument("-o", "--output", required=True, help="model.mlir (text with locations) or model.mlirbc")
+    im.set_defaults(fn=_cmd_import)
 
     si = sub.add_parser("sites", help="list the matmul sites of a module")
     si.add_argument("source")

@@ -20,6 +20,7 @@ def inject_matmul_stats(
     pack: bool = True,
     outline: bool = True,
     batch: int = 0,
+    hoist_constants: bool = False,
 ):
     """Tap every matmul site of `module` (in place) and lower the taps; returns (module, manifest).
 
@@ -29,7 +30,7 @@ def inject_matmul_stats(
     """
     pipeline = Pipeline((
         InjectMatmulStats.from_config(config, sites=sites, keep=keep),
-        LowerOpscope(pack=pack, outline=outline, batch=batch),
+        LowerOpscope(pack=pack, outline=outline, batch=batch, hoist_constants=hoist_constants),
     ))
     run_pipeline(module, pipeline)
     return module, Manifest.from_module(module)

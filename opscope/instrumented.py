@@ -59,9 +59,11 @@ class InstrumentedModel:
         target: str = "llvm-cpu",
         config: StatConfig = StatConfig(),
         name: str = "<model>",
+        batch: int = 0,
     ) -> "InstrumentedModel":
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap every matmul,
-        compile for `target` and load it."""
+        compile for `target` and load it. `batch` is lower-opscope's (0: as many tensors
+        per stats call as fit)."""
         tgt = get_target(target)
         require_runnable(tgt)
         if isinstance(source, ir.Module):
@@ -70,7 +72,7 @@ class InstrumentedModel:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
         args = function_args(module)
-        module, manifest = inject_matmul_stats(module, config)
+        module, manifest = inject_matmul_stats(module, config, batch=batch)
         if not manifest.entries:
             raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
         t0 = time.perf_counter()

@@ -18,7 +18,9 @@ docs/mining.md:
   mixes runs and dists at one site). Only series with two or more steps are reported.
   The fingerprint distance stays the reference's (normalised by the later step), but a
   repeat must also match the moments [mean, sumsq, l1, nnz]: 16 sampled elements that
-  are all zero (an underflowed softmax) otherwise make different inputs look identical.
+  are all zero (an underflowed softmax, border pixels) otherwise make different inputs
+  look identical; and two all-zero samples in a row count as infinite drift, not zero
+  (the reference's distance is 0/(0 + 1e-9) there, which reads as "delta-compute").
 * Opportunities need a `site,flops` sidecar for their cost share; without one every
   cost share is 0, so the list is ordered by reuse (recur or 1 - drift) after savings.
   The aggregate Σ cost-share × reuse is per (run_id, backend, dist), so it stays ≤ 1.
@@ -328,8 +330,9 @@ def recurrence(vectors: np.ndarray, lengths: np.ndarray, guard: np.ndarray | Non
     """
     n = vectors.shape[1]
     dist, norms = _distances(vectors, lengths)
+    blind = norms == 0.0  # all samples zero (e.g. always-zero border pixels): says nothing
     earlier = np.tril(np.ones((n, n), dtype=bool), -1)
-    match = (dist < MATCH_THRESH) & earlier
+    match = ((dist < MATCH_THRESH) | (blind[:, :, None] & blind[:, None, :])) & earlier
     if guard is not None:
         match &= _distances(guard, guard_lengths)[0] < MATCH_THRESH
     hits = match.any(axis=2)[:, 1:]
@@ -337,6 +340,7 @@ def recurrence(vectors: np.ndarray, lengths: np.ndarray, guard: np.ndarray | Non
     diff = vectors[:, 1:] - vectors[:, :-1]
     step = np.sqrt(np.einsum("bnd,bnd->bn", diff, diff)) / (norms[:, 1:] + FP_EPS)
     step[lengths[:, 1:] != lengths[:, :-1]] = np.inf
+    step[blind[:, 1:] & blind[:, :-1]] = np.inf  # no evidence of slow drift
     return recur, step.mean(axis=1)
 
 

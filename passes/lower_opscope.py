@@ -5,8 +5,9 @@ appearance. Tensors of the same type, stat list and residency share one call of 
 stats kernel (`dialect/lowering.py`), at most `batch` tensors (0 = as many as IREE's 32 bindings per dispatch allow), inserted right
 after its last tensor is defined. Kernels are private `{noinline}` functions
 (`outline=false` lets IREE inline them, behind one `util.optimization_barrier` per
-tensor); kernels of constants (immutable globals, `arith.constant`) are always inlined so
-IREE can hoist them out of the function. Each call's results are appended after the
+tensor). Kernels of constant expressions (weights in immutable globals or
+`arith.constant`s, and their transposes) are always inlined: behind a barrier by default,
+without one under `hoist-constants`, so IREE's const-expr hoisting computes them once. Each call's results are appended after the
 function's original results (which keep their indices) and described by result
 attributes, so the IR alone says what every result holds: `opscope.pack = [{site, role,
 stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`, the default),
@@ -39,6 +40,7 @@ class LowerOpscope:
     pack: bool = True
     outline: bool = True
     batch: int = 0
+    hoist_constants: bool = False
 
     def apply(self, module) -> None:
         body = module.operation.regions[0].blocks[0]
@@ -71,8 +73,13 @@ class LowerOpscope:
             ty = ir.RankedTensorType(value0.type)
             items = [_item(StatOp(o)) for o in ops0]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(batch))
-            # Statistics of constants (weights held in globals) are inlined with no barrier,
-            # so IREE's const-expr hoisting can compute them at compile time or load.
+            # Statistics of constant expressions (weights, their transposes) are never in an
+            # outlined call: IREE hoists the value into a constant resource, which a
+            # {noinline} kernel's stream conversion cannot take in IREE 3.13 ("failed to
+            # legalize unresolved target materialization"). They are inlined behind a
+            # barrier (computed every call); with hoist-constants without one, so IREE's
+            # const-expr hoisting computes them at compile time (much slower compiles:
+            # 4.5 s -> 84 s on the 8-layer demo with global weights).
             constant = key.endswith("|constant")
             outline = self.outline and not constant
             text_key = f"{key}|{len(batch)}|{self.pack}|{outline}"
@@ -89,19 +96,16 @@ class LowerOpscope:
                 else:
                     result_types = [_stat_type(kernel.length(i)) for _ in batch for i in items]
                 ip = _after_last_definition(values, fn)
-                operands = values
-                if not outline and not constant:
+                if not outline and not (constant and self.hoist_constants):
                     # Inlined statistics could fuse into their producer's dispatch, which
                     # IREE 3.13 miscompiles for a softmax: one barrier per tensor keeps them
                     # out (a variadic barrier is rejected when a later operand is a non-splat
-                    # constant). An outlined call is already opaque to fusion, and a barrier
-                    # there costs a host sync (IREE awaits the resource before it).
-                    operands, last = [], None
-                    for v in values:
-                        last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
-                                                   ip=ip if last is None else ir.InsertionPoint.after(last))
-                        operands.append(last.results[0])
-                    ip = ir.InsertionPoint.after(last)
+                    # constant); for a constant it also stops const-expr hoisting. An
+                    # outlined call is already opaque to fusion, and a barrier there costs a
+                    # host sync (IREE awaits the resource before it).
+                    operands, ip = _behind_barriers(values, [True] * len(values), ip)
+                else:
+                    operands = values
                 call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), operands, ip=ip)
             entries, base = [], 0
             results = iter(call.results)
@@ -186,17 +190,57 @@ def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
     return ir.InsertionPoint.after(last)
 
 
+_VIEWS = ("tensor.collapse_shape", "tensor.expand_shape", "tensor.cast")
+
+
 def _residency(value: ir.Value, ret) -> str:
-    """How IREE's stream scheduler will see `value` at a call: a function argument or result
-    lives in an external resource, a load of an immutable global or an `arith.constant` in
-    a constant one, everything else in a transient one. A `{noinline}` kernel shared by
+    """How IREE's stream scheduler will see `value` at a call: a function argument (or a
+    reshape of one, which IREE keeps in the argument's buffer) or a result lives in an
+    external resource, everything else in a transient one. A `{noinline}` kernel shared by
     callers of two kinds fails stream conversion in IREE 3.13, so they get separate
-    kernels."""
-    if isinstance(value, ir.BlockArgument) or any(value == r for r in ret.operands):
+    kernels. Constant expressions (immutable globals, `arith.constant`s and what is
+    computed from them only) get kernels of their own, always inlined (see `apply`)."""
+    root = value
+    while not isinstance(root, ir.BlockArgument) and _owner(root).name in _VIEWS:
+        root = _owner(root).operands[0]
+    if isinstance(root, ir.BlockArgument) or any(value == r for r in ret.operands):
         return "external"
-    if _is_constant(value):
+    if _is_const_expr(value):
         return "constant"
     return "transient"
+
+
+def _behind_barriers(values: list[ir.Value], which: list[bool], ip: ir.InsertionPoint):
+    """`values` with those flagged in `which` passed through a `util.optimization_barrier`
+    each (one per tensor), and the insertion point after the last barrier."""
+    operands, last = [], None
+    for v, wrap in zip(values, which):
+        if not wrap:
+            operands.append(v)
+            continue
+        last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
+                                   ip=ip if last is None else ir.InsertionPoint.after(last))
+        operands.append(last.results[0])
+    return operands, (ip if last is None else ir.InsertionPoint.after(last))
+
+
+def _is_const_expr(value: ir.Value, depth: int = 0) -> bool:
+    """Computed from constants only (an immutable global, an arith.constant, a transpose or
+    reshape of one...): what IREE's const-expr hoisting turns into a constant resource."""
+    if isinstance(value, ir.BlockArgument) or depth > 16:
+        return False
+    if _is_constant(value):
+        return True
+    op = _owner(value)
+    if op.name == "tensor.empty":
+        return True
+    if not op.name.startswith(("linalg.", "tensor.", "arith.")) or len(op.regions) > 1:
+        return False
+    return len(op.operands) > 0 and all(_is_const_expr(o, depth + 1) for o in op.operands)
+
+
+def _owner(value: ir.Value):
+    return value.owner.operation if hasattr(value.owner, "operation") else value.owner
 
 
 def _is_constant(value: ir.Value) -> bool:

@@ -117,6 +117,32 @@ def test_profile_a_stablehlo_file(opscope, tmp_path):
     assert {r.split(",")[8] for r in rows} == {"proj"}
 
 
+def test_import_stablehlo_to_linalg_keeps_site_names(opscope, tmp_path):
+    src, out = tmp_path / "proj.mlir", tmp_path / "proj.linalg.mlir"
+    src.write_text(STABLEHLO)
+    proc = run(opscope + ["import", str(src), "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"imported {src} -> {out}: 1 matmul sites"
+    text = out.read_text()
+    assert "stablehlo." not in text and "linalg." in text
+    listed = run(opscope + ["sites", str(out)]).stdout.splitlines()
+    assert listed[1].split()[0] == "proj"
+
+
+def test_profile_a_zoo_model_on_real_images(opscope, tmp_path):
+    proc = run(opscope + ["profile", "digits", "--steps", "2", "--out", str(tmp_path / "run")])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0].startswith("opscope profile: digits MLP") and "2 matmul sites" in out[1]
+    assert "Across 2 steps: 2 of 6 tensors are stationary (precompute / prepack): 2 rhs" in proc.stdout
+
+
+def test_profile_unknown_name(opscope, tmp_path):
+    proc = run(opscope + ["profile", "nosuchmodel"], cwd=tmp_path)
+    line = assert_one_line_error(proc, "opscope: error: no such file or zoo model: nosuchmodel (zoo: ")
+    assert "digits" in line and "minilm" in line
+
+
 def test_profile_refuses_to_overwrite_a_run(opscope, tmp_path):
     csv = tmp_path / "run" / "sketches.csv"
     csv.parent.mkdir()

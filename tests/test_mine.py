@@ -263,6 +263,8 @@ def test_zero_samples_are_not_a_repeat(tmp_path):
         sketch_rows(rows, 0, step, "attn", "ctx", {"lhs": x.reshape(32, 16).astype(np.float32)})
     (r,) = mine_paths(write_tidy_csv(tmp_path / "zeros.csv", rows)).opportunities.to_dicts()
     assert r["recur"] == 0.0 and r["action"] != "memoize"
+    # all-zero samples say nothing about drift either (the reference: 0/(0 + 1e-9) = no drift)
+    assert r["drift"] == float("inf") and r["action"] == "none"
 
 
 PYRAMID = ((64, 128), (128, 64), (64, 512), (512, 64))
