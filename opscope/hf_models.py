@@ -52,6 +52,7 @@ def tiny_gpt2(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implement
     _, transformers = _require_transformers()
     cfg = transformers.GPT2Config(
         vocab_size=TINY_VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4, use_cache=False,
+        bos_token_id=TINY_VOCAB - 1, eos_token_id=TINY_VOCAB - 1,
         attn_implementation=attn_implementation,
     )
     return _build(cfg, seed, batch, seq)

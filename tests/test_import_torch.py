@@ -11,7 +11,6 @@ differ by accumulated rounding, not by semantics. Tiny models (d_model ≤ 32): 
 from __future__ import annotations
 
 import re
-import warnings
 
 import numpy as np
 import pytest
@@ -30,7 +29,7 @@ from opscope.loading import parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import find_sites  # noqa: E402
 
-warnings.filterwarnings("ignore", category=FutureWarning)
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own pytree deprecation
 
 TINY = dict(rtol=1e-4, atol=1e-4)
 # Outlined stats calls on weights (constants after import) fail in iree-compile 3.13 with
