@@ -113,12 +113,12 @@ def lower_torch(module: ir.Module) -> ir.Module:
         if name == "onnx-to-torch":
             _refuse_unknown(module, allow_onnx=False)
         if name == "torch-to-linalg":
-            _refuse_leftover(module, _first_torch_op(module, skip=_GLUE))
-    _refuse_leftover(module, _first_torch_op(module))
+            _refuse_leftover(_first_torch_op(module, skip=_GLUE))
+    _refuse_leftover(_first_torch_op(module))
     return module
 
 
-def _refuse_leftover(module: ir.Module, left: ir.Operation | None) -> None:
+def _refuse_leftover(left: ir.Operation | None) -> None:
     """Name the first torch op that no conversion took, and where the model ran it."""
     if left is not None:
         raise OpscopeError(
