@@ -27,7 +27,8 @@ def run(f):
 
 def show(fn, *args):
     """Each site's name, kind and printed location."""
-    for site in find_sites(import_source(fn, example_args=args)):
+    module = import_source(fn, example_args=args)  # keep the module alive while its ops are read
+    for site in find_sites(module):
         print(site.name, site.kind, site.location)
 
 
