@@ -77,6 +77,8 @@ def _cmd_profile(args) -> int:
 
         path = Path(args.source)
         if not path.exists():
+            if "/" in args.source or "." in args.source:
+                raise OpscopeError(f"no such file: {path}")
             raise OpscopeError(f"no such file or zoo model: {args.source} (zoo: {', '.join(_zoo_names())})")
         print(f"opscope profile: {path} on {target.name}")
         res = profile_module(import_source(path), out, target.name, steps=args.steps, name=str(path))

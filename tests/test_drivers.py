@@ -23,6 +23,7 @@ from opscope.record import HEADER, read_site_costs
 from opscope.sequence import decode_inputs, replay, seq
 from opscope.stat_config import StatConfig
 from opscope.sweep import SHAPES, plan, site_name, sweep
+from tests.test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
 
 SMALL = ((32, 48, 16),)
 BIN = Path(sys.executable).parent
@@ -151,23 +152,11 @@ def test_replay_pool_memoizes_walk_delta_computes(tmp_path, pool, want):
         assert all(o["recur"] >= 8 / 11 - 1e-9 for o in opps)
 
 
-# §12 of the reference design at 128x128x128, averaged over seeds 1-3 like the reference sweep
-SECTION_12 = {
-    "gaussian": ("dense", "dense", "dense"),
-    "uniform": ("dense", "dense", "dense"),
-    "sparse90": ("sparse-gemm", "sparse-gemm", "quantize-lut"),
-    "lowrank": ("dense", "dense", "positional"),
-    "outlier": ("quantize-lut", "quantize-lut", "channel-quant"),
-    "quantized": ("dense", "dense", "dense"),
-    "coherent": ("delta-compute", "delta-compute", "delta-compute"),
-}
-
-
 def test_sweep_mines_to_section_12(tmp_path, runnable_target):
     out = tmp_path / "sweep.csv"
     sweep(out, runnable_target, shapes=((128, 128, 128),), progress=False)
     sig = mine_paths(out).signals
     assert sig["backend"].unique().to_list() == [runnable_target]
     got = {(d, r): e for d, r, e in sig.select("dist", "role", "exploit").iter_rows()}
-    want = {(d, r): e for d, labels in SECTION_12.items() for r, e in zip(("lhs", "rhs", "out"), labels)}
+    want = {(d, r): e for d, labels in EXPECTED_12.items() for r, e in zip(("lhs", "rhs", "out"), labels)}
     assert got == want
