@@ -20,7 +20,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch  # noqa: E402
-from opscope.instrument import inject_matmul_stats  # noqa: E402
+from opscope.instrument import inject_matmul_stats
+from opscope.profile import IMPORTED_BATCH  # noqa: E402
 from opscope.loading import parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import find_sites  # noqa: E402
@@ -45,7 +46,7 @@ def _run_both(module, inputs):
     """Results of the module compiled as is and with every site tapped (inlined stats)."""
     source = module_bytecode(module)
     plain = load(compile_module(module, "llvm-cpu")).invoke("main", *inputs)
-    tapped, manifest = inject_matmul_stats(parse_module(source), outline=False)
+    tapped, manifest = inject_matmul_stats(parse_module(source), batch=IMPORTED_BATCH)
     outs = load(compile_module(tapped, "llvm-cpu")).invoke("main", *inputs)
     return plain, outs[: manifest.num_original_results], manifest
 

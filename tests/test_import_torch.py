@@ -24,7 +24,8 @@ from opscope import hf_models  # noqa: E402
 from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.torch_fx import eager_outputs, flat_inputs, import_torch  # noqa: E402
-from opscope.instrument import inject_matmul_stats  # noqa: E402
+from opscope.instrument import inject_matmul_stats
+from opscope.profile import IMPORTED_BATCH  # noqa: E402
 from opscope.loading import parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import find_sites  # noqa: E402
@@ -32,12 +33,11 @@ from opscope.sites import find_sites  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own pytree deprecation
 
 TINY = dict(rtol=1e-4, atol=1e-4)
-# Outlined stats calls on weights (constants after import) fail in iree-compile 3.13 with
-# "failed to legalize unresolved target materialization ... !stream.resource" unless
-# const-expr hoisting is off; inlined stats (behind barriers) compile.
-OUTLINE = False
+# Injected as `opscope profile` injects imported models: lower-opscope's defaults (stats of
+# weights inlined behind barriers, the rest in outlined kernels) and one tensor per stats call
+# (IMPORTED_BATCH: IREE 3.13 segfaults on batched calls in MiniLM).
 # Tapping every site multiplies compile time (tiny Llama: 3.7 s plain, 17 s with all 19 sites
-# tapped; inlined stats kernels compile slowly), so the HF models tap a few layer-0 sites of each
+# tapped, measured with every stats kernel inlined), so the HF models tap a few layer-0 sites of each
 # kind (projection, attention batch_matmul, MoE router and experts), MiniLM the hook-checked ones.
 TAPPED = {
     "gpt2": r"^transformer\.h\.0\.attn(\.c_attn)?$",
@@ -108,7 +108,7 @@ def _check_model(model, args=(), kwargs=None, sites: str = "", **tol):
     source = module_bytecode(module)  # before injection edits the module in place
     plain = load(compile_module(module, "llvm-cpu")).invoke("main", *inputs)
     _assert_close(plain, want, **tol)
-    tapped, manifest = inject_matmul_stats(parse_module(source), sites=sites, outline=OUTLINE)
+    tapped, manifest = inject_matmul_stats(parse_module(source), sites=sites, batch=IMPORTED_BATCH)
     outs = load(compile_module(tapped, "llvm-cpu")).invoke("main", *inputs)
     _assert_close(outs[: manifest.num_original_results], want, **tol)
     assert len(outs) > len(want)
