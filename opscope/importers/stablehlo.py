@@ -12,14 +12,13 @@ cannot lower are a one-line error naming the op and its site, plus a reproducer.
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import tempfile
 
-from iree.compiler import ir, passmanager
+from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+from opscope.importers.phase import first_op, run_phase, save_input
 from opscope.importers.jax_names import rename_jax_sites, scope_path, typed, user_frame
 from opscope.sites import location_name
 
@@ -30,16 +29,7 @@ _ILLEGAL = re.compile(r"operation '([\w.$]+)'")
 
 def first_stablehlo_op(module: ir.Module) -> ir.Operation | None:
     """The first op of the StableHLO, CHLO or VHLO dialects, or None."""
-    found: list[ir.Operation] = []
-
-    def visit(op):
-        if op.name.startswith(SOURCE_DIALECTS):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found[0] if found else None
+    return first_op(module, SOURCE_DIALECTS)
 
 
 def describe_location(loc: ir.Location) -> str:
@@ -56,18 +46,11 @@ def describe_location(loc: ir.Location) -> str:
 
 def lower_stablehlo(module: ir.Module) -> ir.Module:
     """Lower a StableHLO module to linalg on tensors in place, name JAX sites; returns it."""
-    with module.context:
-        pm = passmanager.PassManager.parse(PIPELINE)
-    before = io.BytesIO()
-    module.operation.write_bytecode(before)  # the pipeline's input, for the reproducer
-    try:
-        pm.run(module.operation)
-    except ir.MLIRError as e:
-        diags = list(getattr(e, "error_diagnostics", None) or [])
-        d = diags[0] if diags else None
-        msg = d.message.splitlines()[0] if d else str(e).splitlines()[0]
-        where = describe_location(d.location) if d else "an unknown location"
-        repro = _reproducer(before.getvalue())
+    run = run_phase(module, PIPELINE)
+    if run.failed:
+        msg = run.message
+        where = describe_location(run.location) if run.location else "an unknown location"
+        repro = _reproducer(run.input)
         if (m := _ILLEGAL.search(msg)) and "illegal" in msg:
             raise OpscopeError(
                 f"unsupported op '{m.group(1)}' at {where}: IREE's StableHLO input pipeline cannot "
@@ -77,7 +60,7 @@ def lower_stablehlo(module: ir.Module) -> ir.Module:
     if left is not None:
         raise OpscopeError(
             f"unsupported op '{left.name}' at {describe_location(left.location)} is left after "
-            f"lowering StableHLO to linalg{_reproducer(before.getvalue())}")
+            f"lowering StableHLO to linalg{_reproducer(run.input)}")
     rename_jax_sites(module)
     if "sym_name" in module.operation.attributes:  # `module @jit_f`: IREE would name the VM module jit_f
         del module.operation.attributes["sym_name"]
@@ -86,10 +69,5 @@ def lower_stablehlo(module: ir.Module) -> ir.Module:
 
 def _reproducer(data: bytes) -> str:
     """'; reproducer: opscope-opt -p '...' <file>' after saving the input bytecode, else ''."""
-    try:
-        fd, path = tempfile.mkstemp(suffix=".mlirbc", prefix="opscope-stablehlo-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    except OSError:
-        return ""
-    return f"; reproducer: opscope-opt -p 'iree-stablehlo-input-transformation-pipeline' {path}"
+    path = save_input(data, "opscope-stablehlo-")
+    return f"; reproducer: opscope-opt -p 'iree-stablehlo-input-transformation-pipeline' {path}" if path else ""

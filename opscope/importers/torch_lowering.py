@@ -13,15 +13,13 @@ here is registered in IREE 3.13's bundled context (checked by `PassManager.parse
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import tempfile
-from pathlib import Path
 
-from iree.compiler import ir, passmanager
+from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+from opscope.importers.phase import first_op, run_phase, save_input
 from opscope.sites import location_name
 
 # IREE's TorchInput::BackendLegalOps: ops kept whole by decompose-complex-ops because
@@ -156,43 +154,15 @@ def _op_label(op: ir.Operation) -> str:
 
 
 def _first_torch_op(module: ir.Module, skip: tuple[str, ...] = ()) -> ir.Operation | None:
-    found: list[ir.Operation] = []
-
-    def visit(op):
-        if op.name.startswith(_TORCH_DIALECTS) and not op.name.startswith(skip):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found[0] if found else None
+    return first_op(module, _TORCH_DIALECTS, skip)
 
 
 def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
     """Run one phase; a failure names the first diagnostic's op and location and saves a reproducer."""
-    with module.context:
-        pm = passmanager.PassManager.parse(pipeline)
-    before = io.BytesIO()
-    module.operation.write_bytecode(before)  # the phase's input, for the reproducer
-    try:
-        pm.run(module.operation)
-    except ir.MLIRError as e:
-        diags = list(getattr(e, "error_diagnostics", None) or [])
-        d = diags[0] if diags else None
-        msg = (d.message if d else str(e)).splitlines()[0].split(": %")[0].split(": \"")[0][:200]
-        where = describe_location(d.location) if d else "an unknown location"
-        path = _save(before.getvalue(), pipeline)
+    run = run_phase(module, pipeline)
+    if run.failed:
+        msg = run.message.split(": %")[0].split(": \"")[0][:200]
+        where = describe_location(run.location) if run.location else "an unknown location"
+        path = save_input(run.input, "opscope-torch-", pipeline)
         repro = f"; reproducer: iree-opt --pass-pipeline=\"$(cat {path}.pipeline)\" {path}" if path else ""
         raise OpscopeError(f"torch lowering phase '{name}' failed at {where}: {msg}{repro}") from None
-
-
-def _save(data: bytes, pipeline: str) -> str | None:
-    """Write IR bytecode (locations included) and, beside it, the pipeline; None when that fails."""
-    try:
-        fd, path = tempfile.mkstemp(suffix=".mlirbc", prefix="opscope-torch-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        Path(path + ".pipeline").write_text(pipeline + "\n")
-        return path
-    except OSError:
-        return None
