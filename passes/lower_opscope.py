@@ -2,14 +2,15 @@
 
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
 appearance. Tensors of the same type, stat list and residency share one call of a batched
-stats kernel (`dialect/lowering.py`), at most `batch` tensors (0 = as many as IREE's 32 bindings per dispatch allow), inserted right
-after its last tensor is defined. Kernels are private `{noinline}` functions
-(`outline=false` lets IREE inline them, behind one `util.optimization_barrier` per
-tensor). Kernels of constant expressions (weights in immutable globals or
-`arith.constant`s, and their transposes) are always inlined: behind a barrier by default,
-without one under `hoist-constants`, so IREE's const-expr hoisting computes them once. Each call's results are appended after the
-function's original results (which keep their indices) and described by result
-attributes, so the IR alone says what every result holds: `opscope.pack = [{site, role,
+stats kernel (`dialect/lowering.py`), at most `batch` tensors (0 = as many as IREE's 32
+bindings per dispatch allow), inserted right after its last tensor is defined. Kernels are
+private `{noinline}` functions (`outline=false` lets IREE inline them, behind one
+`util.optimization_barrier` per tensor). Kernels of constant expressions (weights in
+immutable globals or `arith.constant`s, and their transposes) are always inlined: behind a
+barrier by default, without one under `hoist-constants`, so IREE's const-expr hoisting
+computes them once. Each call's results are appended after the function's original
+results (which keep their indices) and described by result attributes, so the IR alone
+says what every result holds: `opscope.pack = [{site, role,
 stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`, the default),
 or `{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result per
 statistic. No opscope op is left behind.
@@ -68,8 +69,8 @@ class LowerOpscope:
             )
         i64 = ir.IntegerType.get_signless(64)
         new_values, new_attrs = [], []
-        for key, batch in self._batches(_merge(groups), ret):
-            value0, ((_, _, ops0), *_) = batch[0]
+        for key, batch in self._batches(groups, ret):
+            (value0, _, _), ops0 = batch[0]
             ty = ir.RankedTensorType(value0.type)
             items = [_item(StatOp(o)) for o in ops0]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(batch))
@@ -89,7 +90,7 @@ class LowerOpscope:
                 _insert_function(module, kernel.function(callee, pack=self.pack, noinline=outline), callee)
                 kernels[text_key] = callee
                 symbols.add(callee)
-            values = [v for v, _ in batch]
+            values = [v for (v, _, _), _ in batch]
             with ops0[0].location:
                 if self.pack:
                     result_types = [_stat_type(kernel.count * kernel.tensor_length)]
@@ -99,40 +100,34 @@ class LowerOpscope:
                 if not outline and not (constant and self.hoist_constants):
                     # Inlined statistics could fuse into their producer's dispatch, which
                     # IREE 3.13 miscompiles for a softmax: one barrier per tensor keeps them
-                    # out (a variadic barrier is rejected when a later operand is a non-splat
-                    # constant); for a constant it also stops const-expr hoisting. An
+                    # out; for a constant it also stops const-expr hoisting. An
                     # outlined call is already opaque to fusion, and a barrier there costs a
                     # host sync (IREE awaits the resource before it).
-                    operands, ip = _behind_barriers(values, [True] * len(values), ip)
+                    operands, ip = _behind_barriers(values, ip)
                 else:
                     operands = values
                 call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), operands, ip=ip)
-            entries, base = [], 0
+            entries, off = [], 0
             results = iter(call.results)
-            for _, labels in batch:
-                mine = [next(results) for _ in items] if not self.pack else []
-                for site, role, ops in labels:  # every label of one tensor reads the same values
-                    off = base
-                    for i, it in enumerate(items):
-                        n = kernel.length(it)
-                        if self.pack:
-                            entries.append(ir.DictAttr.get({
-                                "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
-                                "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
-                                "length": ir.IntegerAttr.get(i64, n),
-                                "numel": ir.IntegerAttr.get(i64, kernel.numel),
-                            }))
-                            off += n
-                        else:
-                            new_values.append(mine[i])
-                            new_attrs.append(ir.DictAttr.get({
-                                "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
-                                "opscope.stat": ir.StringAttr.get(it.kind),
-                                "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
-                            }))
-                    for o in ops:
-                        o.erase()
-                base += kernel.tensor_length
+            for (_, site, role), ops in batch:
+                for it in items:
+                    n = kernel.length(it)
+                    if self.pack:
+                        entries.append(ir.DictAttr.get({
+                            "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
+                            "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
+                            "length": ir.IntegerAttr.get(i64, n), "numel": ir.IntegerAttr.get(i64, kernel.numel),
+                        }))
+                        off += n
+                    else:
+                        new_values.append(next(results))
+                        new_attrs.append(ir.DictAttr.get({
+                            "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
+                            "opscope.stat": ir.StringAttr.get(it.kind),
+                            "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
+                        }))
+                for o in ops:
+                    o.erase()
             if self.pack:
                 new_values.append(call.results[0])
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
@@ -141,12 +136,16 @@ class LowerOpscope:
     def _batches(self, groups, ret) -> list[tuple[str, list]]:
         """Tapped tensors that share one kernel call: same type, statistics and residency, in
         order of first appearance, as many per call as IREE's 32 bindings per dispatch allow
-        (4 with the default stat set), or fewer with `batch`. Returns (key, tensors) pairs,
-        a tensor being one `_merge` entry."""
+        (4 with the default stat set), or fewer with `batch`. Returns (key, groups) pairs.
+
+        A value tapped under several (site, role) (q, k and v reading one activation) is a
+        group each: computing it once would save 8-13 % of the transformer's tapped elements,
+        but the shared-offset IR crashes IREE 3.13's iree-util-ipo on the 2-layer demo stack
+        (docs/spine.md)."""
         open_batches: dict[str, list] = {}
         done: list[tuple[str, list]] = []
         for group in groups:
-            value, ((site, role, ops), *_) = group
+            (value, site, role), ops = group
             ty = ir.RankedTensorType(value.type)
             items = [_item(StatOp(o)) for o in ops]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items)
@@ -163,18 +162,6 @@ class LowerOpscope:
             if len(cur) >= limit:
                 open_batches[key] = []
         return done
-
-
-def _merge(groups) -> list:
-    """One entry per tapped (value, site, role): (value, [(site, role, ops)]).
-
-    Computing a value shared by several (site, role) once (q, k and v reading one
-    activation, a matmul's out that is the next one's lhs) would save 8-13 % of the
-    transformer's tapped elements, but the shared-offset IR crashes IREE 3.13's
-    iree-util-ipo pass (segfault in the verifier after it) on the 2-layer demo stack, so
-    every group stays its own tensor. The rest of the lowering already takes lists of
-    labels."""
-    return [(value, [(site, role, ops)]) for (value, site, role), ops in groups]
 
 
 def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
@@ -210,18 +197,16 @@ def _residency(value: ir.Value, ret) -> str:
     return "transient"
 
 
-def _behind_barriers(values: list[ir.Value], which: list[bool], ip: ir.InsertionPoint):
-    """`values` with those flagged in `which` passed through a `util.optimization_barrier`
-    each (one per tensor), and the insertion point after the last barrier."""
+def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
+    """`values` each passed through a `util.optimization_barrier` of its own (IREE 3.13
+    rejects a variadic one whose later operand is a non-splat constant), and the insertion
+    point after the last barrier."""
     operands, last = [], None
-    for v, wrap in zip(values, which):
-        if not wrap:
-            operands.append(v)
-            continue
+    for v in values:
         last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
                                    ip=ip if last is None else ir.InsertionPoint.after(last))
         operands.append(last.results[0])
-    return operands, (ip if last is None else ir.InsertionPoint.after(last))
+    return operands, ir.InsertionPoint.after(last)
 
 
 def _is_const_expr(value: ir.Value, depth: int = 0) -> bool:
@@ -245,7 +230,7 @@ def _owner(value: ir.Value):
 
 def _is_constant(value: ir.Value) -> bool:
     """Defined by `arith.constant` or by a `util.global.load` of a global never stored to."""
-    op = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    op = _owner(value)
     if op.name == "arith.constant":
         return True
     if op.name != "util.global.load":
