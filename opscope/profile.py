@@ -17,7 +17,6 @@ same weights.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from opscope.demo import transformer_module
 from opscope.errors import OpscopeError
 from opscope.instrumented import InstrumentedModel
 from opscope.mine import MineReport, mine_paths
-from opscope.record import Recorder, write_site_costs
+from opscope.sequence import record_steps
 from opscope.stat_config import StatConfig
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
@@ -101,7 +100,6 @@ def profile_module(
     name: str = "<model>",
     dist: str = "synthetic",
     inputs=None,
-    progress: bool | None = False,
     batch: int = IMPORTED_BATCH,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
@@ -124,19 +122,10 @@ def profile_module(
         inputs = synthetic_inputs([s for s, _ in model.args], steps)
     out.mkdir(parents=True, exist_ok=True)
     model.manifest.save(out / MANIFEST_NAME)
-    write_site_costs(out / COSTS_NAME, model.manifest)
-    rows, parity, seconds = 0, 0.0, 0.0
-    with Recorder(csv, mode="w") as rec:
-        for t, args in zip(range(steps), inputs):
-            t0 = time.perf_counter()
-            outputs = model(*args)
-            rows += rec.record(0, t, model.target, dist, None, None, None, model.manifest, outputs)
-            seconds += time.perf_counter() - t0  # calls and recording, not the parity check
-            if t == 0:
-                parity = model.check_parity(args, outputs)
+    run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", False)
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())
-    return ProfileResult(out, model, report, steps, rows, parity, seconds)
+    return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds)
 
 
 def profile_default(out_dir: str | Path, target: str = "llvm-cpu", steps: int = 4,

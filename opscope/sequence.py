@@ -13,9 +13,11 @@ Both record `run_id` 0 and `step` t; M/K/N are the reference's (64,128,128) and 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -43,6 +45,7 @@ class SequenceResult:
     rows: int
     parity: float
     site_costs: Path
+    seconds: float  # the calls and their recording, not the parity check
 
 
 def decode_inputs(steps: int) -> Iterator[list[np.ndarray]]:
@@ -83,26 +86,34 @@ def replay_inputs(steps: int, pool: int, rows: int = PYRAMID_ROWS, width: int = 
 
 def record_steps(
     model: InstrumentedModel,
-    inputs: Iterator[list[np.ndarray]],
+    inputs: Iterable[list[np.ndarray]],
     steps: int,
     out: Path,
     dist: str,
-    mkn: tuple[int, int, int],
+    mkn: tuple[int, int, int] | None,
+    costs: Path,
     desc: str,
     progress: bool | None = None,
 ) -> SequenceResult:
-    """Call `model` once per step on `inputs`, record each step as (run 0, step t)."""
-    rows, parity = 0, 0.0
+    """Call `model` once per step on `inputs`, record each step as (run 0, step t) into `out`
+    (M/K/N `mkn`, or each site's own when None), check parity on step 0, and write the
+    `site,flops` sidecar `costs`."""
+    rows, parity, seconds = 0, 0.0, 0.0
     with Recorder(out, mode="w") as rec:
-        for t, args in enumerate(tqdm(inputs, total=steps, desc=desc, unit="step",
+        for t, args in enumerate(tqdm(islice(inputs, steps), total=steps, desc=desc, unit="step",
                                       disable=None if progress is None else not progress)):
+            t0 = time.perf_counter()
             outputs = model(*args)
+            rows += rec.record(0, t, model.target, dist, *(mkn or (None, None, None)), model.manifest, outputs)
+            seconds += time.perf_counter() - t0
             if t == 0:
                 parity = model.check_parity(args, outputs)
-            rows += rec.record(0, t, model.target, dist, *mkn, model.manifest, outputs)
-    costs = Path(str(out) + ".sites")
     write_site_costs(costs, model.manifest)
-    return SequenceResult(out, steps, rows, parity, costs)
+    return SequenceResult(out, steps, rows, parity, costs, seconds)
+
+
+def _sidecar(out: Path) -> Path:
+    return Path(str(out) + ".sites")
 
 
 def _check_new(out: Path, steps: int) -> None:
@@ -118,7 +129,7 @@ def seq(out: str | Path, target: str = "llvm-cpu", steps: int = 16, config: Stat
     out = Path(out)
     _check_new(out, steps)
     model = InstrumentedModel.build(matmul_module(64, 128, 128, name="decode"), target, config, name="decode")
-    return record_steps(model, decode_inputs(steps), steps, out, "decode", (64, 128, 128),
+    return record_steps(model, decode_inputs(steps), steps, out, "decode", (64, 128, 128), _sidecar(out),
                         f"seq {target}", progress)
 
 
@@ -130,5 +141,5 @@ def replay(out: str | Path, target: str = "llvm-cpu", steps: int = 20, pool: int
     model = InstrumentedModel.build(pyramid_module(PYRAMID_ROWS, PYRAMID_WIDTHS), target, config, name="pyramid")
     weights = pyramid_weights()
     inputs = ([x, *weights] for x in replay_inputs(steps, pool))
-    return record_steps(model, inputs, steps, out, "replay", (PYRAMID_ROWS, PYRAMID_WIDTHS[0], 0),
+    return record_steps(model, inputs, steps, out, "replay", (PYRAMID_ROWS, PYRAMID_WIDTHS[0], 0), _sidecar(out),
                         f"replay {target}", progress)
