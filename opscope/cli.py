@@ -28,8 +28,7 @@ def _is_zoo_name(text: str) -> bool:
 
 def _cmd_import(args) -> int:
     from opscope.importers import import_source
-    from opscope.compile import module_bytecode
-    from opscope.loading import module_text
+    from opscope.importers.mlir_file import write_mlir
     from opscope.sites import find_sites
 
     path = Path(args.source)
@@ -37,10 +36,7 @@ def _cmd_import(args) -> int:
         raise OpscopeError(f"no such file: {path}")
     module = import_source(path)
     out = Path(args.output)
-    if out.suffix == ".mlirbc":
-        out.write_bytes(module_bytecode(module))
-    else:  # text with locations: default printing drops them, and with them the site names
-        out.write_text(module_text(module, debug_info=True))
+    write_mlir(module, out)  # text keeps locations (the site names): default printing drops them
     sites = find_sites(module)
     print(f"imported {path} -> {out}: {len(sites)} matmul sites")
     return 0
@@ -51,8 +47,7 @@ def _fresh(path: Path, force: bool) -> None:
     if path.exists() and path.stat().st_size:
         if not force:
             raise OpscopeError(f"{path} exists: pass --force to overwrite it (or --out elsewhere)")
-        path.unlink()
-        Path(str(path) + ".runs").unlink(missing_ok=True)
+        path.unlink()  # and Recorder(mode="w") drops the stale journal
 
 
 def _cmd_profile(args) -> int:
@@ -86,7 +81,7 @@ def _cmd_profile(args) -> int:
     flops = sum(s.flops for s in m.manifest.sites)
     print(f"  {len(m.manifest.sites)} matmul sites ({_flops(flops)}), {len(m.manifest.entries)} sketches "
           f"per step; {_compile_time(m.compile_seconds)}; {res.steps} steps in {res.run_seconds:.2f} s; "
-          f"original results {'bit-identical' if res.parity == 0 else f'within {res.parity:.2g}'} with injection")
+          f"original results {_parity(res.parity)} with injection")
     print()
     print(render(res.report, "findings"))
     print(f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
@@ -120,7 +115,7 @@ def _cmd_sweep(args) -> int:
 
     out = Path(args.out)
     shapes = _shapes(args.shapes) if args.shapes else SHAPES
-    seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else SEEDS
+    seeds = _seeds(args.seeds) if args.seeds else SEEDS
     if not args.resume:
         _fresh(out, args.force)
     total = len(plan(shapes, seeds=seeds))
@@ -130,8 +125,7 @@ def _cmd_sweep(args) -> int:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
         return 130
     for shape, worst in res.parity.items():
-        print(f"  parity {'x'.join(map(str, shape))}: original result "
-              + ("bit-identical" if worst == 0 else f"within {worst:.2g}") + f" with injection on {args.target}")
+        print(f"  parity {'x'.join(map(str, shape))}: original result {_parity(worst)} with injection on {args.target}")
     for shape, n in res.sketches_per_run.items():
         print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
     print(f"recorded {len(res.recorded)} runs" + (f", {len(res.skipped)} already done" if res.skipped else "")
@@ -148,6 +142,20 @@ def _shapes(text: str) -> tuple[tuple[int, int, int], ...]:
     if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
         raise OpscopeError(f"--shapes wants MxKxN[,MxKxN...], got {text!r}")
     return shapes
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        seeds = ()
+    if not seeds or min(seeds) < 0:
+        raise OpscopeError(f"--seeds wants non-negative integers N[,N...], got {text!r}")
+    return seeds
+
+
+def _parity(worst: float) -> str:
+    return "bit-identical" if worst == 0 else f"within {worst:.2g}"
 
 
 def _cmd_seq(args) -> int:
@@ -176,16 +184,11 @@ def _cmd_replay(args) -> int:
 
 
 def _cmd_mine(args) -> int:
-    from opscope.mine import mine_paths
+    from opscope.mine import mine_paths, render
 
     logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are part of the report
     report = mine_paths(args.source, costs=args.costs)
-    if args.json:
-        print(report.to_json())
-    elif args.markdown:
-        print(report.to_markdown())
-    else:
-        print(report.to_text())
+    print(render(report, "json" if args.json else "markdown" if args.markdown else "text"))
     return 0
 
 

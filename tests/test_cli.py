@@ -217,13 +217,23 @@ def test_sweep_then_mine_every_format(opscope, tmp_path):
     assert_one_line_error(again, f"opscope: error: {csv} exists: pass --force")
 
 
+@pytest.mark.parametrize("flag,value,want", [
+    ("--seeds", "1,x", "opscope: error: --seeds wants non-negative integers N[,N...], got '1,x'"),
+    ("--shapes", "16x32", "opscope: error: --shapes wants MxKxN[,MxKxN...], got '16x32'"),
+])
+def test_sweep_bad_plan_is_one_line(opscope, tmp_path, flag, value, want):
+    proc = run(opscope + ["sweep", flag, value, "--out", str(tmp_path / "s.csv")])
+    assert assert_one_line_error(proc, want) == want
+    assert not (tmp_path / "s.csv").exists()
+
+
 def test_mine_bad_csv_is_one_line_with_file_and_line(opscope, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value\n"
                    "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,min,0,0.5\n"
                    "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,max,0,zero\n")
     proc = run(opscope + ["mine", str(bad)])
-    line = assert_one_line_error(proc, f"opscope: error: {bad}:3")
+    assert_one_line_error(proc, f"opscope: error: {bad}:3")
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     assert_one_line_error(run(opscope + ["mine", str(empty)]), f"opscope: error: {empty}")
