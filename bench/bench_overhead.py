@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import arg_shapes, header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
+from common import header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
 
 from iree.compiler import ir  # noqa: E402
 from iree.compiler.dialects import func  # noqa: E402
@@ -42,6 +42,7 @@ from opscope import demo  # noqa: E402
 from opscope.compile import compile_module  # noqa: E402
 from opscope.host_stats import host_stats  # noqa: E402
 from opscope.instrument import inject_matmul_stats  # noqa: E402
+from opscope.instrumented import function_args  # noqa: E402
 from opscope.loading import new_context, parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import ROLES, find_sites  # noqa: E402
@@ -189,7 +190,7 @@ def bench_model(title: str, source: str, target: str, repeats: int, full: bool =
                 breakdown: bool = False, min_sample_s: float = 0.02, hoist: bool = False) -> None:
     print(f"\n## {title} on {target}")
     sys.stdout.flush()
-    shapes = arg_shapes(parse_module(source, new_context()))
+    shapes = [s for s, _ in function_args(parse_module(source, new_context()))]
     inputs = demo.random_inputs(shapes, seed=0)
     variants = variants_for(source, full, breakdown, hoist)
     compiled_naive = None

@@ -82,15 +82,6 @@ def interleaved(variants: dict[str, Callable[[], dict[str, float] | None]], repe
     return out
 
 
-def arg_shapes(module) -> list[tuple[int, ...]]:
-    """The static shapes of the first function's arguments (the demo models take f32 tensors)."""
-    from iree.compiler import ir
-
-    fn = next(op.operation for op in module.body.operations if op.operation.name == "func.func")
-    fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
-    return [tuple(ir.RankedTensorType(t).shape) for t in fty.inputs]
-
-
 def median(xs) -> float:
     xs = [x for x in xs if x == x]
     return statistics.median(xs) if xs else float("nan")
