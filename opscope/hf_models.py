@@ -112,10 +112,13 @@ def minilm(sentences=SAMPLE_SENTENCES, seq: int = 16, attn_implementation: str =
     Eager attention keeps its two matmuls per layer visible as sites; "sdpa" turns them
     into one fused attention op.
     """
+    return minilm_model(attn_implementation), minilm_inputs(sentences, seq)
+
+
+def minilm_model(attn_implementation: str = "eager"):
+    """The trained MiniLM-L6 encoder in eval mode, loaded offline from the package's folder."""
     _, transformers = _require_transformers()
-    folder = minilm_dir()
-    model = transformers.AutoModel.from_pretrained(str(folder), attn_implementation=attn_implementation).eval()
-    return model, minilm_inputs(sentences, seq)
+    return transformers.AutoModel.from_pretrained(str(minilm_dir()), attn_implementation=attn_implementation).eval()
 
 
 BUILDERS = {"gpt2": tiny_gpt2, "llama": tiny_llama, "mixtral": tiny_mixtral, "minilm": minilm}

