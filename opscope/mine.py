@@ -11,7 +11,7 @@ docs/mining.md:
 * A signal no observation has is null (printed "-", JSON null), not the reference's 0.
   The cascade compares a null as false, which is what the reference's 0 did for every
   rule (density < 0.5 aside: a key without `nnz` is never sparse). Keys are reported when
-  they have any of the five signals, not only when they have `nnz` (quirk 7).
+  they have any of the six signals (ours adds `zchan`, the share of all-zero channels), not only when they have `nnz` (quirk 7).
 * Cross-step verdicts read l1 and sumsq (the reference: l1 only, so every softmax
   output looked stationary). Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
   fingerprints are per (run_id, backend, dist, site[, role]) (quirk 8; the reference
@@ -44,6 +44,7 @@ from opscope.tidy import COLUMNS, read_tidy, site_cost_files, tidy_files
 
 # Rule cascade thresholds (§4.2), first match wins.
 DENSITY_SPARSE = 0.5        # nnz/numel below this: sparse GEMM
+ZERO_CHANNELS = 0.05        # share of channels all zero in a tensor at or above this: channel skip
 OUTLIER_RATIO = 6.0         # channel peak/mean above this: per-channel int quant
 HISTTOP_SPIKY = 0.25        # mass in the fullest histogram bin above this: quantize/LUT
 ADJ_COHERENT = 0.5          # adjacent-row Δ energy / row energy below this: delta compute
@@ -64,16 +65,17 @@ FP_EPS = 1e-9
 KEY: tuple[str, ...] = ("backend", "dist", "site", "role")
 OBSERVATION: tuple[str, ...] = KEY + ("run_id", "step")
 SERIES: tuple[str, ...] = ("run_id", "backend", "dist", "site")
-SIGNALS: tuple[str, ...] = ("density", "outlier", "histtop", "pos_cv", "adj")
+SIGNALS: tuple[str, ...] = ("density", "zchan", "outlier", "histtop", "pos_cv", "adj")
 SIGNAL_STATS: tuple[str, ...] = ("nnz", "chan_maxabs", "hist", "pos_sumsq", "adj_sumsq")
 FP_SCALARS: tuple[str, ...] = ("mean", "sumsq", "l1", "nnz")
 
-SPARSE_GEMM, CHANNEL_QUANT, QUANTIZE_LUT = "sparse-gemm", "channel-quant", "quantize-lut"
-DELTA_COMPUTE, POSITIONAL, DENSE = "delta-compute", "positional", "dense"
-EXPLOITS: tuple[str, ...] = (SPARSE_GEMM, CHANNEL_QUANT, QUANTIZE_LUT, DELTA_COMPUTE, POSITIONAL, DENSE)
+SPARSE_GEMM, CHANNEL_SKIP, CHANNEL_QUANT = "sparse-gemm", "channel-skip", "channel-quant"
+QUANTIZE_LUT, DELTA_COMPUTE, POSITIONAL, DENSE = "quantize-lut", "delta-compute", "positional", "dense"
+EXPLOITS: tuple[str, ...] = (SPARSE_GEMM, CHANNEL_SKIP, CHANNEL_QUANT, QUANTIZE_LUT, DELTA_COMPUTE, POSITIONAL,
+                             DENSE)
 MEMOIZE, NO_REUSE = "memoize", "none"
 
-JSON_SCHEMA = "opscope-mine/1"
+JSON_SCHEMA = "opscope-mine/2"
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class MineReport:
         return render(self, "text")
 
     def to_json(self) -> str:
-        """The report as JSON (schema `opscope-mine/1`, documented in docs/mining.md)."""
+        """The report as JSON (schema `opscope-mine/2`, documented in docs/mining.md)."""
         return render(self, "json")
 
     def to_markdown(self) -> str:
@@ -163,7 +165,7 @@ def _order_by(frame: pl.DataFrame, order: dict[str, pl.DataFrame], cols: Iterabl
 
 
 def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """The five §4.2 signals per (backend, dist, site, role): the mean of each over its observations."""
+    """The five §4.2 signals and zchan per (backend, dist, site, role): the mean of each over its observations."""
     order = order if order is not None else appearance_order(df)
     v, s = pl.col("value").cast(pl.Float64), pl.col("stat")
     vector = [*OBSERVATION, "stat"]
@@ -177,14 +179,15 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
         .filter(s.is_in(SIGNAL_STATS))
         .group_by("_run")
         .agg(*(pl.col(c).first() for c in vector), n=pl.len(), total=v.sum(), top=v.max(),
-             m2=v.var(ddof=0) * pl.len(), first=v.first(), numel=pl.col("numel").first())
+             m2=v.var(ddof=0) * pl.len(), first=v.first(), numel=pl.col("numel").first(),
+             zeros=(v == 0).sum())
         .with_columns(run_mean=pl.col("total") / pl.col("n"))
     )
     n_all, total_all = pl.col("n").sum(), pl.col("total").sum()
     per_stat = (
         runs.group_by(vector)
         .agg(first=pl.col("first").sort_by("_run").first(), numel=pl.col("numel").sort_by("_run").first(),
-             total=total_all, top=pl.col("top").max(), avg=total_all / n_all,
+             total=total_all, top=pl.col("top").max(), avg=total_all / n_all, zshare=pl.col("zeros").sum() / n_all,
              sd=((pl.col("m2").sum() + (pl.col("n") * (pl.col("run_mean") - total_all / n_all) ** 2).sum())
                  / n_all).sqrt())
     )
@@ -193,6 +196,7 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
         per_stat.group_by(OBSERVATION)
         .agg(
             density=(first / pl.col("numel").clip(lower_bound=1)).filter(s == "nnz").first(),
+            zchan=pl.col("zshare").filter(s == "chan_maxabs").first(),
             outlier=pl.when(avg > CHAN_MEAN_MIN).then(top / avg).filter(s == "chan_maxabs").first(),
             histtop=pl.when(total > 0).then(top / total).filter(s == "hist").first(),
             pos_cv=pl.when(avg.abs() < CV_MEAN_MIN).then(0.0).otherwise(sd / avg.abs())
@@ -216,9 +220,10 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
 
 def classify(signals: pl.DataFrame) -> pl.DataFrame:
     """Add the first-match exploit, its score and a readable suggestion (§4.2's rule cascade)."""
-    d, o, h, p, a = (pl.col(c) for c in SIGNALS)
+    d, z, o, h, p, a = (pl.col(c) for c in SIGNALS)
     rules = [
         (d < DENSITY_SPARSE, SPARSE_GEMM, 1.0 - d),
+        (z >= ZERO_CHANNELS, CHANNEL_SKIP, z),
         (o > OUTLIER_RATIO, CHANNEL_QUANT, (o / OUTLIER_SCORE_FULL).clip(upper_bound=1.0)),
         (h > HISTTOP_SPIKY, QUANTIZE_LUT, h),
         (a < ADJ_COHERENT, DELTA_COMPUTE, 1.0 - a),
@@ -237,6 +242,9 @@ def suggestion(exploit: str, sig: dict[str, float | None]) -> str:
     """The human label of an exploit, with the number that triggered it (the reference's wording)."""
     if exploit == SPARSE_GEMM:
         return f"sparse-GEMM (skip {(1 - sig['density']) * 100:.0f}% zeros)"
+    if exploit == CHANNEL_SKIP:
+        return (f"channel-skip ({sig['zchan'] * 100:.0f}% of channels all zero: structured sparsity"
+                + (f", density {sig['density']:.2f})" if sig["density"] is not None else ")"))
     if exploit == CHANNEL_QUANT:
         return f"per-channel int quant (outlier {sig['outlier']:.1f}×)"
     if exploit == QUANTIZE_LUT:
@@ -467,19 +475,20 @@ def _fit(text: str, width: int = 48) -> str:
     return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
 
 
-SIGNAL_HEAD = ["backend", "dist", "site", "role", "obs", "density", "outlier", "histtop", "pos_cv", "adj",
-               "suggested exploit"]
+SIGNAL_HEAD = ["backend", "dist", "site", "role", "obs", "density", "zchan", "outlier", "histtop", "pos_cv",
+               "adj", "suggested exploit"]
 CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "sumsq cv", "verdict"]
 OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save",
             "recommendation"]
 AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
-DENSE_NOTE = ("dense: none of the five sketch signals fired; low rank, for one, is not observable in "
+DENSE_NOTE = ("dense: none of the six sketch signals fired; low rank, for one, is not observable in "
               "sketches (it needs a deep dump).")
 
 
 def _signal_rows(report: MineReport) -> list[list[str]]:
     return [[r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["observations"]),
-             _num(r["density"], ".3f"), _num(r["outlier"], ".2f"), _num(r["histtop"], ".3f"),
+             _num(r["density"], ".3f"), _num(r["zchan"], ".3f"), _num(r["outlier"], ".2f"),
+             _num(r["histtop"], ".3f"),
              _num(r["pos_cv"], ".2f"), _num(r["adj"], ".2f"), r["suggestion"]]
             for r in report.signals.iter_rows(named=True)]
 
@@ -518,7 +527,7 @@ def _costs_line(report: MineReport) -> str:
 class TextRenderer:
     """Aligned plain text for a terminal: numbers right-aligned, names left-aligned, '-' for no value."""
 
-    numeric = {"obs", "density", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
+    numeric = {"obs", "density", "zchan", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
                "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv"}
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
@@ -605,7 +614,7 @@ def _records(frame: pl.DataFrame | None) -> list[dict] | None:
 
 
 class JsonRenderer:
-    """A stable JSON document (schema `opscope-mine/1`, fields in docs/mining.md)."""
+    """A stable JSON document (schema `opscope-mine/2`, fields in docs/mining.md)."""
 
     def render(self, report: MineReport) -> str:
         doc = {

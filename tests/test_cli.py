@@ -209,7 +209,7 @@ def test_sweep_then_mine_every_format(opscope, tmp_path):
     lines = {(ln.split()[1], ln.split()[3]): ln for ln in text.stdout.splitlines() if ln.startswith("llvm-cpu ")}
     assert "sparse-GEMM" in lines[("sparse90", "lhs")] and "delta-compute" in lines[("coherent", "rhs")]
     doc = json.loads(run(opscope + ["mine", str(csv), "--json"]).stdout)
-    assert doc["schema"] == "opscope-mine/1" and doc["counts"]["runs"] == 7
+    assert doc["schema"] == "opscope-mine/2" and doc["counts"]["runs"] == 7
     assert len(doc["signals"]) == 7 * 3
     md = run(opscope + ["mine", str(tmp_path / "*.csv"), "--markdown"])
     assert md.returncode == 0 and md.stdout.startswith("# opscope mine")

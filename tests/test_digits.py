@@ -41,6 +41,11 @@ def _signal(profiled, site: str, role: str) -> dict:
     return sig.row(0, named=True)
 
 
+def _zero_columns(x: np.ndarray) -> float:
+    """numpy's share of the columns (channels) of x that are zero in every row."""
+    return float((np.abs(x).max(axis=0) == 0).mean())
+
+
 def test_trained_model_classifies_held_out_digits():
     trained = train_digits()
     assert trained.accuracy > 0.95
@@ -78,11 +83,14 @@ def test_image_density_is_numpy_count_exactly(profiled, steps_inputs):
     sig = _signal(profiled, "fc1", "lhs")
     assert sig["density"] == pytest.approx(np.mean([np.count_nonzero(a[0]) / a[0].size for a in steps_inputs]),
                                            abs=1e-12)
-    # cropped 8×8 digits are half background: just above the sparse threshold (0.5), so the
-    # miner calls them spiky (the zeros are the fullest histogram bin), not sparse
+    # cropped 8×8 digits are half background: just above the unstructured threshold (0.5)...
     assert 0.5 < sig["density"] < 0.52
-    assert sig["exploit"] == "quantize-lut"
-    assert sig["histtop"] == pytest.approx(1 - sig["density"], abs=1e-6)
+    assert sig["histtop"] == pytest.approx(1 - sig["density"], abs=1e-6)  # (the zeros fill the top bin)
+    # ...but the border pixels are zero in whole batches: structured sparsity, flagged as such
+    assert sig["zchan"] == pytest.approx(np.mean([_zero_columns(a[0]) for a in steps_inputs]), abs=1e-12)
+    assert sig["zchan"] > 0.1
+    assert sig["exploit"] == "channel-skip"
+    assert "density 0.51" in sig["suggestion"]
 
 
 def test_hidden_density_is_numpy_count_exactly(profiled, steps_inputs):
@@ -93,7 +101,10 @@ def test_hidden_density_is_numpy_count_exactly(profiled, steps_inputs):
         assert nnz == np.count_nonzero(hidden(args[0], args[1:]))  # ...so the count is exact
     sig = _signal(profiled, "fc2", "lhs")
     assert sig["density"] == pytest.approx(np.mean(recorded) / (BATCH * 64), abs=1e-12)
-    assert 0.6 < sig["density"] < 0.85  # post-ReLU: a quarter of hidden units are off
+    assert 0.6 < sig["density"] < 0.85  # post-ReLU: a quarter of hidden units are off...
+    zeros = [_zero_columns(hidden(a[0], a[1:])) for a in steps_inputs]
+    assert sig["zchan"] == pytest.approx(np.mean(zeros), abs=1e-12)  # ...and some for every image
+    assert sig["exploit"] == "channel-skip" and sig["zchan"] > 0.05
 
 
 def test_weights_stationary_activations_not(profiled):

@@ -55,9 +55,11 @@ def sketch_rows(rows: list, run_id: int, step: int, dist: str, site: str, tensor
 
 
 def np_signals(sk: dict[str, np.ndarray], numel: int) -> dict[str, float | None]:
-    """§4.2's five per-observation signals, straight from the sketch arrays."""
-    sig = {"density": sk["nnz"][0] / max(numel, 1) if "nnz" in sk else None, "outlier": None,
+    """§4.2's five per-observation signals and ours (zchan), straight from the sketch arrays."""
+    sig = {"density": sk["nnz"][0] / max(numel, 1) if "nnz" in sk else None, "zchan": None, "outlier": None,
            "histtop": None, "pos_cv": None, "adj": None}
+    if "chan_maxabs" in sk:
+        sig["zchan"] = float((sk["chan_maxabs"] == 0).mean())
     if "chan_maxabs" in sk and sk["chan_maxabs"].mean() > 1e-9:
         sig["outlier"] = sk["chan_maxabs"].max() / sk["chan_maxabs"].mean()
     if "hist" in sk and sk["hist"].sum() > 0:
@@ -80,9 +82,11 @@ def np_mean_signals(observations: list[dict[str, float | None]]) -> dict[str, fl
 
 def np_cascade(s: dict[str, float | None]) -> tuple[str, float]:
     """The rule cascade written as a plain if-chain (nulls never match)."""
-    d, o, h, a, p = (s[k] for k in ("density", "outlier", "histtop", "adj", "pos_cv"))
+    d, z, o, h, a, p = (s[k] for k in ("density", "zchan", "outlier", "histtop", "adj", "pos_cv"))
     if d is not None and d < 0.5:
         return "sparse-gemm", 1 - d
+    if z is not None and z >= 0.05:
+        return "channel-skip", z
     if o is not None and o > 6:
         return "channel-quant", min(o / 30, 1)
     if h is not None and h > 0.25:
@@ -122,7 +126,7 @@ def test_sweep_signals_match_numpy(sweep):
     assert sig["observations"].to_list() == [len(SEEDS)] * sig.height
     for r in sig.iter_rows(named=True):
         want = expected[(r["dist"], r["role"])]
-        for k in ("density", "outlier", "histtop", "pos_cv", "adj"):
+        for k in ("density", "zchan", "outlier", "histtop", "pos_cv", "adj"):
             assert r[k] == pytest.approx(want[k], rel=RTOL), (r["dist"], r["role"], k)
 
 
@@ -146,7 +150,7 @@ def test_signals_do_not_depend_on_row_order(sweep):
     a, b = (mine(x).signals.sort("dist", "role") for x in (df, shuffled))  # order of appearance differs
     same = ("dist", "role", "observations", "exploit")
     assert a.select(same).equals(b.select(same))
-    for col in ("density", "outlier", "histtop", "pos_cv", "adj"):
+    for col in ("density", "zchan", "outlier", "histtop", "pos_cv", "adj"):
         np.testing.assert_allclose(b[col].to_numpy(), a[col].to_numpy(), rtol=1e-12)
 
 
@@ -160,6 +164,26 @@ def test_ranked_list(sweep):
     scores = ranked["score"].to_list()
     assert all(a >= b for a, b in zip(scores, scores[1:]))
     assert ranked.row(0, named=True)["exploit"] in EXPLOITS and "dense" not in ranked["exploit"].to_list()
+
+
+def test_zero_channels_are_channel_skip_after_sparse(tmp_path):
+    """Whole zero columns (structured sparsity) fire `channel-skip` above 5 % of channels; scattered
+    zeros under 50 % density still win first; one zero column in 64 (1.6 %) is noise."""
+    rows: list = []
+    base = sample("gaussian", (64, 64), 3)
+    cases = {"cols16": (base, 16), "cols1": (base, 1), "sparse": (sample("sparse90", (64, 64), 3), 16)}
+    for run, (site, (x, zero)) in enumerate(cases.items()):
+        for step in range(2):
+            y = x.copy()
+            y[:, step:step + zero] = 0.0  # a different set each step: the share is per observation
+            sketch_rows(rows, run, step, "x", site, {"lhs": y}, mkn=(64, 64, 64))
+    report = mine(read_tidy(write_tidy_csv(tmp_path / "z.csv", rows)))
+    sig = {r["site"]: r for r in report.signals.iter_rows(named=True)}
+    assert sig["cols16"]["zchan"] == 16 / 64 and sig["cols16"]["exploit"] == "channel-skip"
+    assert sig["cols16"]["score"] == 16 / 64
+    assert sig["cols16"]["suggestion"] == "channel-skip (25% of channels all zero: structured sparsity, density 0.75)"
+    assert sig["cols1"]["zchan"] == 1 / 64 and sig["cols1"]["exploit"] == "dense"
+    assert sig["sparse"]["zchan"] >= 0.25 and sig["sparse"]["exploit"] == "sparse-gemm"
 
 
 def test_ties_keep_appearance_order(tmp_path):
@@ -387,9 +411,9 @@ def test_renderers(seq, replay):
     doc = json.loads(report.to_json())
     assert list(doc) == ["schema", "rows", "steps", "counts", "notes", "site_costs", "signals", "ranked",
                          "cross_step", "opportunities", "aggregate"]
-    assert doc["schema"] == "opscope-mine/1" and doc["rows"] == report.rows
+    assert doc["schema"] == "opscope-mine/2" and doc["rows"] == report.rows
     assert len(doc["signals"]) == report.signals.height and len(doc["opportunities"]) == report.opportunities.height
-    assert set(doc["signals"][0]) == {"backend", "dist", "site", "role", "observations", "density", "outlier",
+    assert set(doc["signals"][0]) == {"backend", "dist", "site", "role", "observations", "density", "zchan", "outlier",
                                       "histtop", "pos_cv", "adj", "exploit", "score", "suggestion"}
     text = report.to_text()
     assert "pyramid.3#3" in text and "Aggregate recoverable compute" in text
