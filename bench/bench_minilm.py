@@ -58,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     from opscope.importers import torch_fx
     from opscope.importers.torch_lowering import lower_torch
     from opscope.instrument import inject_matmul_stats
-from opscope.profile import IMPORTED_BATCH
     from opscope.loading import parse_module
     from opscope.runtime import load
     from opscope.sites import find_sites
@@ -84,7 +83,7 @@ from opscope.profile import IMPORTED_BATCH
     target = get_target("llvm-cpu")
     base = timed("compile, as imported", lambda: compile_module(module, target, use_cache=False))
     tapped, manifest = timed(f"inject ({'all' if not sites else repr(sites)} sites)",
-                             lambda: inject_matmul_stats(parse_module(source), sites=sites, batch=IMPORTED_BATCH))
+                             lambda: inject_matmul_stats(parse_module(source), sites=sites))
     inst = timed(f"compile, {len(manifest.sites)} sites tapped", lambda: compile_module(tapped, target, use_cache=False))
     base_rt, inst_rt = load(base), load(inst)
     inputs = torch_fx.flat_inputs(model, (), kwargs)

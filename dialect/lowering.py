@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 EPS_SCALE = 1e-12  # normalized histogram: x / (max|x| + EPS_SCALE)
 EPS_RATIO = 1e-20  # kurtosis and chan_outlier denominators
 ELEMSIG_MAX = 16  # elemsig length: min(ELEMSIG_MAX, numel) spread elements
+# Sample j of elemsig sits (j·ELEMSIG_SKEW) mod floor(n/k) into the j-th of k equal windows
+# (the reference takes each window's first element, which for a row-major [R, C] tensor
+# with C dividing n/k is column 0 every time: a [CLS] dimension, a border pixel).
+ELEMSIG_SKEW = 37
 
 SCALAR_KINDS = ("min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis", "chan_outlier")
 
@@ -138,11 +142,13 @@ class _Emitter:
 class StatsKernel:
     """The stats kernel for `count` tensors of one type and one ordered list of statistics."""
 
-    def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem], count: int = 1):
+    def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem], count: int = 1,
+                 per_dispatch: int = 0):
         self.shape = tuple(shape)
         self.elem = elem
         self.items = list(items)
         self.count = count
+        self.per_dispatch = per_dispatch  # tensors computed together; 0: as many as the bindings allow
         self.numel = 1
         for d in self.shape:
             self.numel *= d
@@ -176,6 +182,13 @@ class StatsKernel:
         """
         return max(1 + len(self._partials()), 6)
 
+    @property
+    def group_size(self) -> int:
+        """Tensors whose statistics share each generic (so each dispatch): as many as IREE's
+        BINDING_BUDGET allows, or `per_dispatch` if smaller."""
+        fits = max(1, BINDING_BUDGET // self.bindings_per_tensor())
+        return min(self.per_dispatch, fits) if self.per_dispatch else fits
+
     def _partials(self) -> list[str]:
         """The row partials the requested statistics need, in a fixed order."""
         kinds = {it.kind for it in self.items}
@@ -205,13 +218,18 @@ class StatsKernel:
 
     # -- the function --------------------------------------------------------------------
     def function(self, name: str, pack: bool = True, noinline: bool = True) -> str:
-        """The kernel as a private `func.func` named `name`."""
+        """The kernel as a private `func.func` named `name`: the statistics of `count` tensors,
+        computed `group_size` tensors at a time (one set of generics, so dispatches, each)."""
         problem = self.check()
         if problem:
             raise ValueError(problem)
         em = _Emitter()
         xs = [self._rows_view(em, f"%x{t}") for t in range(self.count)]
-        values = self._compute(em, xs)
+        values: list[dict[str, tuple[str, tuple[int, ...]]]] = []
+        step = self.group_size
+        for first in range(0, self.count, step):
+            group = xs[first:first + step]
+            values += StatsKernel(self.shape, self.elem, self.items, count=len(group))._compute(em, group)
         outs: list[tuple[str, str]] = []
         if pack:
             total = self.count * self.tensor_length
@@ -638,7 +656,8 @@ class StatsKernel:
         return em.generic("hist", ["reduction", "parallel"], ins, outs, body)
 
     def _elemsig(self, em: _Emitter, xs: list[str]) -> list[str]:
-        """Elements at flat indices floor(j·n/k), j < k = min(16, n): a gather generic."""
+        """Elements at flat indices floor(j·n/k) + (j·ELEMSIG_SKEW mod floor(n/k)), j < k =
+        min(16, n): one per window of n/k elements, at varying columns; a gather generic."""
         k = min(ELEMSIG_MAX, self.numel)
         k_ty = f"tensor<{k}xf32>"
         outs = [Operand(em.empty(k_ty), k_ty, _map(1, "d0"), f"%o{t}", "f32") for t in range(self.count)]
@@ -647,8 +666,13 @@ class StatsKernel:
             f"%n = arith.constant {self.numel} : index",
             f"%k = arith.constant {k} : index",
             f"%cols = arith.constant {self.cols} : index",
+            f"%skew = arith.constant {ELEMSIG_SKEW} : index",
+            f"%win = arith.constant {max(1, self.numel // k)} : index",
             "%jn = arith.muli %j, %n : index",
-            "%flat = arith.divui %jn, %k : index",
+            "%start = arith.divui %jn, %k : index",
+            "%js = arith.muli %j, %skew : index",
+            "%into = arith.remui %js, %win : index",
+            "%flat = arith.addi %start, %into : index",
             "%r = arith.divui %flat, %cols : index",
             "%c = arith.remui %flat, %cols : index",
         ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from opscope.dialect.lowering import ELEMSIG_SKEW
 from opscope.stat_config import ELEMSIG_MAX, StatConfig, plan_stats
 
 EPS_SCALE = np.float32(1e-12)
@@ -52,7 +53,8 @@ def _one(kind: str, x32: np.ndarray, flat: np.ndarray, n: int, config: StatConfi
         return counts
     if kind == "elemsig":
         k = min(ELEMSIG_MAX, n)
-        return flat[(np.arange(k) * n) // k]
+        j = np.arange(k)
+        return flat[(j * n) // k + (j * ELEMSIG_SKEW) % max(1, n // k)]
     cols = x32.shape[-1]
     rows2d = flat.reshape(-1, cols)
     if kind == "chan_maxabs":

@@ -31,10 +31,6 @@ from opscope.sequence import record_steps
 from opscope.stat_config import StatConfig
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
-# One tensor per stats call for models opscope did not build: IREE 3.13 segfaults while
-# compiling batched stats calls on the imported MiniLM (the 6 attention sites of one layer
-# suffice; each alone, or with batch=1, compiles). The built-in model keeps batching.
-IMPORTED_BATCH = 1
 CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
 
 
@@ -100,12 +96,12 @@ def profile_module(
     name: str = "<model>",
     dist: str = "synthetic",
     inputs=None,
-    batch: int = IMPORTED_BATCH,
+    batch: int = 0,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
     `inputs` is an iterable of per-step argument lists; by default `synthetic_inputs`.
-    `batch` is lower-opscope's tensors per stats call (see IMPORTED_BATCH).
+    `batch` is lower-opscope's tensors per stats call (0: as many as a dispatch binds).
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
@@ -138,4 +134,4 @@ def profile_default(out_dir: str | Path, target: str = "llvm-cpu", steps: int = 
     args = function_args(parse_module(text, new_context(), "default"))
     names = ["x"] + [f"layer{i}_w{w}" for i in range(DEFAULT_LAYERS) for w in "qkvo12"]  # demo's order
     inputs = default_inputs(names, [s for s, _ in args], steps)
-    return profile_module(text, out_dir, target, steps, config, DEFAULT_NAME, "default-mix", inputs, batch=0)
+    return profile_module(text, out_dir, target, steps, config, DEFAULT_NAME, "default-mix", inputs)

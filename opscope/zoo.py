@@ -12,6 +12,10 @@ whose extra is not installed raises a one-line error naming the extra.
   BERT, d 384), imported from PyTorch, fed 8 sentences of `opscope.corpus` per step,
   tokenized by the package's own tokenizer to 48 tokens (int64 ids and attention mask);
   dist `reference-text`.
+* `gpt2-tiny`, `llama-tiny`, `mixtral-tiny`: the random-init Hugging Face models of
+  `opscope.hf_models` (2 layers, d 32; Mixtral with 4 experts, top-2), imported from
+  PyTorch, fed 2 sequences of 8 random token ids per step (fixed seeds); dist
+  `random-tokens`. They exercise batch_matmul attention and, for Mixtral, MoE routing.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 MINILM_BATCH = 8
 MINILM_TOKENS = 48
 DIGITS_BATCH = 64
+TINY_BATCH = 2
+TINY_SEQ = 8
 
 Built = tuple[str | bytes, Iterable[list[np.ndarray]], str, str]
 
@@ -102,6 +108,34 @@ def _build_minilm(steps: int) -> Built:
     return module_bytecode(module), inputs, "reference-text", name
 
 
+def tiny_inputs(steps: int, vocab: int, batch: int = TINY_BATCH, seq: int = TINY_SEQ) -> list[list[np.ndarray]]:
+    """Per step fresh random token ids (seeded by the step) and an all-ones mask, int64 [batch, seq]."""
+    mask = np.ones((batch, seq), dtype=np.int64)
+    return [[np.random.default_rng(t).integers(0, vocab, (batch, seq), dtype=np.int64), mask]
+            for t in range(steps)]
+
+
+def _tiny_builder(kind: str) -> Callable[[int], Built]:
+    """`build` of a tiny random-init Hugging Face causal LM (`opscope.hf_models.BUILDERS[kind]`)."""
+
+    def build(steps: int) -> Built:
+        import torch
+
+        from opscope.compile import module_bytecode
+        from opscope.hf_models import BUILDERS, TINY_VOCAB
+        from opscope.importers.torch_fx import import_torch
+
+        inputs = tiny_inputs(steps, TINY_VOCAB)
+        model, _ = BUILDERS[kind](batch=TINY_BATCH, seq=TINY_SEQ)
+        ids, mask = (torch.from_numpy(a) for a in inputs[0])
+        module = import_torch(model, (), name=f"{kind}-tiny",
+                              example_kwargs={"input_ids": ids, "attention_mask": mask})
+        name = f"tiny random-init {kind} (2 layers, d 32), {TINY_BATCH} × {TINY_SEQ} random tokens per step"
+        return module_bytecode(module), inputs, "random-tokens", name
+
+    return build
+
+
 def _entry(name: str, description: str, extra: str | None, build: Callable[[int], Built]) -> ZooEntry:
     """A registry entry whose `build` checks its extra first."""
     return ZooEntry(name, description, extra, _gated(name, extra, build))
@@ -113,6 +147,11 @@ ZOO: dict[str, ZooEntry] = {
                "digits", _build_digits),
         _entry("minilm", "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
                "torch", _build_minilm),
+        _entry("gpt2-tiny", "GPT-2, random init, 2 layers, d 32, on random tokens", "torch", _tiny_builder("gpt2")),
+        _entry("llama-tiny", "Llama (RoPE, SwiGLU, GQA), random init, 2 layers, d 32, on random tokens", "torch",
+               _tiny_builder("llama")),
+        _entry("mixtral-tiny", "Mixtral (4 experts, top-2), random init, 2 layers, d 32, on random tokens",
+               "torch", _tiny_builder("mixtral")),
     )
 }
 

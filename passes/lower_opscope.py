@@ -2,9 +2,11 @@
 
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
 appearance. Tensors of the same type, stat list and residency share one call of a batched
-stats kernel (`dialect/lowering.py`), at most `batch` tensors (0 = as many as IREE's 32
-bindings per dispatch allow), inserted right after its last tensor is defined. Kernels are
-private `{noinline}` functions (`outline=false` lets IREE inline them, behind one
+stats kernel (`dialect/lowering.py`), each value once, inserted right after its last tensor
+is defined; every call has a kernel of its own (IREE 3.13's iree-util-ipo mis-merges the
+arguments of a kernel called from two places: see `_calls`). A kernel computes its tensors
+in groups of at most `batch` (0 = as many as IREE's 32 bindings per dispatch allow). Kernels
+are private `{noinline}` functions (`outline=false` lets IREE inline them, behind one
 `util.optimization_barrier` per tensor). Kernels of constant expressions (weights in
 immutable globals or `arith.constant`s, and their transposes) are always inlined: behind a
 barrier by default, without one under `hoist-constants`, so IREE's const-expr hoisting
@@ -25,7 +27,7 @@ from typing import ClassVar
 from iree.compiler import ir
 from iree.compiler.dialects import func
 
-from opscope.dialect.lowering import BINDING_BUDGET, StatItem, StatsKernel
+from opscope.dialect.lowering import StatItem, StatsKernel
 from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
 
@@ -47,13 +49,12 @@ class LowerOpscope:
         body = module.operation.regions[0].blocks[0]
         symbols = {ir.StringAttr(op.attributes["sym_name"]).value for op in body.operations
                    if "sym_name" in op.attributes}
-        kernels: dict[str, str] = {}  # kernel text key -> symbol
         for fn in [op.operation for op in body.operations if op.operation.name == "func.func"]:
             groups = _collect(fn)
             if groups:
-                self._lower_function(module, fn, groups, kernels, symbols)
+                self._lower_function(module, fn, groups, symbols)
 
-    def _lower_function(self, module, fn, groups, kernels, symbols) -> None:
+    def _lower_function(self, module, fn, groups, symbols) -> None:
         sym = ir.StringAttr(fn.attributes["sym_name"]).value
         blocks = list(fn.regions[0].blocks)
         ret = list(blocks[-1].operations)[-1] if blocks else None
@@ -69,11 +70,12 @@ class LowerOpscope:
             )
         i64 = ir.IntegerType.get_signless(64)
         new_values, new_attrs = [], []
-        for key, batch in self._batches(groups, ret):
-            (value0, _, _), ops0 = batch[0]
+        for key, slots in self._calls(groups, ret):
+            value0 = slots[0].value
             ty = ir.RankedTensorType(value0.type)
-            items = [_item(StatOp(o)) for o in ops0]
-            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(batch))
+            items = [_item(StatOp(o)) for o in slots[0].taps[0][2]]
+            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(slots),
+                                 per_dispatch=self.batch)
             # Statistics of constant expressions (weights, their transposes) are never in an
             # outlined call: IREE hoists the value into a constant resource, which a
             # {noinline} kernel's stream conversion cannot take in IREE 3.13 ("failed to
@@ -83,19 +85,16 @@ class LowerOpscope:
             # 4.5 s -> 84 s on the 8-layer demo with global weights).
             constant = key.endswith("|constant")
             outline = self.outline and not constant
-            text_key = f"{key}|{len(batch)}|{self.pack}|{outline}"
-            callee = kernels.get(text_key)
-            if callee is None:
-                callee = _fresh_symbol(ty, text_key, symbols)
-                _insert_function(module, kernel.function(callee, pack=self.pack, noinline=outline), callee)
-                kernels[text_key] = callee
-                symbols.add(callee)
-            values = [v for (v, _, _), _ in batch]
-            with ops0[0].location:
+            # Every call gets a kernel of its own: see `_calls` for why none is shared.
+            callee = _fresh_symbol(ty, f"{key}|{len(slots)}|{self.pack}|{outline}", symbols)
+            _insert_function(module, kernel.function(callee, pack=self.pack, noinline=outline), callee)
+            symbols.add(callee)
+            values = [slot.value for slot in slots]
+            with slots[0].taps[0][2][0].location:  # the first tap's site
                 if self.pack:
                     result_types = [_stat_type(kernel.count * kernel.tensor_length)]
                 else:
-                    result_types = [_stat_type(kernel.length(i)) for _ in batch for i in items]
+                    result_types = [_stat_type(kernel.length(i)) for _ in slots for i in items]
                 ip = _after_last_definition(values, fn)
                 if not outline and not (constant and self.hoist_constants):
                     # Inlined statistics could fuse into their producer's dispatch, which
@@ -107,61 +106,67 @@ class LowerOpscope:
                 else:
                     operands = values
                 call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), operands, ip=ip)
-            entries, off = [], 0
-            results = iter(call.results)
-            for (_, site, role), ops in batch:
-                for it in items:
-                    n = kernel.length(it)
-                    if self.pack:
-                        entries.append(ir.DictAttr.get({
-                            "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
-                            "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, off),
-                            "length": ir.IntegerAttr.get(i64, n), "numel": ir.IntegerAttr.get(i64, kernel.numel),
-                        }))
-                        off += n
-                    else:
-                        new_values.append(next(results))
-                        new_attrs.append(ir.DictAttr.get({
-                            "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
-                            "opscope.stat": ir.StringAttr.get(it.kind),
-                            "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
-                        }))
-                for o in ops:
-                    o.erase()
+            entries = []
+            results = list(call.results)
+            for t, slot in enumerate(slots):
+                for site, role, ops in slot.taps:  # a value tapped twice reads one slot twice
+                    at = t * kernel.tensor_length
+                    for i, it in enumerate(items):
+                        n = kernel.length(it)
+                        if self.pack:
+                            entries.append(ir.DictAttr.get({
+                                "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
+                                "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, at),
+                                "length": ir.IntegerAttr.get(i64, n),
+                                "numel": ir.IntegerAttr.get(i64, kernel.numel),
+                            }))
+                            at += n
+                        else:
+                            new_values.append(results[t * len(items) + i])
+                            new_attrs.append(ir.DictAttr.get({
+                                "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
+                                "opscope.stat": ir.StringAttr.get(it.kind),
+                                "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
+                            }))
+                    for o in ops:
+                        o.erase()
             if self.pack:
                 new_values.append(call.results[0])
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
         _append_results(fn, ret, new_values, new_attrs)
 
-    def _batches(self, groups, ret) -> list[tuple[str, list]]:
-        """Tapped tensors that share one kernel call: same type, statistics and residency, in
-        order of first appearance, as many per call as IREE's 32 bindings per dispatch allow
-        (4 with the default stat set), or fewer with `batch`. Returns (key, groups) pairs.
+    def _calls(self, groups, ret) -> list[tuple[str, list["_Slot"]]]:
+        """One kernel call per (tensor type, statistics, residency), in order of first
+        appearance, each value once (q, k and v reading one activation share a slot).
 
-        A value tapped under several (site, role) (q, k and v reading one activation) is a
-        group each: computing it once would save 8-13 % of the transformer's tapped elements,
-        but the shared-offset IR crashes IREE 3.13's iree-util-ipo on the 2-layer demo stack
-        (docs/spine.md)."""
-        open_batches: dict[str, list] = {}
-        done: list[tuple[str, list]] = []
-        for group in groups:
-            (value, site, role), ops = group
+        No kernel is called from two places: IREE 3.13's iree-util-ipo merges a kernel's
+        arguments that are equal at one call site (a resource, an offset, a size) for every
+        call site when an earlier-visited one has them distinct, so stats of one tensor
+        were read at another's offset or, when the types disagree, iree-compile crashed
+        (MiniLM, GPT-2; docs/spine.md). Inside a kernel, the tensors are computed in groups
+        that fit IREE's bindings per dispatch (`batch` caps the group)."""
+        calls: dict[str, list[_Slot]] = {}
+        for (value, site, role), ops in groups:
             ty = ir.RankedTensorType(value.type)
             items = [_item(StatOp(o)) for o in ops]
-            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items)
-            problem = kernel.check()
+            problem = StatsKernel(tuple(ty.shape), str(ty.element_type), items).check()
             if problem:
                 raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-            fits = max(1, BINDING_BUDGET // kernel.bindings_per_tensor())
-            limit = min(self.batch, fits) if self.batch else fits
-            key = f"{ty}|{items}|{_residency(value, ret)}"
-            cur = open_batches.setdefault(key, [])
-            if not cur:
-                done.append((key, cur))
-            cur.append(group)
-            if len(cur) >= limit:
-                open_batches[key] = []
-        return done
+            slots = calls.setdefault(f"{ty}|{items}|{_residency(value, ret)}", [])
+            slot = next((sl for sl in slots if sl.value == value), None)
+            if slot is None:
+                slots.append(_Slot(value, [(site, role, ops)]))
+            else:
+                slot.taps.append((site, role, ops))
+        return list(calls.items())
+
+
+@dataclass
+class _Slot:
+    """A tensor a kernel call reads, and the (site, role, stat ops) taps it answers."""
+
+    value: ir.Value
+    taps: list
 
 
 def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:

@@ -21,7 +21,6 @@ from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch  # noqa: E402
 from opscope.instrument import inject_matmul_stats
-from opscope.profile import IMPORTED_BATCH  # noqa: E402
 from opscope.loading import parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import find_sites  # noqa: E402
@@ -46,7 +45,7 @@ def _run_both(module, inputs):
     """Results of the module compiled as is and with every site tapped (inlined stats)."""
     source = module_bytecode(module)
     plain = load(compile_module(module, "llvm-cpu")).invoke("main", *inputs)
-    tapped, manifest = inject_matmul_stats(parse_module(source), batch=IMPORTED_BATCH)
+    tapped, manifest = inject_matmul_stats(parse_module(source))
     outs = load(compile_module(tapped, "llvm-cpu")).invoke("main", *inputs)
     return plain, outs[: manifest.num_original_results], manifest
 

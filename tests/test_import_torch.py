@@ -25,7 +25,6 @@ from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.torch_fx import eager_outputs, flat_inputs, import_torch  # noqa: E402
 from opscope.instrument import inject_matmul_stats
-from opscope.profile import IMPORTED_BATCH  # noqa: E402
 from opscope.loading import parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import find_sites  # noqa: E402
@@ -108,7 +107,7 @@ def _check_model(model, args=(), kwargs=None, sites: str = "", **tol):
     source = module_bytecode(module)  # before injection edits the module in place
     plain = load(compile_module(module, "llvm-cpu")).invoke("main", *inputs)
     _assert_close(plain, want, **tol)
-    tapped, manifest = inject_matmul_stats(parse_module(source), sites=sites, batch=IMPORTED_BATCH)
+    tapped, manifest = inject_matmul_stats(parse_module(source), sites=sites)
     outs = load(compile_module(tapped, "llvm-cpu")).invoke("main", *inputs)
     _assert_close(outs[: manifest.num_original_results], want, **tol)
     assert len(outs) > len(want)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -15,17 +16,17 @@ from opscope.zoo import EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, ZOO, get_ent
 
 
 def test_zoo_names_and_extras():
-    assert list(ZOO) == ["digits", "minilm"]
+    assert list(ZOO) == ["digits", "minilm", "gpt2-tiny", "llama-tiny", "mixtral-tiny"]
     for name, entry in ZOO.items():
         assert entry.name == name and entry.description
         assert entry.extra is None or entry.extra in EXTRA_MODULES
-    assert (ZOO["digits"].extra, ZOO["minilm"].extra) == ("digits", "torch")
+    assert [e.extra for e in ZOO.values()] == ["digits", "torch", "torch", "torch", "torch"]
 
 
 def test_unknown_name_lists_the_valid_ones():
     with pytest.raises(OpscopeError) as e:
         get_entry("resnet")
-    assert str(e.value) == "no zoo model 'resnet' (choose one of: digits, minilm)"
+    assert str(e.value) == "no zoo model 'resnet' (choose one of: digits, minilm, gpt2-tiny, llama-tiny, mixtral-tiny)"
 
 
 def test_missing_extra_is_one_line(monkeypatch):
@@ -89,3 +90,35 @@ def test_minilm_entry_imports_the_trained_model():
     source, inputs, dist, name = get_entry("minilm").build(1)
     assert isinstance(source, bytes) and dist == "reference-text" and "MiniLM" in name
     assert [a.shape for a in inputs[0]] == [(MINILM_BATCH, MINILM_TOKENS)] * 2
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "llama-tiny", "mixtral-tiny"])
+def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
+    """Import → inject every site → compile → record → mine, as `opscope profile NAME` does;
+    the tapped module's logits equal PyTorch eager's on every step."""
+    torch = pytest.importorskip("torch", reason="the torch extra imports the tiny models")
+    from opscope import hf_models
+    from opscope.loading import parse_module
+    from opscope.profile import profile_module
+    from opscope.sites import find_sites
+
+    steps = 2
+    source, inputs, dist, display = get_entry(name).build(steps)
+    inputs = list(inputs)
+    assert dist == "random-tokens" and [a.shape for a in inputs[0]] == [(zoo.TINY_BATCH, zoo.TINY_SEQ)] * 2
+    assert not np.array_equal(inputs[0][0], inputs[1][0])
+    result = profile_module(source, tmp_path, steps=steps, name=display, dist=dist, inputs=inputs)
+    sites = result.model.manifest.sites
+    assert [s.name for s in sites] == [s.name for s in find_sites(parse_module(source))]
+    assert {e.site for e in result.model.manifest.entries} == {s.name for s in sites}  # every site tapped
+    assert not [s.name for s in sites if re.match(r"(matmul|batch_matmul|generic|contract)#", s.name)]  # named
+    assert result.parity == 0.0  # original results bit-identical with and without injection
+    model, _ = hf_models.BUILDERS[name.removesuffix("-tiny")](batch=zoo.TINY_BATCH, seq=zoo.TINY_SEQ)
+    for ids, mask in inputs:
+        with torch.no_grad():
+            want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+        got = result.model.original(result.model(ids, mask))[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    stationary = {(r["site"], r["role"]) for r in result.report.cross_step.iter_rows(named=True) if r["stationary"]}
+    assert {(s.name, "rhs") for s in sites if "proj" in s.name or "c_attn" in s.name} <= stationary  # weights
+    assert result.rows > 0 and (tmp_path / "report.md").exists()

@@ -9,8 +9,10 @@
 // * no opscope op is left;
 // * tapped (value, site, role) groups with the same tensor type, stat list and residency
 //   (function argument or returned value: external; anything else: transient) share one
-//   call to a private stats kernel, at most `batch` tensors per call (0, the default:
-//   as many as IREE's 32 bindings per dispatch allow);
+//   call to a private stats kernel, each value once; no two calls share a kernel (IREE
+//   3.13's iree-util-ipo mis-merges arguments of a kernel called from two places);
+//   inside a kernel, tensors are computed `batch` at a time (0, the default: as many as
+//   IREE's 32 bindings per dispatch allow);
 // * each call sits right after the latest op defining one of its tensors (at the start
 //   of the block when all are function arguments) and takes them directly; with
 //   outline=false one util.optimization_barrier per tensor precedes it (an outlined call
@@ -84,8 +86,8 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 
 // Batching: two transient tensors of one type with one stat list share ONE call, placed
 // right after the later of their two definitions (not before the return), with one
-// packed result whose entries name both, in call order. With batch=1 each tensor gets its
-// own call, right after its own definition, and the two calls share one kernel.
+// packed result whose entries name both, in call order. With batch=1 the call is the
+// same, and the kernel computes each tensor in generics of its own.
 
 // CHECK-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
 // CHECK-SAME:      -> (tensor<4x3xf32>, tensor<4xf32> {opscope.pack = [
@@ -99,6 +101,7 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // CHECK-NEXT:  %[[SUM:.+]] = arith.addf %[[A]], %[[B]]
 // CHECK:       return %[[SUM]], %[[S]] : tensor<4x3xf32>, tensor<4xf32>
 // CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
+// CHECK:       linalg.generic {{.+}} ins(%arg0, %arg1 : tensor<4x3xf32>, tensor<4x3xf32>)
 // CHECK-NOT:   func.func private
 
 // UNPACKED-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
@@ -112,16 +115,16 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[A]], %[[B]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
 // UNPACKED:       return %{{.+}}, %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[S]]#3 :
 
+// CHECK-NOT:   ins(%arg0 : tensor<4x3xf32>)
+
 // ONE-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
-// ONE-SAME:      -> (tensor<4x3xf32>,
-// ONE-SAME:      tensor<2xf32> {opscope.pack = [{{.+}}site = "a", stat = "min"}, {{.+}}site = "a", stat = "max"}]},
-// ONE-SAME:      tensor<2xf32> {opscope.pack = [{{.+}}site = "b", stat = "min"}, {{.+}}site = "b", stat = "max"}]})
+// ONE-SAME:      -> (tensor<4x3xf32>, tensor<4xf32> {opscope.pack = [
 // ONE:           %[[A:.+]] = linalg.matmul
-// ONE-NEXT:      %[[SA:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[A]]) : (tensor<4x3xf32>) -> tensor<2xf32>
 // ONE-NEXT:      %[[B:.+]] = linalg.matmul
-// ONE-NEXT:      %[[SB:.+]] = call @[[KERNEL]](%[[B]]) : (tensor<4x3xf32>) -> tensor<2xf32>
-// ONE:           return %{{.+}}, %[[SA]], %[[SB]] : tensor<4x3xf32>, tensor<2xf32>, tensor<2xf32>
-// ONE:           func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>) -> tensor<2xf32> attributes {noinline}
+// ONE-NEXT:      %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[A]], %[[B]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
+// ONE:           func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
+// ONE:           linalg.generic {{.+}} ins(%arg0 : tensor<4x3xf32>)
+// ONE:           linalg.generic {{.+}} ins(%arg1 : tensor<4x3xf32>)
 // ONE-NOT:       func.func private
 func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8xf32>, %w1: tensor<8x3xf32>, %w2: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
@@ -138,8 +141,7 @@ func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8x
 
 // Residency splits calls: the argument %x and the returned %1 are external and share a
 // call (after %1, the later definition); the intermediate %0 is transient and gets its
-// own call and kernel. With batch=1, the two external tensors still share a kernel and
-// the transient one does not: three calls, two kernels.
+// own call and kernel. batch=1 changes no call (only how a kernel groups its tensors).
 
 // CHECK-LABEL: func.func @splits_calls_by_residency(
 // CHECK-SAME:      %[[X:[^:]+]]: tensor<4x4xf32>,
@@ -156,12 +158,10 @@ func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8x
 
 // ONE-LABEL: func.func @splits_calls_by_residency(
 // ONE-SAME:      %[[X:[^:]+]]: tensor<4x4xf32>,
-// ONE-NEXT:      %[[SX:.+]] = call @[[EXTERNAL_KERNEL:opscope_stats_4x4xf32_[0-9a-f]+]](%[[X]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // ONE:           %[[A:.+]] = linalg.matmul
-// ONE-NEXT:      %[[SA:.+]] = call @opscope_stats_4x4xf32_{{[0-9a-f]+}}(%[[A]]) : (tensor<4x4xf32>) -> tensor<1xf32>
+// ONE-NEXT:      call @opscope_stats_4x4xf32_{{[0-9a-f]+}}(%[[A]]) : (tensor<4x4xf32>) -> tensor<1xf32>
 // ONE-NEXT:      %[[B:.+]] = linalg.matmul
-// ONE-NEXT:      %[[SB:.+]] = call @[[EXTERNAL_KERNEL]](%[[B]]) : (tensor<4x4xf32>) -> tensor<1xf32>
-// ONE:           return %[[B]], %[[SX]], %[[SA]], %[[SB]] : tensor<4x4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+// ONE-NEXT:      call @opscope_stats_4x4xf32_{{[0-9a-f]+}}(%[[X]], %[[B]]) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2xf32>
 // ONE-COUNT-2:   func.func private @opscope_stats_4x4xf32_
 // ONE-NOT:       func.func private
 // ONE:           // -----
@@ -176,21 +176,20 @@ func.func @splits_calls_by_residency(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %
 
 // -----
 
-// batch=0 (the default) fits each call in IREE's 32 bindings per dispatch. This stat
-// list needs 6 row partials per tensor, so the row pass takes 7 bindings per tensor and a
-// call takes 4 tensors (the final reduction of the partials is split to fit): five
-// same-shaped transient tensors become a call for a..d, placed after d, and a call for e,
-// placed after e.
+// batch=0 (the default) fits each dispatch in IREE's 32 bindings. This stat list needs 6
+// row partials per tensor, so the row pass takes 7 bindings per tensor and a group takes 4
+// tensors (the final reduction of the partials is split to fit): five same-shaped
+// transient tensors become one call after e, whose kernel computes a..d, then e.
 
 // CHECK-LABEL: func.func @caps_tensors_per_call_at_the_binding_budget(
 // CHECK-SAME:      -> (tensor<4x3xf32>,
-// CHECK-SAME:      tensor<24xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 23 : i64, role = "out", site = "d", stat = "nnz"}]},
-// CHECK-SAME:      tensor<6xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "e", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 5 : i64, role = "out", site = "e", stat = "nnz"}]})
-// CHECK-COUNT-4: linalg.matmul
-// CHECK-NEXT:  %[[ABCD:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<24xf32>
-// CHECK-NEXT:  %[[E:.+]] = linalg.matmul
-// CHECK-NEXT:  %[[SE:.+]] = call @opscope_stats_4x3xf32_{{[0-9a-f]+}}(%[[E]]) : (tensor<4x3xf32>) -> tensor<6xf32>
-// CHECK:       return %{{.+}}, %[[ABCD]], %[[SE]] : tensor<4x3xf32>, tensor<24xf32>, tensor<6xf32>
+// CHECK-SAME:      tensor<30xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 29 : i64, role = "out", site = "e", stat = "nnz"}]})
+// CHECK-COUNT-5: linalg.matmul
+// CHECK-NEXT:  %[[S:.+]] = call @[[K:opscope_stats_4x3xf32_[0-9a-f]+]](%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<30xf32>
+// CHECK:       return %{{.+}}, %[[S]] : tensor<4x3xf32>, tensor<30xf32>
+// CHECK:       func.func private @[[K]](
+// CHECK:       linalg.generic {{.+}} ins(%arg0, %arg1, %arg2, %arg3 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
+// CHECK:       linalg.generic {{.+}} ins(%arg4 : tensor<4x3xf32>)
 func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
   %1 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%0 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
@@ -233,48 +232,52 @@ func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: 
 
 // -----
 
-// Calls with the same tensor type, stat list, residency and tensor count share one
-// kernel, across functions; a call with another tensor count gets its own.
+// No kernel is called from two places, even with the same signature in two functions:
+// IREE 3.13's iree-util-ipo merges a kernel's arguments that are equal at one call site
+// (a resource, an offset, a size) for every call site when an earlier one has them
+// distinct (MiniLM and GPT-2 crashed iree-compile; where the types agree it would read
+// one tensor's statistics at another's offset).
 
-// CHECK-LABEL: func.func @shares_one_kernel_per_signature(
+// CHECK-LABEL: func.func @first_function(
 // CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{{.+}}site = "a", stat = "sumsq"}, {{.+}}site = "b", stat = "sumsq"}]})
-// CHECK:       call @[[PAIR:opscope_stats_4x8xf32_[0-9a-f]+]](%{{[^,]+}}, %{{[^,]+}})
-// CHECK-LABEL: func.func @shares_kernel_with_another_function(
+// CHECK:       call @[[FIRST:opscope_stats_4x8xf32_[0-9a-f]+]](%{{[^,]+}}, %{{[^,]+}})
+// CHECK-LABEL: func.func @second_function(
 // CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{{.+}}site = "c", stat = "sumsq"}, {{.+}}site = "d", stat = "sumsq"}]})
-// CHECK:       call @[[PAIR]](
-// CHECK-LABEL: func.func @one_tensor_is_another_kernel(
-// CHECK-SAME:      -> (tensor<1xf32> {opscope.pack = [{{.+}}site = "e", stat = "sumsq"}]})
-// CHECK:       call @[[SINGLE:opscope_stats_4x8xf32_[0-9a-f]+]](
-// CHECK-DAG:   func.func private @[[PAIR]](%{{.+}}: tensor<4x8xf32>, %{{.+}}: tensor<4x8xf32>) -> tensor<2xf32>
-// CHECK-DAG:   func.func private @[[SINGLE]](%{{.+}}: tensor<4x8xf32>) -> tensor<1xf32>
+// CHECK-NOT:   call @[[FIRST]](
+// CHECK:       call @[[SECOND:opscope_stats_4x8xf32_[0-9a-f]+_1]](
+// CHECK-DAG:   func.func private @[[FIRST]](%{{.+}}: tensor<4x8xf32>, %{{.+}}: tensor<4x8xf32>) -> tensor<2xf32>
+// CHECK-DAG:   func.func private @[[SECOND]](%{{.+}}: tensor<4x8xf32>, %{{.+}}: tensor<4x8xf32>) -> tensor<2xf32>
 // CHECK-NOT:   func.func private
-func.func @shares_one_kernel_per_signature(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) {
+func.func @first_function(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) {
   "opscope.stat"(%x) {kind = "sumsq", options = {}, role = "lhs", site = "a"} : (tensor<4x8xf32>) -> ()
   "opscope.stat"(%y) {kind = "sumsq", options = {}, role = "lhs", site = "b"} : (tensor<4x8xf32>) -> ()
   return
 }
-func.func @shares_kernel_with_another_function(%z: tensor<4x8xf32>, %v: tensor<4x8xf32>) {
+func.func @second_function(%z: tensor<4x8xf32>, %v: tensor<4x8xf32>) {
   "opscope.stat"(%z) {kind = "sumsq", options = {}, role = "rhs", site = "c"} : (tensor<4x8xf32>) -> ()
   "opscope.stat"(%v) {kind = "sumsq", options = {}, role = "rhs", site = "d"} : (tensor<4x8xf32>) -> ()
-  return
-}
-func.func @one_tensor_is_another_kernel(%u: tensor<4x8xf32>) {
-  "opscope.stat"(%u) {kind = "sumsq", options = {}, role = "rhs", site = "e"} : (tensor<4x8xf32>) -> ()
   return
 }
 
 // -----
 
-// One tensor tapped under two roles (a weight shared by two sites) is two groups: two
-// tensors of one call, two entries of its packed result.
+// One value tapped under two sites (q and k reading one activation) is one slot of the
+// call, computed once: both sites' entries point at it (offset 0 here).
 
-// CHECK-LABEL: func.func @groups_by_value_site_and_role(
-// CHECK-SAME:      %[[W:[^:]+]]: tensor<8x3xf32>)
-// CHECK-SAME:      -> (tensor<2xf32> {opscope.pack = [{length = 1 : i64, numel = 24 : i64, offset = 0 : i64, role = "rhs", site = "q", stat = "max"}, {length = 1 : i64, numel = 24 : i64, offset = 1 : i64, role = "rhs", site = "k", stat = "max"}]})
-// CHECK-NEXT:  call @opscope_stats_8x3xf32_{{[0-9a-f]+}}(%[[W]], %[[W]])
-func.func @groups_by_value_site_and_role(%w: tensor<8x3xf32>) {
-  "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "q"} : (tensor<8x3xf32>) -> ()
-  "opscope.stat"(%w) {kind = "max", options = {}, role = "rhs", site = "k"} : (tensor<8x3xf32>) -> ()
+// CHECK-LABEL: func.func @computes_a_value_tapped_twice_once(
+// CHECK-SAME:      %[[X:[^:]+]]: tensor<4x8xf32>, %[[Y:[^:]+]]: tensor<4x8xf32>, %[[Z:[^:]+]]: tensor<4x8xf32>)
+// CHECK-SAME:      -> (tensor<3xf32> {opscope.pack = [{length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "lhs", site = "q", stat = "sumsq"}, {length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "lhs", site = "k", stat = "sumsq"}, {length = 1 : i64, numel = 32 : i64, offset = 1 : i64, role = "lhs", site = "v", stat = "sumsq"}, {length = 1 : i64, numel = 32 : i64, offset = 2 : i64, role = "lhs", site = "o", stat = "sumsq"}]})
+// CHECK-NEXT:  call @opscope_stats_4x8xf32_{{[0-9a-f]+}}(%[[X]], %[[Y]], %[[Z]]) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<3xf32>
+
+// UNPACKED-LABEL: func.func @computes_a_value_tapped_twice_once(
+// UNPACKED-SAME:      -> (tensor<1xf32> {{{.+}}opscope.site = "q"{{.+}}}, tensor<1xf32> {{{.+}}opscope.site = "k"{{.+}}}, tensor<1xf32> {{{.+}}opscope.site = "v"{{.+}}}, tensor<1xf32> {{{.+}}opscope.site = "o"{{.+}}})
+// UNPACKED-NEXT:  %[[S:.+]]:3 = call @{{.+}}(%arg0, %arg1, %arg2)
+// UNPACKED-NEXT:  return %[[S]]#0, %[[S]]#0, %[[S]]#1, %[[S]]#2 :
+func.func @computes_a_value_tapped_twice_once(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %z: tensor<4x8xf32>) {
+  "opscope.stat"(%x) {kind = "sumsq", options = {}, role = "lhs", site = "q"} : (tensor<4x8xf32>) -> ()
+  "opscope.stat"(%x) {kind = "sumsq", options = {}, role = "lhs", site = "k"} : (tensor<4x8xf32>) -> ()
+  "opscope.stat"(%y) {kind = "sumsq", options = {}, role = "lhs", site = "v"} : (tensor<4x8xf32>) -> ()
+  "opscope.stat"(%z) {kind = "sumsq", options = {}, role = "lhs", site = "o"} : (tensor<4x8xf32>) -> ()
   return
 }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -132,13 +133,16 @@ def export_program(
     """Phase export + decompose: a `torch.export.ExportedProgram`, or a one-line error saying what to try."""
     torch = require_torch()
     label = name or type(model).__name__
-    try:
-        prog = torch.export.export(model, tuple(example_args), _ordered_kwargs(model, example_kwargs or {}), strict=False)
-    except Exception as e:  # torch raises many types; all become one line
-        raise OpscopeError(f"{label}: torch.export failed: {_short(e)}; try: {_hint(e)}") from None
-    table = _decomposition_table(tuple(decompositions))
-    if table:
-        prog = prog.run_decompositions(table)
+    with warnings.catch_warnings():  # torch 2.13's own pytree deprecation (LeafSpec), not the user's
+        warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec")
+        try:
+            prog = torch.export.export(model, tuple(example_args), _ordered_kwargs(model, example_kwargs or {}),
+                                       strict=False)
+        except Exception as e:  # torch raises many types; all become one line
+            raise OpscopeError(f"{label}: torch.export failed: {_short(e)}; try: {_hint(e)}") from None
+        table = _decomposition_table(tuple(decompositions))
+        if table:
+            prog = prog.run_decompositions(table)
     return prog
 
 
