@@ -28,6 +28,7 @@ def _require_transformers():
         import transformers
     except ImportError:
         raise OpscopeError("PyTorch and transformers are not installed: pip install 'opscope[torch]'") from None
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in opscope's output
     return torch, transformers
 
 

@@ -24,7 +24,8 @@ from opscope import hf_models  # noqa: E402
 from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.torch_fx import eager_outputs, flat_inputs, import_torch  # noqa: E402
-from opscope.instrument import inject_matmul_stats
+from opscope.importers import import_source  # noqa: E402
+from opscope.instrument import inject_matmul_stats  # noqa: E402
 from opscope.loading import parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import find_sites  # noqa: E402
@@ -119,6 +120,21 @@ def test_mlp_sites_named_and_numerics():
     module, manifest, _ = _check_model(MLP().eval(), (torch.randn(4, 16),), **TINY)
     assert [s.name for s in find_sites(module)] == ["fc1", "fc2"]
     assert {e.site for e in manifest.entries} == {"fc1", "fc2"}
+
+
+def test_saved_export_program_file(tmp_path):
+    """A `.pt2` file (torch.export.save) imports by path, as `opscope import|profile x.pt2` do."""
+    torch.manual_seed(0)
+    model, x = MLP().eval(), torch.randn(4, 16)
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(path))
+    module = import_source(path)
+    assert [s.name for s in find_sites(module)] == ["fc1", "fc2"]
+    got = load(compile_module(module, "llvm-cpu")).invoke("main", x.numpy())
+    _assert_close(got, eager_outputs(model, (x,)), **TINY)
+    (tmp_path / "bad.pt2").write_bytes(b"not a zip")
+    with pytest.raises(OpscopeError, match=r"^.*bad\.pt2: not a readable torch\.export program \(BadZipFile"):
+        import_source(tmp_path / "bad.pt2")
 
 
 def test_transformer_block():

@@ -3,7 +3,8 @@
 `import_source` only dispatches; each framework has its own module, imported lazily so
 a missing optional framework costs nothing until asked for (then a one-line error names
 the extra). Sources: `.mlir`/`.mlirbc` (linalg, StableHLO or torch dialect), `.onnx`,
-`.jaxexport` (`jax.export.Exported.serialize()` bytes), an in-memory `ir.Module`, a
+`.jaxexport` (`jax.export.Exported.serialize()` bytes), `.pt2` (`torch.export.save` of an
+ExportedProgram), an in-memory `ir.Module`, a
 `jax.export.Exported`, a torch `nn.Module` or a JAX callable with `example_args`.
 """
 
@@ -22,6 +23,7 @@ SUFFIXES: dict[str, str] = {
     ".mlirbc": "MLIR bytecode (linalg, StableHLO or torch dialect)",
     ".onnx": "an ONNX model",
     ".jaxexport": "a jax.export artifact (Exported.serialize() bytes)",
+    ".pt2": "a torch.export program (torch.export.save)",
 }
 
 
@@ -100,4 +102,6 @@ def _import_path(path: Path, name: str | None) -> ir.Module:
         return import_mlir(path)
     if suffix == ".onnx":
         return _load("onnx_model", "import_onnx", "onnx")(path, name=name)
+    if suffix == ".pt2":
+        return _load("torch_fx", "import_exported_file", "torch")(path, name=name)
     return _load("jax_export", "import_jax_export", "jax")(path, name=name or str(path))

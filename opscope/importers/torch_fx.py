@@ -11,6 +11,7 @@ one plain `func.func @main` whose arguments are the example tensors, flattened i
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import warnings
 from typing import Iterable
@@ -181,6 +182,31 @@ def import_torch(
         return lower_torch(module)
     except OpscopeError as e:
         raise OpscopeError(f"{name or type(model).__name__}: {e}") from None
+
+
+def import_exported_file(path, name: str | None = None,
+                         decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS) -> ir.Module:
+    """A `.pt2` file (`torch.export.save` of an ExportedProgram) → the canonical linalg module."""
+    torch = require_torch()
+    label = name or str(path)
+    quiet = logging.getLogger("torch.export")  # it logs the whole traceback of a failed load
+    level, quiet.level = quiet.level, logging.CRITICAL
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, message=".*LeafSpec")
+            prog = torch.export.load(str(path))
+            table = _decomposition_table(tuple(decompositions))
+            if table:
+                prog = prog.run_decompositions(table)
+    except Exception as e:
+        raise OpscopeError(f"{label}: not a readable torch.export program ({_short(e)})") from None
+    finally:
+        quiet.setLevel(level)
+    module = import_program(prog, None, label)
+    try:
+        return lower_torch(module)
+    except OpscopeError as e:
+        raise OpscopeError(f"{label}: {e}") from None
 
 
 def _short(e: BaseException, limit: int = 240) -> str:
