@@ -1,5 +1,6 @@
 """The `opscope` command: the main job (`profile`), the recording drivers (`sweep`, `seq`,
-`replay`), the miner (`mine`), demo models, sites and targets.
+`replay`), the miner (`mine`), the static analyses (`shapes`, `bytes`, `motifs`, `flow`),
+demo models, sites and targets.
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 """
@@ -7,6 +8,8 @@ Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
 import sys
 import time
@@ -204,7 +207,7 @@ def _cmd_demo(args) -> int:
     if args.output:
         Path(args.output).write_text(text)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
@@ -233,7 +236,108 @@ def _cmd_targets(args) -> int:
     return 0
 
 
+DEMO_KINDS = ("mlp", "transformer", "moe")
+
+
+def _analysis_module(args):
+    """The module the static analyses read: a demo kind, a zoo name, or any importable file."""
+    from opscope.loading import parse_module
+
+    src = args.source
+    if src in DEMO_KINDS:
+        from opscope import demo
+
+        if src == "mlp":
+            return parse_module(demo.mlp_module(args.layers, args.d_model, args.seq, weights="globals"))
+        if src == "transformer":
+            return parse_module(demo.transformer_module(args.layers, args.d_model, args.seq, weights="globals"))
+        return parse_module(demo.moe_module(args.layers, args.d_model, args.seq))
+    if _is_zoo_name(src):
+        from opscope.zoo import get_entry
+
+        return parse_module(get_entry(src).build(1)[0])
+    from opscope.importers import import_source
+
+    return import_source(Path(src))
+
+
+def _emit(args, text: str, doc: dict) -> int:
+    """Print a report as text, or as JSON with --json."""
+    if args.json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _cmd_shapes(args) -> int:
+    from opscope.analysis.cost import analyze
+    from opscope.analysis.shapes import shape_histogram
+
+    module = _analysis_module(args)
+    cost = analyze(module)
+    hist = shape_histogram(module, cost.total_flops)
+    split = cost.roofline_split(args.ridge)
+    doc = {"source": args.source, "ridge": args.ridge, "total_flops": cost.total_flops,
+           "total_bytes": cost.total_bytes, "roofline": dataclasses.asdict(split), **hist.to_dict()}
+    classified = split.memory_flops + split.compute_flops
+    share = f"{100 * split.compute_flops / classified:.1f} %" if classified else "-"
+    text = (f"{args.source}: {cost.total_flops:,} FLOPs, {cost.total_bytes:,} bytes moved (static floor), "
+            f"{_per_byte(cost.total_flops, cost.total_bytes)} FLOP/B; at ridge {args.ridge:g} FLOP/B "
+            f"{share} of FLOPs are in compute-bound ops\n" + hist.to_text(args.top))
+    return _emit(args, text, doc)
+
+
+def _per_byte(flops: int, nbytes: int) -> str:
+    return f"{flops / nbytes:.2f}" if nbytes else "-"
+
+
+def _cmd_bytes(args) -> int:
+    module = _analysis_module(args)
+    if args.dispatches:
+        from opscope.analysis.dispatch import analyze_dispatches
+
+        report = analyze_dispatches(module, args.target)
+        return _emit(args, report.to_text(args.top, args.ridge), report.to_dict(args.ridge))
+    from opscope.analysis.cost import analyze
+    from opscope.analysis.ledger import ledger_dict, ledger_text
+
+    cost = analyze(module)
+    return _emit(args, ledger_text(cost, args.top, args.ridge), ledger_dict(cost, args.ridge))
+
+
+def _cmd_motifs(args) -> int:
+    from opscope.analysis.motifs import linear_motifs
+
+    report = linear_motifs(_analysis_module(args), args.min_len, args.max_len, args.min_count)
+    return _emit(args, report.to_text(args.top), report.to_dict())
+
+
+def _cmd_flow(args) -> int:
+    from opscope.analysis.cones import dataflow_cones
+
+    report = dataflow_cones(_analysis_module(args), args.min_depth, args.max_depth, args.min_count)
+    return _emit(args, report.to_text(args.top), report.to_dict())
+
+
+def _add_analysis(sub, name: str, help: str, fn, top: int):
+    """A static-analysis subcommand: SOURCE (demo kind, zoo name or file), demo sizes, --top, --json."""
+    sp = sub.add_parser(name, help=help)
+    sp.add_argument("source", nargs="?", default="transformer",
+                    help=f"{', '.join(DEMO_KINDS)} (built-in demos), a zoo name, or a model file "
+                         "(.mlir/.mlirbc, .onnx, .pt2, .jaxexport); default transformer")
+    sp.add_argument("--layers", type=int, default=6, help="demo layers (default 6)")
+    sp.add_argument("--d-model", type=int, default=64, help="demo width (default 64)")
+    sp.add_argument("--seq", type=int, default=16, help="demo tokens (default 16)")
+    sp.add_argument("--top", type=int, default=top, help=f"rows to print (default {top})")
+    sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sp.set_defaults(fn=fn)
+    return sp
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from opscope.analysis.cost import DEFAULT_RIDGE
+
     p = argparse.ArgumentParser(prog="opscope", description="Which specialized kernels does a model deserve?")
     sub = p.add_subparsers(dest="command")
 
@@ -299,6 +403,22 @@ def build_parser() -> argparse.ArgumentParser:
     si = sub.add_parser("sites", help="list the matmul sites of a module")
     si.add_argument("source")
     si.set_defaults(fn=_cmd_sites)
+    sh = _add_analysis(sub, "shapes", "hot GEMM shapes (batch, M, K, N, dtype) by FLOP share: static", _cmd_shapes, 10)
+    sh.add_argument("--ridge", type=float, default=DEFAULT_RIDGE, help="roofline ridge, FLOP/byte")
+    by = _add_analysis(sub, "bytes", "exact FLOPs and bytes per op (or per IREE dispatch), roofline: static",
+                       _cmd_bytes, 12)
+    by.add_argument("--ridge", type=float, default=DEFAULT_RIDGE, help="roofline ridge, FLOP/byte")
+    by.add_argument("--dispatches", action="store_true", help="per fused dispatch, as IREE forms them")
+    target(by)
+    mo = _add_analysis(sub, "motifs", "recurring op chains (fusion candidates): static", _cmd_motifs, 12)
+    mo.add_argument("--min-len", type=int, default=2)
+    mo.add_argument("--max-len", type=int, default=6)
+    mo.add_argument("--min-count", type=int, default=2)
+    fl = _add_analysis(sub, "flow", "repeated dataflow cones (input sub-DAGs) with fusion hints: static", _cmd_flow, 12)
+    fl.add_argument("--min-depth", type=int, default=2)
+    fl.add_argument("--max-depth", type=int, default=6)
+    fl.add_argument("--min-count", type=int, default=2)
+
     ta = sub.add_parser("targets", help="list targets and whether they run here")
     ta.set_defaults(fn=_cmd_targets)
     return p

@@ -140,6 +140,16 @@ def _annotate_sites(sites: list[Site]) -> None:
                 "m": ir.IntegerAttr.get(i64, s.m),
                 "k": ir.IntegerAttr.get(i64, s.k),
                 "n": ir.IntegerAttr.get(i64, s.n),
-                "flops": ir.IntegerAttr.get(i64, s.flops),
+                "flops": ir.IntegerAttr.get(i64, _flops(s)),
             }))
         func_op.attributes["opscope.sites"] = ir.ArrayAttr.get(existing)
+
+
+def _flops(site: Site) -> int:
+    """The site's FLOPs as the cost model counts its op (`opscope.analysis.cost`, what the
+    site-cost sidecar and the static analyses report); the 2·batch·M·K·N formula where the
+    model does not read the op (a `stablehlo.dot_general` before lowering)."""
+    from opscope.analysis.cost import op_cost
+
+    flops = op_cost(site.op, hoist=False).flops
+    return site.flops if flops is None else flops

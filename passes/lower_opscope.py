@@ -27,6 +27,7 @@ from typing import ClassVar
 from iree.compiler import ir
 from iree.compiler.dialects import func
 
+from opscope.const_expr import is_const_expr, owner
 from opscope.dialect.lowering import StatItem, StatsKernel
 from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
@@ -193,11 +194,11 @@ def _residency(value: ir.Value, ret) -> str:
     kernels. Constant expressions (immutable globals, `arith.constant`s and what is
     computed from them only) get kernels of their own, always inlined (see `apply`)."""
     root = value
-    while not isinstance(root, ir.BlockArgument) and _owner(root).name in _VIEWS:
-        root = _owner(root).operands[0]
+    while not isinstance(root, ir.BlockArgument) and owner(root).name in _VIEWS:
+        root = owner(root).operands[0]
     if isinstance(root, ir.BlockArgument) or any(value == r for r in ret.operands):
         return "external"
-    if _is_const_expr(value):
+    if is_const_expr(value):
         return "constant"
     return "transient"
 
@@ -212,45 +213,6 @@ def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
                                    ip=ip if last is None else ir.InsertionPoint.after(last))
         operands.append(last.results[0])
     return operands, ir.InsertionPoint.after(last)
-
-
-def _is_const_expr(value: ir.Value, depth: int = 0) -> bool:
-    """Computed from constants only (an immutable global, an arith.constant, a transpose or
-    reshape of one...): what IREE's const-expr hoisting turns into a constant resource."""
-    if isinstance(value, ir.BlockArgument) or depth > 16:
-        return False
-    if _is_constant(value):
-        return True
-    op = _owner(value)
-    if op.name == "tensor.empty":
-        return True
-    if not op.name.startswith(("linalg.", "tensor.", "arith.")) or len(op.regions) > 1:
-        return False
-    return len(op.operands) > 0 and all(_is_const_expr(o, depth + 1) for o in op.operands)
-
-
-def _owner(value: ir.Value):
-    return value.owner.operation if hasattr(value.owner, "operation") else value.owner
-
-
-def _is_constant(value: ir.Value) -> bool:
-    """Defined by `arith.constant` or by a `util.global.load` of a global never stored to."""
-    op = _owner(value)
-    if op.name == "arith.constant":
-        return True
-    if op.name != "util.global.load":
-        return False
-    sym = ir.FlatSymbolRefAttr(op.attributes["global"]).value
-    module = op.parent
-    while module is not None and module.name != "builtin.module":
-        module = module.parent
-    if module is None:
-        return False
-    for g in module.regions[0].blocks[0].operations:
-        g = g.operation
-        if g.name == "util.global" and ir.StringAttr(g.attributes["sym_name"]).value == sym:
-            return "is_mutable" not in g.attributes
-    return False
 
 
 def _item(view: StatOp) -> StatItem:

@@ -30,3 +30,12 @@ def test_bench_mine_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "read Mrow/s" in proc.stdout
+
+
+def test_bench_analysis_quick_runs():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_analysis.py"), "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ms/layer" in proc.stdout and "deepest / shallowest" in proc.stdout

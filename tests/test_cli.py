@@ -359,3 +359,48 @@ def test_opscope_opt_runs_a_pipeline(tmp_path):
     module = parse_module(proc.stdout, new_context())
     manifest = Manifest.from_module(module)
     assert len(manifest.entries) == 36 and manifest.sites[0].name == "fc"
+
+
+# -- static analyses: shapes, bytes, motifs, flow ---------------------------------------
+
+OPSCOPE = ENTRY_POINTS["opscope"]
+
+
+def test_shapes_of_the_default_demo_text_and_json():
+    text = run([*OPSCOPE, "shapes", "--layers", "2"])
+    assert text.returncode == 0, text.stderr
+    first = text.stdout.splitlines()[0]
+    assert first.startswith("transformer: ") and "FLOPs" in first and "compute-bound" in first
+    assert "16×64×64" in text.stdout and "×8" in text.stdout  # q, k, v, o of 2 layers
+    doc = json.loads(run([*OPSCOPE, "shapes", "--layers", "2", "--json"]).stdout)
+    flops = {(g["m"], g["k"], g["n"]): g for g in doc["gemms"]}
+    assert flops[(16, 64, 64)]["count"] == 8 and flops[(16, 64, 64)]["flops"] == 8 * 2 * 16 * 64 * 64
+    assert doc["roofline"]["ridge"] == 10.0
+
+
+def test_bytes_per_op_and_per_dispatch(transformer_file):
+    ops = run([*OPSCOPE, "bytes", str(transformer_file), "--top", "3"])
+    assert ops.returncode == 0, ops.stderr
+    assert ops.stdout.startswith("bytes ledger") and "per kind" in ops.stdout
+    doc = json.loads(run([*OPSCOPE, "bytes", str(transformer_file), "--json"]).stdout)
+    per_op = json.loads(run([*OPSCOPE, "bytes", str(transformer_file), "--dispatches", "--json"]).stdout)
+    assert per_op["flops"] == doc["totals"]["flops"]  # fusion moves FLOPs between dispatches, never changes them
+    assert per_op["target"] == "llvm-cpu" and per_op["per_dispatch"]
+
+
+def test_motifs_and_flow_on_the_demos():
+    motifs = run([*OPSCOPE, "motifs", "mlp", "--top", "2"])
+    assert motifs.returncode == 0, motifs.stderr
+    assert motifs.stdout.startswith("motifs: ") and "matmul → generic<maximumf>" in motifs.stdout
+    flow = json.loads(run([*OPSCOPE, "flow", "--json"]).stdout)
+    assert flow["cones"][0]["kind"] == "attention" and flow["cones"][0]["count"] == 6
+    moe = run([*OPSCOPE, "flow", "moe", "--layers", "2", "--top", "1"])
+    assert "MoE" in moe.stdout
+
+
+@pytest.mark.parametrize("cmd", ["shapes", "bytes", "motifs", "flow"])
+def test_static_analysis_bad_source_is_one_line(cmd, tmp_path):
+    assert_one_line_error(run([*OPSCOPE, cmd, str(tmp_path / "nope.mlir")]), "opscope: error: no such file")
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(MALFORMED)
+    assert_one_line_error(run([*OPSCOPE, cmd, str(bad)]), "opscope: error: ")

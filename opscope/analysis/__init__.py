@@ -1,4 +1,12 @@
 """Static analyses of a canonical linalg module: nothing here executes the model.
 
-`labels` names ops readably (the vocabulary every other analysis reports in).
+* `labels`: readable op labels (`matmul`, `generic<subf,exp>`, `reduce<maximumf>`), the
+  vocabulary every other analysis reports in;
+* `cost`: exact per-op FLOPs and a floor on bytes moved, roofline class (`ledger` renders
+  the reference's bytes ledger, `shapes` the GEMM shape histogram);
+* `dispatch`: the same costs per fused dispatch as IREE forms them for a target;
+* `opgraph`, `motifs`, `cones`: recurring op chains and repeated dataflow cones with
+  fusion hints.
+
+`docs/analysis.md` has the rules and every deliberate difference from the reference.
 """

@@ -5,6 +5,11 @@ Named ops go by their name (`matmul`, `batch_matmul`, `softmax`, `fill`, `transp
 arithmetic ops in body order without repeats: `generic<exp>`, `generic<subf,exp>`, a
 reduction as `reduce<maximumf>`, a contraction as `contract<mulf,addf>`, a body with no
 arithmetic (a copy, broadcast or transpose written as a generic) as `generic<copy>`.
+Body ops that compute only from values defined outside the body (`arith.truncf` of a
+captured constant: hoistable setup, not per-element work) and bounds checks (`cf.assert`)
+are left out, so `x * scale` reads `generic<mulf>` whatever form the scale takes. A
+generic whose body reads a tensor with `tensor.extract` (an embedding lookup, a routed
+expert-weight gather) is a `gather`: its index arithmetic is addressing, not compute.
 Function arguments are `in`, constants `const`, immutable-global loads `global`.
 """
 
@@ -13,8 +18,8 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-BODY_SKIP = frozenset({"linalg.yield", "arith.constant", "linalg.index"})
-SHORT_DIALECTS = ("linalg.", "iree_linalg_ext.", "tensor.", "stablehlo.", "math.", "arith.", "util.")
+BODY_SKIP = frozenset({"linalg.yield", "arith.constant", "linalg.index", "cf.assert", "iree_linalg_ext.yield"})
+SHORT_DIALECTS = ("linalg.", "iree_linalg_ext.", "iree_encoding.", "tensor.", "stablehlo.", "math.", "arith.", "util.")
 RENAMED = {"arith.constant": "const", "util.global.load": "global", "func.return": "return"}
 ARG_LABEL = "in"
 
@@ -24,19 +29,49 @@ def _operation(op) -> ir.Operation:
 
 
 def body_ops(op) -> list[str]:
-    """The short names of the arithmetic ops in `op`'s first region, in order, without repeats."""
+    """The short names of the per-element ops in `op`'s first region, in order, without repeats.
+
+    An op counts when it reads a block argument, `linalg.index` or another counted op
+    (ops on captured values only are loop-invariant setup), and when what it computes
+    reaches a result someone reads (torch's `amax` also yields an unread argmax).
+    """
     op = _operation(op)
     if not op.regions or not len(op.regions[0].blocks):
         return []
+    block = op.regions[0].blocks[0]
+    inner_ops = [inner.operation for inner in block.operations]
+    live = _live_body_ops(op, inner_ops)
+    varying = set(block.arguments)
     seen: list[str] = []
-    for inner in op.regions[0].blocks[0].operations:
-        name = inner.operation.name
-        if name in BODY_SKIP:
+    for inner in inner_ops:
+        name = inner.name
+        if name != "linalg.index" and not any(v in varying for v in inner.operands):
+            continue
+        varying.update(inner.results)
+        if name in BODY_SKIP or (live is not None and inner not in live):
             continue
         short = name.split(".", 1)[1] if "." in name else name
         if short not in seen:
             seen.append(short)
     return seen
+
+
+def _live_body_ops(op: ir.Operation, inner_ops: list[ir.Operation]) -> list[ir.Operation] | None:
+    """The body ops that feed a yielded value whose result has uses; None when all count
+    (no terminator to read, every result used, or none used: a dead op is labeled whole)."""
+    if not inner_ops or len(op.results) < 2:
+        return None
+    used = [any(True for _ in r.uses) for r in op.results]
+    yielded = list(inner_ops[-1].operands)
+    if all(used) or not any(used) or len(yielded) != len(used):
+        return None
+    wanted = {v for v, u in zip(yielded, used) if u}
+    live: list[ir.Operation] = []
+    for inner in reversed(inner_ops[:-1]):
+        if any(r in wanted for r in inner.results):
+            live.append(inner)
+            wanted.update(inner.operands)
+    return live
 
 
 def _is_reduction(op: ir.Operation) -> bool:
@@ -55,6 +90,8 @@ def op_label(op) -> str:
         body = body_ops(op)
         if not body:
             return "generic<copy>"
+        if "extract" in body:
+            return "gather"
         if linalg.isa_contraction_op(op):
             head = "contract"
         elif _is_reduction(op):

@@ -1,0 +1,176 @@
+"""GEMM shape histogram: which (batch, M, K, N, dtype) carry the FLOPs (autotune / dispatch-table targets).
+
+Matmul-like ops are `opscope.sites.find_sites`'s (their FLOPs are `Site.flops`,
+2·batch·M·K·N, equal to the cost model's); `iree_linalg_ext.attention` ops are reported
+apart by (B, M, K1, K2, N, dtype) with the cost model's formula. Rows are sorted by FLOPs,
+descending (ties by count, then shape); a row's share is of the module's total FLOPs
+(`analyze(module).total_flops`), so it says what tuning that shape could touch. Sites with
+a dynamic size are counted apart, never guessed. The reference's `gemm_shape_histogram`
+(§3.14) keys by (m, k, n) with m = lhs dim 0; ours keys by batch as well, and by dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iree.compiler import ir
+
+from opscope.analysis.cost import ATTENTION, analyze, attention_dims, op_cost
+from opscope.analysis.ledger import human_count, percent
+from opscope.sites import find_sites
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One matmul shape: how many sites have it and the FLOPs they carry."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    dtype: str
+    count: int
+    flops: int
+    share: float  # of the module's total FLOPs
+
+    @property
+    def shape(self) -> str:
+        """`B×M×K×N` (batch left out when 1)."""
+        dims = (self.m, self.k, self.n) if self.batch == 1 else (self.batch, self.m, self.k, self.n)
+        return "×".join(str(d) for d in dims)
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """One fused-attention shape (B, M, K1, K2, N): count and FLOPs."""
+
+    b: int
+    m: int
+    k1: int
+    k2: int
+    n: int
+    dtype: str
+    count: int
+    flops: int
+    share: float
+
+    @property
+    def shape(self) -> str:
+        """`B=.. M=.. K1=.. K2=.. N=..`."""
+        return f"B={self.b} M={self.m} K1={self.k1} K2={self.k2} N={self.n}"
+
+
+@dataclass(frozen=True)
+class ShapeHistogram:
+    """GEMM and attention shapes of a module, by FLOPs."""
+
+    gemms: list[GemmShape]
+    attention: list[AttentionShape]
+    total_flops: int  # the module's, every op
+    dynamic: list[str] = field(default_factory=list)  # names of sites with a dynamic size
+
+    @property
+    def gemm_flops(self) -> int:
+        """FLOPs of every static matmul-like site."""
+        return sum(g.flops for g in self.gemms)
+
+    @property
+    def attention_flops(self) -> int:
+        """FLOPs of every static attention op."""
+        return sum(a.flops for a in self.attention)
+
+    def to_text(self, top: int = 10) -> str:
+        """`B×M×K×N dtype ×count %FLOPs (FLOPs)` rows, then attention shapes."""
+        lines = [f"GEMM shapes ({len(self.gemms)} distinct, {human_count(self.gemm_flops)} FLOPs, "
+                 f"{percent(self.gemm_flops, self.total_flops)} of the module's {human_count(self.total_flops)}):"]
+        for g in self.gemms[:top]:
+            lines.append(f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {100 * g.share:6.2f} %  "
+                         f"({human_count(g.flops)} FLOPs)")
+        if len(self.gemms) > top:
+            lines.append(f"  ... {len(self.gemms) - top} more")
+        if not self.gemms:
+            lines.append("  none")
+        if self.attention:
+            lines.append(f"attention shapes ({human_count(self.attention_flops)} FLOPs, "
+                         f"{percent(self.attention_flops, self.total_flops)}):")
+            for a in self.attention[:top]:
+                lines.append(f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {100 * a.share:6.2f} %  "
+                             f"({human_count(a.flops)} FLOPs)")
+        if self.dynamic:
+            lines.append(f"{len(self.dynamic)} site(s) with a dynamic size left out: {', '.join(self.dynamic[:5])}"
+                         + (" ..." if len(self.dynamic) > 5 else ""))
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict:
+        """JSON-safe rows."""
+        return {
+            "total_flops": self.total_flops,
+            "gemms": [{"batch": g.batch, "m": g.m, "k": g.k, "n": g.n, "dtype": g.dtype, "count": g.count,
+                       "flops": g.flops, "share": g.share} for g in self.gemms],
+            "attention": [{"b": a.b, "m": a.m, "k1": a.k1, "k2": a.k2, "n": a.n, "dtype": a.dtype,
+                           "count": a.count, "flops": a.flops, "share": a.share} for a in self.attention],
+            "dynamic": list(self.dynamic),
+        }
+
+
+def dtype_of(types: list[str]) -> str:
+    """`f32` when every operand has that element type, else `bf16,bf16->f32` (inputs -> output)."""
+    if len(set(types)) == 1:
+        return types[0]
+    return f"{','.join(types[:-1])}->{types[-1]}"
+
+
+def _element(value: ir.Value) -> str:
+    """The element type of a tensor value (the type of a scalar), as text."""
+    ty = value.type
+    return str(ty.element_type) if isinstance(ty, ir.ShapedType) else str(ty)
+
+
+def _attention_ops(module) -> list[ir.Operation]:
+    """Every `iree_linalg_ext.attention` under `module`, in IR order."""
+    found: list[ir.Operation] = []
+
+    def visit(op):  # only gathers: exceptions inside walk callbacks lose their message
+        if op.name == ATTENTION:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def shape_histogram(module, total_flops: int | None = None) -> ShapeHistogram:
+    """The GEMM and attention shape histograms of `module` (`total_flops` defaults to `analyze`'s)."""
+    total = analyze(module).total_flops if total_flops is None else total_flops
+    gemm: dict[tuple, list[int]] = {}
+    dynamic = []
+    for s in find_sites(module):
+        if s.dynamic:
+            dynamic.append(s.name)
+            continue
+        key = (s.batch, s.m, s.k, s.n, dtype_of([s.element_type(r) for r in ("lhs", "rhs", "out")]))
+        acc = gemm.setdefault(key, [0, 0])
+        acc[0] += 1
+        acc[1] += s.flops
+    att: dict[tuple, list[int]] = {}
+    for op in _attention_ops(module):
+        dims = attention_dims(op)
+        flops = op_cost(op).flops
+        if dims is None or flops is None:
+            dynamic.append(op_cost(op).name)
+            continue
+        operands = list(op.operands)
+        types = [_element(v) for v in operands[:3]] + [_element(op.results[0])]
+        acc = att.setdefault((*dims, dtype_of(types)), [0, 0])
+        acc[0] += 1
+        acc[1] += flops
+
+    def share(f: int) -> float:
+        """`f` over the module's FLOPs."""
+        return f / total if total else 0.0
+
+    gemms = [GemmShape(*k, c, f, share(f)) for k, (c, f) in gemm.items()]
+    gemms.sort(key=lambda g: (-g.flops, -g.count, g.batch, g.m, g.k, g.n, g.dtype))
+    attention = [AttentionShape(*k, c, f, share(f)) for k, (c, f) in att.items()]
+    attention.sort(key=lambda a: (-a.flops, -a.count, a.b, a.m, a.k1, a.k2, a.n, a.dtype))
+    return ShapeHistogram(gemms, attention, total, dynamic)
