@@ -232,7 +232,7 @@ def _cmd_targets(args) -> int:
     for t in TARGETS.values():
         why = driver_available(t.driver)
         print(f"{t.name:13} {'runs here' if why is None else 'compiles only'}  {t.note}"
-              + (f" ({why})" if why else ""))
+              + (f" ({why})" if why else "") + f"; ridge {t.ridge:g} FLOP/B ({t.ridge_source})")
     return 0
 
 
@@ -270,10 +270,19 @@ def _emit(args, text: str, doc: dict) -> int:
     return 0
 
 
+def _ridge(args) -> float:
+    """--ridge, else the target's nominal ridge."""
+    from opscope.targets import get_target
+
+    target = get_target(args.target)
+    return args.ridge if args.ridge is not None else target.ridge
+
+
 def _cmd_shapes(args) -> int:
     from opscope.analysis.cost import analyze
     from opscope.analysis.shapes import shape_histogram
 
+    args.ridge = _ridge(args)
     module = _analysis_module(args)
     cost = analyze(module)
     hist = shape_histogram(module, cost.total_flops)
@@ -293,6 +302,7 @@ def _per_byte(flops: int, nbytes: int) -> str:
 
 
 def _cmd_bytes(args) -> int:
+    args.ridge = _ridge(args)
     module = _analysis_module(args)
     if args.dispatches:
         from opscope.analysis.dispatch import analyze_dispatches
@@ -336,8 +346,6 @@ def _add_analysis(sub, name: str, help: str, fn, top: int):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from opscope.analysis.cost import DEFAULT_RIDGE
-
     p = argparse.ArgumentParser(prog="opscope", description="Which specialized kernels does a model deserve?")
     sub = p.add_subparsers(dest="command")
 
@@ -403,11 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
     si = sub.add_parser("sites", help="list the matmul sites of a module")
     si.add_argument("source")
     si.set_defaults(fn=_cmd_sites)
+    ridge_help = "roofline ridge, FLOP/byte (default: the target's nominal ridge, `opscope targets`)"
     sh = _add_analysis(sub, "shapes", "hot GEMM shapes (batch, M, K, N, dtype) by FLOP share: static", _cmd_shapes, 10)
-    sh.add_argument("--ridge", type=float, default=DEFAULT_RIDGE, help="roofline ridge, FLOP/byte")
+    sh.add_argument("--ridge", type=float, default=None, help=ridge_help)
+    target(sh)
     by = _add_analysis(sub, "bytes", "exact FLOPs and bytes per op (or per IREE dispatch), roofline: static",
                        _cmd_bytes, 12)
-    by.add_argument("--ridge", type=float, default=DEFAULT_RIDGE, help="roofline ridge, FLOP/byte")
+    by.add_argument("--ridge", type=float, default=None, help=ridge_help)
     by.add_argument("--dispatches", action="store_true", help="per fused dispatch, as IREE forms them")
     target(by)
     mo = _add_analysis(sub, "motifs", "recurring op chains (fusion candidates): static", _cmd_motifs, 12)
