@@ -85,7 +85,7 @@ def location_name(loc: ir.Location) -> str | None:
     return None
 
 
-def _loop_sizes(maps: list[ir.AffineMap], operands: list[ir.Value]) -> list[int | None]:
+def loop_sizes(maps: list[ir.AffineMap], operands: list[ir.Value]) -> list[int | None]:
     """Size of every loop dimension, read off the operands that index it (None = dynamic)."""
     n_dims = maps[0].n_dims
     sizes: list[int | None] = [None] * n_dims
@@ -112,7 +112,7 @@ def _linalg_site(op: ir.Operation) -> tuple[str, dict, int, int, int, int, bool]
         return None
     maps = [ir.AffineMapAttr(a).value for a in maps_attr]
     dims = linalg.infer_contraction_dimensions(op)
-    sizes = _loop_sizes(maps, ins + outs)
+    sizes = loop_sizes(maps, ins + outs)
 
     def size(ds) -> int | None:
         vals = [sizes[d] for d in ds]

@@ -49,7 +49,7 @@ from iree.compiler.dialects import linalg
 
 from opscope.analysis.labels import op_label
 from opscope.const_expr import is_const_expr, is_weight, memoized, owner
-from opscope.sites import location_name
+from opscope.sites import location_name, loop_sizes
 
 DEFAULT_RIDGE = 10.0  # FLOP/byte: below it an op is memory-bound (the reference's shapes ridge)
 SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, sum, divide
@@ -252,30 +252,23 @@ def body_flops(op: ir.Operation, count_int: bool) -> tuple[int | None, str | Non
         varying.update(inner.results)
         if wanted is not None and inner.results and not any(r in wanted for r in inner.results):
             continue
-        f = scalar_op_flops(inner, count_int)
-        if f is None and not inner.regions:
-            return None, f"body op {inner.name} is not modelled"
-        total += f or 0
-        for sub in inner.regions:
-            got, why = _nested_flops(sub, count_int)
-            if got is None:
-                return None, why
-            total += got
+        got, why = _inner_flops(inner, count_int)
+        if got is None:
+            return None, why
+        total += got
     return total, None
 
 
-def _nested_flops(region: ir.Region, count_int: bool) -> tuple[int | None, str | None]:
-    """FLOPs of every op in a nested region, each counted once."""
-    total = 0
-    for block in region.blocks:
-        for inner in block.operations:
-            inner = inner.operation
-            f = scalar_op_flops(inner, count_int)
-            if f is None and not inner.regions:
-                return None, f"body op {inner.name} is not modelled"
-            total += f or 0
-            for sub in inner.regions:
-                got, why = _nested_flops(sub, count_int)
+def _inner_flops(inner: ir.Operation, count_int: bool) -> tuple[int | None, str | None]:
+    """FLOPs of one body op and of every op in its nested regions, each counted once."""
+    f = scalar_op_flops(inner, count_int)
+    if f is None and not inner.regions:
+        return None, f"body op {inner.name} is not modelled"
+    total = f or 0
+    for region in inner.regions:
+        for block in region.blocks:
+            for nested in block.operations:
+                got, why = _inner_flops(nested.operation, count_int)
                 if got is None:
                     return None, why
                 total += got
@@ -298,19 +291,6 @@ def _live_values(op: ir.Operation, inner_ops: list[ir.Operation]) -> set | None:
 
 
 # -- loop sizes ----------------------------------------------------------------------------
-def loop_sizes(maps: list[ir.AffineMap], operands: list[ir.Value]) -> list[int | None]:
-    """Size of every loop dimension, read off the operands that index it plainly (None = unknown)."""
-    sizes: list[int | None] = [None] * maps[0].n_dims
-    for amap, val in zip(maps, operands):
-        ty = val.type
-        if not isinstance(ty, ir.ShapedType):
-            continue
-        for pos, expr in enumerate(amap.results):
-            if isinstance(expr, ir.AffineDimExpr) and not ty.is_dynamic_dim(pos):
-                sizes[expr.position] = ty.shape[pos]
-    return sizes
-
-
 def _maps(attr: ir.Attribute) -> list[ir.AffineMap]:
     """An `indexing_maps` array attribute as affine maps."""
     return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attr)]
