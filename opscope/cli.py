@@ -247,8 +247,8 @@ def _analysis_module(args):
     if src in DEMO_KINDS:
         from opscope import demo
 
-        if src == "mlp":
-            return parse_module(demo.mlp_module(args.layers, args.d_model, args.seq, weights="globals"))
+        if src == "mlp":  # the reference's motifs graph: every layer relu(x·W + b)
+            return parse_module(demo.bias_mlp_module(args.layers, args.d_model, args.seq))
         if src == "transformer":
             return parse_module(demo.transformer_module(args.layers, args.d_model, args.seq, weights="globals"))
         return parse_module(demo.moe_module(args.layers, args.d_model, args.seq))

@@ -139,6 +139,18 @@ def mlp_module(layers: int, width: int, tokens: int, dtype: str = "f32", weights
     return b.module(x, shape)
 
 
+def bias_mlp_module(layers: int, width: int, tokens: int, dtype: str = "f32", weights: str = "globals") -> str:
+    """The reference's `opscope-motifs` graph: `layers` x relu(x·W + b), every layer with a bias
+    and an activation; sites `fc0`, `fc1`, ...; weights as globals by default."""
+    b = _Builder(dtype, weights)
+    x, shape = b.arg("x", (tokens, width)), (tokens, width)
+    for i in range(layers):
+        w, bias = b.arg(f"w{i}", (width, width)), b.arg(f"b{i}", shape)
+        x, shape = b.matmul(x, shape, w, (width, width), f"fc{i}")
+        x = b.relu(b.add(x, bias, shape, f"bias{i}"), shape, f"act{i}")
+    return b.module(x, shape)
+
+
 def _attention(b: _Builder, x: str, s: tuple[int, int], p: str) -> str:
     """Single-head attention with a residual: q/k/v, q·kᵀ, softmax, ·v, o; 6 sites."""
     d_model = s[1]

@@ -26,13 +26,7 @@ LAYERS = 6
 
 def bias_mlp_module(layers: int, width: int = 16, tokens: int = 8) -> str:
     """The reference `opscope-motifs` graph: `layers` x relu(x·W + b), weights as globals."""
-    b = demo._Builder(weights="globals")
-    x, shape = b.arg("x", (tokens, width)), (tokens, width)
-    for i in range(layers):
-        w, bias = b.arg(f"w{i}", (width, width)), b.arg(f"b{i}", shape)
-        x, shape = b.matmul(x, shape, w, (width, width), f"fc{i}")
-        x = b.relu(b.add(x, bias, shape, f"bias{i}"), shape, f"act{i}")
-    return b.module(x, shape)
+    return demo.bias_mlp_module(layers, width, tokens)
 
 
 def _motif(report: MotifReport, *seq: str):

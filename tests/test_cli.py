@@ -391,7 +391,9 @@ def test_bytes_per_op_and_per_dispatch(transformer_file):
 def test_motifs_and_flow_on_the_demos():
     motifs = run([*OPSCOPE, "motifs", "mlp", "--top", "2"])
     assert motifs.returncode == 0, motifs.stderr
-    assert motifs.stdout.startswith("motifs: ") and "matmul → generic<maximumf>" in motifs.stdout
+    assert motifs.stdout.startswith("motifs: ")
+    top = motifs.stdout.splitlines()[1]  # the matmul → bias → relu block, twice (×layers−1)
+    assert "matmul → generic<addf> → generic<maximumf> → matmul → generic<addf> → generic<maximumf>" in top
     flow = json.loads(run([*OPSCOPE, "flow", "--json"]).stdout)
     assert flow["cones"][0]["kind"] == "attention" and flow["cones"][0]["count"] == 6
     moe = run([*OPSCOPE, "flow", "moe", "--layers", "2", "--top", "1"])
