@@ -103,7 +103,7 @@ def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int
             module = parse_module(source, new_context())
             t0 = time.perf_counter()
             if config is not None:
-                inject_matmul_stats(module, config, outline=outline)
+                inject_matmul_stats(module, config, outline=outline, target=target)
             t1 = time.perf_counter()
             try:
                 compiled = compile_module(module, target, statistics=True, use_cache=False)

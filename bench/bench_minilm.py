@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     target = get_target("llvm-cpu")
     base = timed("compile, as imported", lambda: compile_module(module, target, use_cache=False))
     tapped, manifest = timed(f"inject ({'all' if not sites else repr(sites)} sites)",
-                             lambda: inject_matmul_stats(parse_module(source), sites=sites))
+                             lambda: inject_matmul_stats(parse_module(source), sites=sites, target=target.name))
     inst = timed(f"compile, {len(manifest.sites)} sites tapped", lambda: compile_module(tapped, target, use_cache=False))
     base_rt, inst_rt = load(base), load(inst)
     inputs = torch_fx.flat_inputs(model, (), kwargs)

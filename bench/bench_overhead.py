@@ -16,7 +16,11 @@ the statistics (manifest for injected, `host_stats` for naive), so all variants 
 the same statistics in host memory. `x base` is the median over rounds of the ratio to
 base in the same round. Nothing here asserts on time.
 
-    python bench/bench_overhead.py [--repeats 9] [--quick] [--target llvm-cpu|vulkan-spirv] [--breakdown] [--weights args|globals]
+Injected variants count histograms the target's way (`Target.hist_counts`: i8 lanes on
+llvm-cpu, i32 elsewhere); `--hist-counts i32,i8` compiles each injected variant once per
+count type, side by side (names end in `, hist-counts=<type>`).
+
+    python bench/bench_overhead.py [--repeats 9] [--quick] [--target llvm-cpu|vulkan-spirv] [--breakdown] [--weights args|globals] [--hist-counts i32,i8]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from iree.compiler.dialects import func  # noqa: E402
 
 from opscope import demo  # noqa: E402
 from opscope.compile import compile_module  # noqa: E402
+from opscope.dialect.lowering import HIST_LANES  # noqa: E402
 from opscope.host_stats import host_stats  # noqa: E402
 from opscope.instrument import inject_matmul_stats  # noqa: E402
 from opscope.instrumented import function_args  # noqa: E402
@@ -47,6 +52,7 @@ from opscope.loading import new_context, parse_module  # noqa: E402
 from opscope.runtime import load  # noqa: E402
 from opscope.sites import ROLES, find_sites  # noqa: E402
 from opscope.stat_config import StatConfig  # noqa: E402
+from opscope.targets import get_target  # noqa: E402
 
 FUNCTION = "main"
 
@@ -124,42 +130,55 @@ def _run_naive(config):
     return make
 
 
-CHECKED = "injected default, outline=True"
+CHECKED = "injected default, outline=True"  # and its hist-counts twins
 
 
-def agreement(variants: list[Variant], rtol: float = 1e-3) -> str:
-    """One line: do the injected statistics equal host_stats of the naive module's outputs?
+def is_checked(name: str) -> bool:
+    """Whether variant `name` is compared with host_stats before timing."""
+    return name == CHECKED or name.startswith(CHECKED + ", hist-counts=")
+
+
+def agreement(variants: list[Variant], rtol: float = 1e-3) -> list[str]:
+    """One line per checked variant: do its statistics equal host_stats of the naive module's outputs?
 
     Both modules see the same inputs; the naive one returns the very tensors the injected
     one summarizes (up to float reassociation), so every sketch should agree.
     """
     by = {v.name: v for v in variants}
-    inj, nai = by.get(CHECKED), by.get("naive default (host_stats)")
-    if inj is None or nai is None or inj.outs is None or nai.outs is None:
-        return "check: skipped (the injected default or the naive variant did not run)"
-    device = inj.info.values(inj.outs)
+    nai = by.get("naive default (host_stats)")
+    checked = [v for v in variants if is_checked(v.name) and v.outs is not None]
+    if nai is None or nai.outs is None or not checked:
+        return ["check: skipped (the injected default or the naive variant did not run)"]
     host: dict = {}
     for site, role, idx in nai.info:
         host[(site, role)] = host_stats(nai.outs[idx], StatConfig())
-    bad = []
-    for (site, role, stat), got in device.items():
-        want = host[(site, role)][stat]
-        tol = rtol * max(1.0, float(np.abs(want).max()) if want.size else 1.0)
-        if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=tol):
-            bad.append(f"{site}/{role}/{stat}")
-    inj.outs = nai.outs = None
-    tail = f"; differ: {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}" if bad else ""
-    return (f"check: {len(device) - len(bad)}/{len(device)} sketches of '{CHECKED}' match host_stats "
-            f"of the naive outputs (rtol {rtol}){tail}")
+    lines = []
+    for inj in checked:
+        device = inj.info.values(inj.outs)
+        bad = []
+        for (site, role, stat), got in device.items():
+            want = host[(site, role)][stat]
+            tol = rtol * max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+            if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=tol):
+                bad.append(f"{site}/{role}/{stat}")
+        inj.outs = None
+        tail = f"; differ: {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}" if bad else ""
+        lines.append(f"check: {len(device) - len(bad)}/{len(device)} sketches of '{inj.name}' match "
+                     f"host_stats of the naive outputs (rtol {rtol}){tail}")
+    nai.outs = None
+    return lines
 
 
-def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist: bool = False) -> list[Variant]:
+def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist: bool = False,
+                 counts: tuple[str, ...] = ("i32",)) -> list[Variant]:
+    """The variants of one model; every injected one once per histogram count type in `counts`."""
     def parsed():
         return parse_module(source, new_context())
 
-    def injected(config, outline, hoist_constants=False):
+    def injected(config, outline, hoist_constants=False, hist_counts="i32"):
         def build():
-            return inject_matmul_stats(parsed(), config, outline=outline, hoist_constants=hoist_constants)
+            return inject_matmul_stats(parsed(), config, outline=outline, hoist_constants=hoist_constants,
+                                       hist_counts=hist_counts)
         return build
 
     def naive():
@@ -167,32 +186,37 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist:
         taps = expose_operands(m)
         return m, taps
 
+    def add(name: str, config: StatConfig, outline: bool, hoist_constants: bool = False) -> None:
+        for c in counts:
+            label = name + (f", hist-counts={c}" if len(counts) > 1 else "")
+            out.append(Variant(label, injected(config, outline, hoist_constants, c), _run_injected))
+
     out = [Variant("base", lambda: (parsed(), None), _run_base)]
     for cname, config in (("default", StatConfig()), ("lean", StatConfig.lean())):
         for outline in ((True, False) if full else (True,)):
-            out.append(Variant(f"injected {cname}, outline={outline}", injected(config, outline), _run_injected))
+            add(f"injected {cname}, outline={outline}", config, outline)
     if hoist:  # weights in util.globals: their sketches computed at compile time by IREE
-        out.append(Variant("injected default, outline=True, hoist-constants",
-                           injected(StatConfig(), True, True), _run_injected))
+        add("injected default, outline=True, hoist-constants", StatConfig(), True, True)
     out.append(Variant("naive default (host_stats)", naive, _run_naive(StatConfig())))
     if breakdown:  # what each sketch beyond the lean set costs
         lean = StatConfig.lean()
         for label, cfg in (("lean+hist", lean.replace(hist_bins=32, hist_normalize=True)),
                            ("lean+pos_sumsq", lean.replace(per_position=True)),
                            ("lean+adj_sumsq", lean.replace(adjacency=True))):
-            out.append(Variant(f"injected {label}, outline=True", injected(cfg, True), _run_injected))
+            add(f"injected {label}, outline=True", cfg, True)
     if full:
         out.append(Variant("naive lean (host_stats)", naive, _run_naive(StatConfig.lean())))
     return [v for v in out if not v.name.startswith("naive")] + [v for v in out if v.name.startswith("naive")]
 
 
 def bench_model(title: str, source: str, target: str, repeats: int, full: bool = True,
-                breakdown: bool = False, min_sample_s: float = 0.02, hoist: bool = False) -> None:
-    print(f"\n## {title} on {target}")
+                breakdown: bool = False, min_sample_s: float = 0.02, hoist: bool = False,
+                counts: tuple[str, ...] = ("i32",)) -> None:
+    print(f"\n## {title} on {target} (histogram counts: {', '.join(counts)})")
     sys.stdout.flush()
     shapes = [s for s, _ in function_args(parse_module(source, new_context()))]
     inputs = demo.random_inputs(shapes, seed=0)
-    variants = variants_for(source, full, breakdown, hoist)
+    variants = variants_for(source, full, breakdown, hoist, counts)
     compiled_naive = None
     for v in variants:
         try:
@@ -218,7 +242,7 @@ def bench_model(title: str, source: str, target: str, repeats: int, full: bool =
             outs = loaded.invoke(FUNCTION, *inputs)  # also a warm-up
             v.extra_bytes = sum(np.asarray(o).nbytes for o in outs[1:])
             v.info = info
-            if v.name in (CHECKED, "naive default (host_stats)"):
+            if is_checked(v.name) or v.name == "naive default (host_stats)":
                 v.outs = outs
         except Exception as e:  # report and go on: one failing variant must not hide the others
             v.error = short_error(e)
@@ -232,7 +256,7 @@ def bench_model(title: str, source: str, target: str, repeats: int, full: bool =
     calls = max(1, math.ceil(min_sample_s / max(time.perf_counter() - t0, 1e-6)))
     runnable = {v.name: _repeat(v.run, calls) for v in variants if v.run is not None}
     print(f"calls per sample: {calls}; medians below are per call")
-    print(agreement(variants))
+    print("\n".join(agreement(variants)))
     sys.stdout.flush()
     times = interleaved(runnable, repeats)
     for rounds in times.values():
@@ -296,6 +320,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--weights", choices=("args", "globals"), default="args",
                    help="weights as function arguments fed each call (default) or as util.global "
                         "constants in the module (dense_resource), the way imported models hold them")
+    p.add_argument("--hist-counts", default=None,
+                   help="comma list of histogram lane count types (i32, i8) to compile every injected "
+                        "variant with, side by side (default: the target's, i8 on llvm-cpu)")
     p.add_argument("--mnk", default=None, help="matmul M,K,N (default 512,1024,1024; --quick 64,128,128)")
     p.add_argument("--layers", type=int, default=None, help="transformer layers (default 8; --quick 1)")
     p.add_argument("--d-model", type=int, default=None, help="transformer d_model (default 256; --quick 32)")
@@ -307,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
     layers = args.layers or (1 if q else 8)
     d_model = args.d_model or (32 if q else 256)
     seq = args.seq or (16 if q else 128)
+    counts = tuple(c.strip() for c in (args.hist_counts or get_target(args.target).hist_counts).split(","))
+    if not counts or any(c not in HIST_LANES for c in counts):
+        p.error(f"--hist-counts takes a comma list of: {', '.join(HIST_LANES)}")
     header("opscope bench_overhead: forward time of injected statistics vs base vs naive", argv)
     print(f"# {repeats} timed rounds after 1 warm-up round, variants interleaved; "
           "times include results to host as numpy + decoding the statistics")
@@ -316,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
         if name == "matmul":
             bench_model(f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP{wtxt})",
                         demo.matmul_module(m, k, n, weights=args.weights), args.target, repeats,
-                        breakdown=args.breakdown, hoist=args.weights == "globals")
+                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts)
         elif name == "transformer":
             ffn = 4 * d_model
             gflop = layers * 2 * seq * (4 * d_model * d_model + 2 * seq * d_model + 2 * d_model * ffn) / 1e9
@@ -324,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
                         f"({8 * layers} sites, {gflop:.2f} GFLOP{wtxt})",
                         demo.transformer_module(layers, d_model, seq, weights=args.weights), args.target,
                         repeats, full=not q,
-                        breakdown=args.breakdown, hoist=args.weights == "globals")
+                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts)
         else:
             p.error(f"unknown model '{name}' (choose matmul, transformer)")
     print("\n# columns: compile s = inject + iree-compile (statistics on); dispatches = "

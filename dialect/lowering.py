@@ -14,7 +14,8 @@ statistic). It is shaped for IREE's dispatch formation:
 * What needs a global scalar first takes a second pass: kurtosis needs the mean, the
   normalized histogram needs max|x|. The histogram computes one bin index per element,
   then counts them with one counter per (slab, bin, vector lane), so the innermost loop
-  is a vector compare and add with no horizontal reduction.
+  is a vector compare and add with no horizontal reduction; counters are i32, or i8 where
+  the target counts i8 right (`hist_counts`).
 * Scalar post-processing lives in 0-d generics, never in a host-side `tensor.extract`,
   which would cost a device round trip per site.
 """
@@ -45,12 +46,25 @@ _ROW_PARTIALS = {
 }
 ZERO = "0.000000e+00"
 BINDING_BUDGET = 32  # IREE 3.13's runtime limit on buffer bindings per dispatch
-# Histogram counting layouts, (index and count type, lanes, most indices per lane), first
-# fit wins. i32 only: ("i8", 64, 255) counts 2x faster on llvm-cpu (8-layer transformer
-# 2.77x -> 2.28x base) but IREE 3.13's default SPIR-V target miscounts i8 tensors on
-# lavapipe (every element in bin 0), and the IR is target-agnostic. i32 indices with i8
-# counts were no faster than i32.
-HIST_LANES: tuple[tuple[str, int, int], ...] = (("i32", 16, 512),)
+# Histogram counting layouts per `hist_counts` choice: (index and count type, lanes, most
+# indices per lane), first fit wins. i8 indices and counts fill a 512-bit vector with 64
+# lanes and count ~1.6x faster on llvm-cpu (one 1024x1024 tensor: 0.84 vs 1.3-1.5 ms),
+# but IREE 3.13's default SPIR-V target miscounts i8 tensors on lavapipe (every element
+# in bin 0), so i8 is opt-in per target (`lower-opscope{hist-counts=i8}`;
+# `Target.hist_counts`). i32 indices with i8 counts were no faster than i32.
+#
+# Why an i8 count is exact: lane (s, b, l) of `_hist_lanes` adds 1 for each of the N
+# indices n < N of slab s, lane l that equal b, so its true count c is in [0, N] and
+# `_hist_layout` keeps N <= 255. `arith.addi` on i8 wraps modulo 2^8, and every partial
+# sum is in [0, c], so the bits held are c's own 8-bit pattern (a count of 128..255 reads
+# as negative when signed); the slab/lane sum reads them with `arith.uitofp`, unsigned,
+# which gives back c exactly. The f32 sum over slabs and lanes then adds integers below
+# 2^24 exactly (docs/spine.md, "counts"). Bin indices fit too: -1 .. bins-1 with bins <= 127.
+I8_MAX_COUNT = 255  # the most indices one unsigned 8-bit lane may count
+HIST_LANES: dict[str, tuple[tuple[str, int, int], ...]] = {
+    "i32": (("i32", 16, 512),),
+    "i8": (("i8", 64, I8_MAX_COUNT), ("i32", 16, 512)),  # i32 where i8 does not fit
+}
 
 
 def _f32(x: float) -> str:
@@ -143,12 +157,15 @@ class StatsKernel:
     """The stats kernel for `count` tensors of one type and one ordered list of statistics."""
 
     def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem], count: int = 1,
-                 per_dispatch: int = 0):
+                 per_dispatch: int = 0, hist_counts: str = "i32"):
         self.shape = tuple(shape)
         self.elem = elem
         self.items = list(items)
         self.count = count
         self.per_dispatch = per_dispatch  # tensors computed together; 0: as many as the bindings allow
+        if hist_counts not in HIST_LANES:
+            raise ValueError(f"hist_counts must be one of {', '.join(HIST_LANES)}, got '{hist_counts}'")
+        self.hist_counts = hist_counts  # the histogram's lane counts (`HIST_LANES`)
         self.numel = 1
         for d in self.shape:
             self.numel *= d
@@ -229,7 +246,8 @@ class StatsKernel:
         step = self.group_size
         for first in range(0, self.count, step):
             group = xs[first:first + step]
-            values += StatsKernel(self.shape, self.elem, self.items, count=len(group))._compute(em, group)
+            values += StatsKernel(self.shape, self.elem, self.items, count=len(group),
+                                  hist_counts=self.hist_counts)._compute(em, group)
         outs: list[tuple[str, str]] = []
         if pack:
             total = self.count * self.tensor_length
@@ -495,8 +513,10 @@ class StatsKernel:
         Counting (`_hist_lanes`): the flat indices are viewed as [S, N, L] and every lane
         keeps its own count per bin, so the innermost loop is one compare and one subtract per
         vector of L indices and bin, with no horizontal reduction (per-row counts made IREE
-        reduce the lanes at every step: 2x slower). Shapes that do not split evenly count per
-        row (`_hist_rows`).
+        reduce the lanes at every step: 2x slower). Indices and counts are i32 (16 lanes), or
+        with `hist_counts="i8"` i8 (64 lanes, at most 255 indices a lane: exact, see
+        `HIST_LANES`; ~1.6x faster on llvm-cpu, miscounted by IREE 3.13's SPIR-V). Shapes that
+        do not split evenly count per row in i32 (`_hist_rows`).
         """
         R, C, B = self.rows, self.cols, h.bins
         width = (h.hi - h.lo) / B
@@ -562,21 +582,23 @@ class StatsKernel:
     def _hist_layout(self, bins: int) -> tuple[int, int, int, str] | None:
         """(S, N, L, index type) splitting the flat bin indices into S slabs of N·L, or None.
 
-        The first of `HIST_LANES` that fits: L lanes fill one 512-bit vector, a lane counts
-        at most N indices; S is the fewest slabs that divide the tensor. None when no split
-        keeps N >= 8 (the per-row count is then as good).
+        The first of `HIST_LANES[hist_counts]` that fits: L lanes fill one 512-bit vector, a
+        lane counts at most N <= n_max indices (255 for i8: see `HIST_LANES`); S is the fewest
+        slabs that divide the tensor. None when no split keeps N >= 8 (the per-row count is
+        then as good).
         """
         E = self.numel
-        for ity, L, n_max in HIST_LANES:
+        for ity, L, n_max in HIST_LANES[self.hist_counts]:
             if ity == "i8" and bins > 127:
                 continue
             if E % L:
                 continue
             chunks = E // L
-            s = -(-chunks // n_max)
+            s = -(-chunks // n_max)  # s only grows from here, so N = chunks / s <= n_max
             while s <= chunks and chunks % s:
                 s += 1
             if chunks // s >= 8:
+                assert chunks // s <= n_max
                 return s, chunks // s, L, ity
         return None
 
@@ -613,7 +635,7 @@ class StatsKernel:
         ins = [Operand(c, acc_ty, _map(3, "d0, d1, d2"), f"%c{t}", ity) for t, c in enumerate(counts)]
         outs = [Operand(em.filled((B,), ZERO), b_ty, _map(3, "d1"), f"%acc{t}", "f32") for t in range(self.count)]
         body = []
-        for t in range(self.count):  # i8 counts go up to 255: unsigned
+        for t in range(self.count):  # an i8 count is c mod 256 with c <= 255: read unsigned
             body += [f"%cf{t} = arith.uitofp %c{t} : {ity} to f32", f"%s{t} = arith.addf %acc{t}, %cf{t} : f32"]
         body.append("linalg.yield " + ", ".join(f"%s{t}" for t in range(self.count)) + " : "
                     + ", ".join("f32" for _ in bins))

@@ -10,6 +10,7 @@ from opscope.passes.lower_opscope import LowerOpscope
 from opscope.pipeline import Pipeline, run_pipeline
 from opscope.sites import Site
 from opscope.stat_config import StatConfig
+from opscope.targets import get_target
 
 
 def inject_matmul_stats(
@@ -21,16 +22,23 @@ def inject_matmul_stats(
     outline: bool = True,
     batch: int = 0,
     hoist_constants: bool = False,
+    target: str | None = None,
+    hist_counts: str | None = None,
 ):
     """Tap every matmul site of `module` (in place) and lower the taps; returns (module, manifest).
 
     `keep(site)` is the reference's filtered form (it sees `site.lhs_numel`,
-    `site.out_numel`, `site.name`, ...); `sites` is a name regex. `pack`, `outline` and
-    `batch` are lower-opscope's options.
+    `site.out_numel`, `site.name`, ...); `sites` is a name regex. `pack`, `outline`,
+    `batch`, `hoist_constants` and `hist_counts` are lower-opscope's options; `hist_counts`
+    defaults to what `target` counts right (`Target.hist_counts`: i8 on llvm-cpu), and to
+    i32 when the target is not given.
     """
+    if hist_counts is None:
+        hist_counts = get_target(target).hist_counts if target else "i32"
     pipeline = Pipeline((
         InjectMatmulStats.from_config(config, sites=sites, keep=keep),
-        LowerOpscope(pack=pack, outline=outline, batch=batch, hoist_constants=hoist_constants),
+        LowerOpscope(pack=pack, outline=outline, batch=batch, hoist_constants=hoist_constants,
+                     hist_counts=hist_counts),
     ))
     run_pipeline(module, pipeline)
     return module, Manifest.from_module(module)

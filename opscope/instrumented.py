@@ -63,7 +63,7 @@ class InstrumentedModel:
     ) -> "InstrumentedModel":
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap every matmul,
         compile for `target` and load it. `batch` is lower-opscope's (0: as many tensors
-        per stats call as fit)."""
+        per stats call as fit); the histogram counts are the target's (`Target.hist_counts`)."""
         tgt = get_target(target)
         require_runnable(tgt)
         if isinstance(source, ir.Module):
@@ -72,7 +72,7 @@ class InstrumentedModel:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
         args = function_args(module)
-        module, manifest = inject_matmul_stats(module, config, batch=batch)
+        module, manifest = inject_matmul_stats(module, config, batch=batch, target=tgt.name)
         if not manifest.entries:
             raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
         t0 = time.perf_counter()

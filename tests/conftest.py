@@ -59,9 +59,11 @@ class ModuleCache:
               **options) -> Built:
         """Parse `source`, inject statistics (unless `inject=False`), compile for `target`, load.
 
-        `options` go to `inject_matmul_stats` (config, sites, pack, outline); they must be
-        hashable, so the `keep` predicate is not accepted here. `pipeline` instead runs a
-        textual opscope/MLIR pipeline (for pass options the Python API does not take).
+        `options` go to `inject_matmul_stats` (config, sites, pack, outline, hist_counts);
+        they must be hashable, so the `keep` predicate is not accepted here. The lowering is
+        the target's, as `InstrumentedModel.build` does it (llvm-cpu counts histograms in
+        i8 lanes) unless `hist_counts` says otherwise. `pipeline` instead runs a textual
+        opscope/MLIR pipeline (for pass options the Python API does not take).
         """
         key = (source, target, inject, pipeline, tuple(sorted(options.items())))
         if key not in self._built:
@@ -77,7 +79,7 @@ class ModuleCache:
                 run_pipeline(module, pipeline)
                 manifest = Manifest.from_module(module)
             elif inject:
-                module, manifest = inject_matmul_stats(module, **options)
+                module, manifest = inject_matmul_stats(module, **{"target": target, **options})
             else:
                 manifest = Manifest.from_module(module)
             compiled = compile_module(module, target)

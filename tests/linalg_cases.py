@@ -118,6 +118,9 @@ func.func @main(%x: tensor<8x16xf32>, %w0: tensor<16x16xf32>, %w1: tensor<16x16x
 CASES: dict[str, tuple[str, tuple[tuple[int, ...], ...], str]] = {
     "matmul_16x24x8": (matmul_module(16, 24, 8), ((16, 24), (24, 8)), "f32"),
     "matmul_64x128x32": (matmul_module(64, 128, 32), ((64, 128), (128, 32)), "f32"),
+    # i8 histogram lanes at their limit: lhs 510x64 and out 510x96 split into slabs of 255
+    # indices per lane (the most an unsigned i8 count holds), rhs 64x96 into one of 96.
+    "matmul_510x64x96": (matmul_module(510, 64, 96), ((510, 64), (64, 96)), "f32"),
     "batch_matmul_2x8x12x10": (BATCH_MATMUL, ((2, 8, 12), (2, 12, 10)), "f32"),
     "generic_3d_lhs": (GENERIC_3D, ((2, 6, 12), (12, 10)), "f32"),
     "matvec_16x24": (MATVEC, ((16, 24), (24,)), "f32"),

@@ -191,6 +191,8 @@ def test_bad_option_value_names_the_type():
         parse_pipeline("inject-matmul-stats{hist-bins=many}")
     with pytest.raises(OpscopeError, match=r"lower-opscope: option 'pack' expects bool, got 'yes'"):
         parse_pipeline("lower-opscope{pack=yes}")
+    with pytest.raises(OpscopeError, match=r"lower-opscope: option 'hist-counts' expects one of i32, i8, got 'i16'"):
+        parse_pipeline("lower-opscope{hist-counts=i16}")
 
 
 def test_unknown_pass_is_one_line():

@@ -309,6 +309,22 @@ def test_pack_and_outline_do_not_change_values(modules, dists, variant, dist):
         assert np.array_equal(values_ref[key], values_other[key]), key
 
 
+@pytest.mark.parametrize("kw, counts", [
+    ({}, "i32"),
+    ({"target": "llvm-cpu"}, "i8"),
+    ({"target": "vulkan-spirv"}, "i32"),
+    ({"target": "cuda"}, "i32"),
+    ({"target": "llvm-cpu", "hist_counts": "i32"}, "i32"),
+    ({"hist_counts": "i8"}, "i8"),
+], ids=["no-target", "llvm-cpu", "vulkan-spirv", "cuda", "llvm-cpu-forced-i32", "forced-i8"])
+def test_histogram_counts_follow_the_target(kw, counts):
+    """i8 lane counts only where the target counts them right (llvm-cpu), or when asked."""
+    module, _ = injected(CASES["matmul_64x128x32"][0], **kw)
+    text = str(module)
+    assert ("xi8>" in text) == (counts == "i8")
+    assert "tensor<1x32x16xi32>" in text or counts == "i8"
+
+
 # -- site names and costs --------------------------------------------------------------
 
 NAMED = """

@@ -45,6 +45,8 @@ def non_default(cls, f: dataclasses.Field):
         return default + 0.25
     if ty is str:
         return "layer[0-9]+ fc,q"  # a space and a comma: printing must quote it
+    if typing.get_origin(ty) is typing.Literal:
+        return next(c for c in typing.get_args(ty) if c != default)
     raise AssertionError(f"{cls.__name__}.{f.name}: no non-default value for type {ty}")
 
 

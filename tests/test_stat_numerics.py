@@ -1,9 +1,10 @@
 """Every statistic the device computes equals the numpy reference (`opscope.host_stats`).
 
 For each of the seven reference distributions and several site shapes (2-D matmuls
-16x24x8 and 64x128x32, a rank-3 batch_matmul, a contraction `linalg.generic` with a 3-D
-lhs, a matvec with rank-1 rhs/out, a StableHLO dot_general, f16 and bf16 operands), the
-module is instrumented, compiled and run, and each stat of lhs, rhs and out is compared
+16x24x8, 64x128x32 and 510x64x96, a rank-3 batch_matmul, a contraction `linalg.generic`
+with a 3-D lhs, a matvec with rank-1 rhs/out, a StableHLO dot_general, f16 and bf16
+operands), the module is instrumented as its target wants it (llvm-cpu: i8 histogram
+lanes; vulkan-spirv: i32), compiled and run, and each stat of lhs, rhs and out is compared
 with `host_stats` of the same tensor (the inputs fed, and the device's own matmul output).
 
 Tolerances (the device reduces in f32 in a different order than numpy's float64):
@@ -83,7 +84,8 @@ def run_case(modules, dists, case: str, target: str, dist: str):
     return built, site, lhs, rhs, out, values
 
 
-F32_CASES = ["matmul_16x24x8", "matmul_64x128x32", "batch_matmul_2x8x12x10", "generic_3d_lhs", "matvec_16x24"]
+F32_CASES = ["matmul_16x24x8", "matmul_64x128x32", "matmul_510x64x96", "batch_matmul_2x8x12x10",
+             "generic_3d_lhs", "matvec_16x24"]
 
 
 @pytest.mark.parametrize("dist", DISTS)
@@ -168,6 +170,43 @@ def test_all_zero_tensors(modules, runnable_target):
     assert_site_matches(values, "matmul", {"lhs": lhs, "rhs": rhs, "out": out})
     assert values[("matmul", "lhs", "kurtosis")][0] == 0.0
     assert values[("matmul", "lhs", "hist")][16] == 16 * 24  # 0 lands in the bin starting at 0
+
+
+def test_i8_hist_layout_bounds_every_lane_count():
+    """The overflow bound `HIST_LANES` relies on: an i8 lane never counts more than 255
+    indices, and the [S, N, L] view covers the tensor exactly, for every size it takes."""
+    from opscope.dialect.lowering import I8_MAX_COUNT, StatItem, StatsKernel
+
+    hist = [StatItem("hist", 32, -1.0, 1.0, True)]
+    sizes = [64 * c for c in range(1, 4097)] + [512 * 1024, 1024 * 1024, 128 * 1024 * 3, 64 * 255 * 257]
+    used = 0
+    for numel in sizes:
+        layout = StatsKernel((numel,), "f32", hist, hist_counts="i8")._hist_layout(32)
+        if layout is None:  # too small for lanes of >= 8 indices: i32 counts per row
+            continue
+        s, n, lanes, ity = layout
+        assert s * n * lanes == numel and n >= 8
+        if ity == "i8":
+            used += 1
+            assert lanes == 64 and n <= I8_MAX_COUNT, (numel, layout)
+    assert used > len(sizes) // 2
+    assert StatsKernel((64, 64), "f32", hist, hist_counts="i8")._hist_layout(128)[3] == "i32"  # index > 127
+
+
+@pytest.mark.parametrize("mkn", [(510, 64, 96), (512, 1024, 8)], ids=["510x64x96", "512x1024x8"])
+def test_hist_of_constant_tensors_never_overflows_lane_counts(modules, runnable_target, mkn):
+    """Every element in one bin: each i8 lane (llvm-cpu) counts its slab's 128 or 255
+    indices of that bin, and the totals (up to 524288) are far beyond a naive i8 count."""
+    m, k, n = mkn
+    built = modules.build(matmul_module(m, k, n), runnable_target)
+    lhs, rhs = np.full((m, k), 0.25, np.float32), np.full((k, n), 1.0 / k, np.float32)
+    (out,), values = built.stats(lhs, rhs)
+    assert_site_matches(values, "matmul", {"lhs": lhs, "rhs": rhs, "out": out})
+    assert values[("matmul", "lhs", "hist")].max() == m * k
+    if runnable_target == "llvm-cpu":  # the i32 lowering of the same module agrees
+        _, wide = modules.build(matmul_module(m, k, n), "llvm-cpu", hist_counts="i32").stats(lhs, rhs)
+        for role in ("lhs", "rhs", "out"):
+            assert np.array_equal(values[("matmul", role, "hist")], wide[("matmul", role, "hist")]), role
 
 
 def test_nan_counts_as_nonzero_and_propagates(modules, runnable_target):

@@ -3,6 +3,7 @@
 // RUN: opscope-opt %s -p 'lower-opscope{outline=false}' --split-input-file | filecheck %s --check-prefix=INLINE
 // RUN: opscope-opt %s -p 'lower-opscope{batch=1}' --split-input-file | filecheck %s --check-prefix=ONE
 // RUN: opscope-opt %s -p 'lower-opscope{hoist-constants=true}' --split-input-file | filecheck %s --check-prefix=HOIST
+// RUN: opscope-opt %s -p 'lower-opscope{hist-counts=i8}' --split-input-file | filecheck %s --check-prefix=I8
 
 // Kernel bodies are an implementation detail (they are tuned for IREE's dispatch
 // formation); these tests pin the contract:
@@ -17,6 +18,7 @@
 //   of the block when all are function arguments) and takes them directly; with
 //   outline=false one util.optimization_barrier per tensor precedes it (an outlined call
 //   is opaque to fusion already, and a barrier costs IREE a host sync);
+// * histogram lane counts are i32 unless hist-counts=i8 asks for i8 where it fits;
 // * the call's results are appended after the original results (which keep their
 //   indices and attributes), and result attributes say what every element holds: one
 //   packed result per call (`opscope.pack`, entries in call order), or with pack=false
@@ -314,6 +316,46 @@ func.func @inlines_stats_of_constants() {
   "opscope.stat"(%g) {kind = "sumsq", options = {}, role = "rhs", site = "a"} : (tensor<4x4xf32>) -> ()
   %m = util.global.load @state : tensor<4x4xf32>
   "opscope.stat"(%m) {kind = "sumsq", options = {}, role = "rhs", site = "b"} : (tensor<4x4xf32>) -> ()
+  return
+}
+
+// -----
+
+// Histogram lane counts: i32 by default (16 lanes); with hist-counts=i8 the bin indices
+// and the per-(slab, bin, lane) counts are i8 (64 lanes), each lane counting at most 255
+// indices, read back unsigned. 510x64 = 32640 elements is 2 slabs of 255 x 64 lanes:
+// every lane counts 255 indices, the most an unsigned i8 holds.
+
+// CHECK-LABEL: func.func @counts_hist_lanes_in_i8_on_request(
+// CHECK:       func.func private @{{.+}}(%{{.+}}: tensor<510x64xf32>) -> tensor<32xf32> attributes {noinline}
+// CHECK:       tensor.expand_shape %{{.+}} output_shape [4, 510, 16] : tensor<32640xi32> into tensor<4x510x16xi32>
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<4x510x16xi32>) outs(%{{.+}} : tensor<4x32x16xi32>)
+// CHECK-NOT:   {{xi8>|: i8}}
+
+// I8-LABEL: func.func @counts_hist_lanes_in_i8_on_request(
+// I8:       func.func private @{{.+}}(%{{.+}}: tensor<510x64xf32>) -> tensor<32xf32> attributes {noinline}
+// I8:       arith.trunci %{{.+}} : i32 to i8
+// I8:       tensor.expand_shape %{{.+}} output_shape [2, 255, 64] : tensor<32640xi8> into tensor<2x255x64xi8>
+// I8:       linalg.generic {{.+}} ins(%{{.+}} : tensor<2x255x64xi8>) outs(%{{.+}} : tensor<2x32x64xi8>)
+// I8:       arith.addi %{{.+}}, %{{.+}} : i8
+// I8:       arith.uitofp %{{.+}} : i8 to f32
+func.func @counts_hist_lanes_in_i8_on_request(%x: tensor<510x64xf32>) {
+  "opscope.stat"(%x) {kind = "hist", options = {bins = 32 : i64, hi = 1.0 : f32, lo = -1.0 : f32, normalize = true}, role = "lhs", site = "s"} : (tensor<510x64xf32>) -> ()
+  return
+}
+
+// -----
+
+// hist-counts=i8 keeps i32 counts where i8 does not fit: more than 127 bins (an index
+// must fit in i8), or too few elements for 64 lanes of at least 8 indices (48x8).
+
+// I8-LABEL: func.func @keeps_i32_hist_where_i8_does_not_fit(
+// I8:       outs(%{{.+}} : tensor<1x200x16xi32>)
+// I8:       outs(%{{.+}} : tensor<1x32x16xi32>)
+// I8-NOT:   {{xi8>|: i8}}
+func.func @keeps_i32_hist_where_i8_does_not_fit(%x: tensor<64x64xf32>, %y: tensor<48x8xf32>) {
+  "opscope.stat"(%x) {kind = "hist", options = {bins = 200 : i64, hi = 1.0 : f32, lo = -1.0 : f32, normalize = false}, role = "lhs", site = "s"} : (tensor<64x64xf32>) -> ()
+  "opscope.stat"(%y) {kind = "hist", options = {bins = 32 : i64, hi = 1.0 : f32, lo = -1.0 : f32, normalize = false}, role = "rhs", site = "s"} : (tensor<48x8xf32>) -> ()
   return
 }
 

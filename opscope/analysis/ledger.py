@@ -21,26 +21,26 @@ FLOOR_NOTE = ("static floor: each operand read once, each result written once, p
 SCHEMA = "opscope-cost/1"
 
 
-def human_bytes(n: float) -> str:
-    """Bytes in base 1024 with two decimals: `512 B`, `1.50 KB`, ... `TB` (the reference's format)."""
-    if n < 1024:
-        return f"{int(n)} B"
-    for unit in ("KB", "MB", "GB", "TB"):
-        n /= 1024
-        if n < 1024 or unit == "TB":
+def _scaled(n: float, base: int, units: tuple[str, ...], small: str) -> str:
+    """`n` in the largest unit of `base` that keeps it under `base` (two decimals); below one
+    unit, the integer with `small` appended."""
+    if n < base:
+        return f"{int(n)}{small}"
+    for unit in units:
+        n /= base
+        if n < base or unit == units[-1]:
             return f"{n:.2f} {unit}"
     raise AssertionError("unreachable")
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in base 1024 with two decimals: `512 B`, `1.50 KB`, ... `TB` (the reference's format)."""
+    return _scaled(n, 1024, ("KB", "MB", "GB", "TB"), " B")
 
 
 def human_count(n: float) -> str:
     """A count in base 1000 with two decimals: `999`, `1.50 K`, `2.00 M`, `G`, `T`."""
-    if n < 1000:
-        return f"{int(n)}"
-    for unit in ("K", "M", "G", "T"):
-        n /= 1000
-        if n < 1000 or unit == "T":
-            return f"{n:.2f} {unit}"
-    raise AssertionError("unreachable")
+    return _scaled(n, 1000, ("K", "M", "G", "T"), "")
 
 
 def percent(part: float, whole: float) -> str:
