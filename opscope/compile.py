@@ -7,6 +7,7 @@ iree-compile (left-over opscope ops, ops of unknown dialects) with a one-line er
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -29,6 +30,7 @@ class CompiledModule:
     target: Target
     flags: tuple[str, ...]
     statistics: dict = field(default_factory=dict, compare=False)
+    cached: bool = field(default=False, compare=False)  # read from the memo or the on-disk cache
 
     @property
     def dispatch_count(self) -> int | None:
@@ -107,10 +109,10 @@ def compile_module(
         _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
     ).hexdigest()
     if use_cache and key in _MEMO:
-        return _MEMO[key]
+        return dataclasses.replace(_MEMO[key], cached=True)
     disk = cache_dir() / f"{key}.vmfb"
     if use_cache and not statistics and disk.exists():
-        result = CompiledModule(disk.read_bytes(), tgt, flags)
+        result = CompiledModule(disk.read_bytes(), tgt, flags, cached=True)
     else:
         result = _compile(source, tgt, flags, statistics)
         if use_cache and not statistics:

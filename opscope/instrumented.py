@@ -51,6 +51,7 @@ class InstrumentedModel:
     loaded: LoadedModule
     compile_seconds: float
     base_source: bytes
+    compile_cached: bool = False  # the compiled module came from the cache (compile_seconds is a lookup)
 
     @classmethod
     def build(
@@ -79,7 +80,7 @@ class InstrumentedModel:
         compiled = compile_module(module, tgt)
         seconds = time.perf_counter() - t0
         manifest.flags = list(compiled.flags)
-        return cls(manifest, tgt.name, args, load(compiled), seconds, base)
+        return cls(manifest, tgt.name, args, load(compiled), seconds, base, compiled.cached)
 
     @property
     def function(self) -> str:

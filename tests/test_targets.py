@@ -123,11 +123,12 @@ def test_compiled_modules_are_cached_by_ir_and_flags(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_mod, "_MEMO", {})
     source = matmul_module(2, 3, 4)
     first = compile_module(source, "llvm-cpu")
-    assert compile_module(source, "llvm-cpu") is first
+    second = compile_module(source, "llvm-cpu")
+    assert second.vmfb is first.vmfb and second.cached and not first.cached  # the memo, and it says so
     assert len(list((tmp_path / "vmfb").glob("*.vmfb"))) == 1
     compile_mod._MEMO.clear()  # a new process: served from disk, same bytes
     again = compile_module(source, "llvm-cpu")
-    assert again is not first and again.vmfb == first.vmfb
+    assert again is not first and again.vmfb == first.vmfb and again.cached
     other = compile_module(source, "llvm-cpu", extra_flags=("--iree-opt-level=O1",))
-    assert other.flags[-1] == "--iree-opt-level=O1"
+    assert other.flags[-1] == "--iree-opt-level=O1" and not other.cached
     assert len(list((tmp_path / "vmfb").glob("*.vmfb"))) == 2
