@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from errors import one_line
 
 from opscope.analysis.cost import analyze
 from opscope.analysis.dispatch import analyze_dispatches
@@ -70,7 +71,7 @@ def test_unknown_op_is_refused_in_one_line():
 }"""
     with pytest.raises(OpscopeError, match="mystery.op") as e:
         analyze_dispatches(parse_module(text))
-    assert "\n" not in str(e.value)
+    one_line(e)
 
 
 def test_unknown_target_is_one_line(two_layers):

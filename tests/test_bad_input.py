@@ -10,6 +10,7 @@ import logging
 
 import numpy as np
 import pytest
+from errors import one_line
 
 from opscope.compile import check_compilable, compile_module
 from opscope.demo import matmul_module
@@ -55,12 +56,6 @@ func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>, %z: tensor<4x3xf32>) -
   return %0 : tensor<4x3xf32>
 }
 """
-
-
-def one_line(error: pytest.ExceptionInfo) -> str:
-    message = str(error.value)
-    assert "\n" not in message and message.strip() == message
-    return message
 
 
 # -- loading ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from errors import one_line
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
@@ -138,16 +139,10 @@ def test_unscoped_matmul_falls_back_to_kind_ordinal():
     assert "test_import_jax.py" in str(site.op.location)  # the user's line is kept
 
 
-def _one_line(excinfo) -> str:
-    msg = str(excinfo.value)
-    assert "\n" not in msg and "Traceback" not in msg
-    return msg
-
-
-def test_trace_failure_is_one_line():
+def test_trace_failure_isone_line():
     with pytest.raises(OpscopeError) as e:
         import_jax(lambda a, b: a @ b, np.ones((4, 8), np.float32), np.ones((3, 2), np.float32))
-    assert _one_line(e).startswith("jax could not trace <lambda>: TypeError")
+    assert one_line(e).startswith("jax could not trace <lambda>: TypeError")
 
 
 def test_callable_without_example_args():
@@ -155,19 +150,19 @@ def test_callable_without_example_args():
         import_source(mlp)
 
 
-def test_corrupt_jaxexport_is_one_line(tmp_path):
+def test_corrupt_jaxexport_isone_line(tmp_path):
     path = tmp_path / "bad.jaxexport"
     path.write_bytes(b"\x00\x01not a flatbuffer at all")
     with pytest.raises(OpscopeError) as e:
         import_source(path)
-    assert "is not a jax.export serialization" in _one_line(e)
+    assert "is not a jax.export serialization" in one_line(e)
 
 
 def test_missing_jax_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` now raises ImportError
     with pytest.raises(OpscopeError) as e:
         import_source(lambda x: x, example_args=(np.ones(2, np.float32),))
-    assert _one_line(e) == "importing jax models needs the jax extra: pip install 'opscope[jax]'"
+    assert one_line(e) == "importing jax models needs the jax extra: pip install 'opscope[jax]'"
 
 
 def test_describe_names_the_kind():

@@ -11,6 +11,7 @@ import io
 
 import numpy as np
 import pytest
+from errors import one_line
 
 from opscope.compile import compile_module
 from opscope.errors import OpscopeError
@@ -174,18 +175,12 @@ def test_in_memory_module_is_lowered():
     assert [s.name for s in find_sites(module)] == ["fc1", "fc2"]
 
 
-def _one_line(excinfo) -> str:
-    msg = str(excinfo.value)
-    assert "\n" not in msg
-    return msg
-
-
 def test_unsupported_op_names_op_and_site(tmp_path):
     path = tmp_path / "cc.mlir"
     path.write_text(UNSUPPORTED)
     with pytest.raises(OpscopeError) as e:
         import_source(path)
-    msg = _one_line(e)
+    msg = one_line(e)
     assert msg.startswith("unsupported op 'stablehlo.custom_call' at net/blk (net.py:3): ")
     assert "reproducer: opscope-opt -p 'iree-stablehlo-input-transformation-pipeline' " in msg
 
@@ -193,7 +188,7 @@ def test_unsupported_op_names_op_and_site(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(OpscopeError) as e:
         import_source(tmp_path / "nope.mlir")
-    assert _one_line(e) == f"no such file: {tmp_path / 'nope.mlir'}"
+    assert one_line(e) == f"no such file: {tmp_path / 'nope.mlir'}"
 
 
 def test_unknown_suffix(tmp_path):
@@ -201,7 +196,7 @@ def test_unknown_suffix(tmp_path):
     path.write_bytes(b"\0")
     with pytest.raises(OpscopeError) as e:
         import_source(path)
-    assert _one_line(e) == f"{path}: unknown suffix '.pt'; opscope imports {', '.join(SUFFIXES)}"
+    assert one_line(e) == f"{path}: unknown suffix '.pt'; opscope imports {', '.join(SUFFIXES)}"
 
 
 def test_corrupt_bytecode(tmp_path):
@@ -209,7 +204,7 @@ def test_corrupt_bytecode(tmp_path):
     path.write_bytes(_bytecode(LINALG)[:40])
     with pytest.raises(OpscopeError) as e:
         import_source(path)
-    assert _one_line(e).startswith(f"malformed MLIR at {path}")
+    assert one_line(e).startswith(f"malformed MLIR at {path}")
 
 
 def test_directory(tmp_path):
