@@ -180,6 +180,8 @@ def _compile(
         out = Output.open_membuffer()
         if output == "vm":
             inv.output_vm_bytecode(out)
+        elif output == "ir-bytecode":  # keeps locations, which text output drops
+            inv.output_ir_bytecode(out, 0)
         else:
             inv.output_ir(out)
         vmfb = bytes(out.map_memory())

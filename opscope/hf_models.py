@@ -16,6 +16,9 @@ from opscope.errors import OpscopeError
 
 TINY_SEQ = 8
 TINY_VOCAB = 128
+# The shape Llama and Mixtral share: 2 layers, d_model 32, 4 heads over 2 KV heads.
+TINY_DECODER = dict(vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
 SAMPLE_SENTENCES = (
     "The quick brown fox jumps over the lazy dog.",
     "Compilers turn programs into fast machine code.",
@@ -62,22 +65,15 @@ def tiny_gpt2(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implement
 def tiny_llama(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implementation: str = "eager"):
     """Llama with 2 layers, 4 heads (2 KV heads), d_model 32, RoPE and SwiGLU."""
     _, transformers = _require_transformers()
-    cfg = transformers.LlamaConfig(
-        vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False,
-        attn_implementation=attn_implementation,
-    )
+    cfg = transformers.LlamaConfig(**TINY_DECODER, attn_implementation=attn_implementation)
     return _build(cfg, seed, batch, seq)
 
 
 def tiny_mixtral(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implementation: str = "eager"):
     """Mixtral with 2 layers, 4 experts, top-2 routing, d_model 32; experts as batched matmuls."""
     _, transformers = _require_transformers()
-    cfg = transformers.MixtralConfig(
-        vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
-        max_position_embeddings=64, use_cache=False, attn_implementation=attn_implementation,
-    )
+    cfg = transformers.MixtralConfig(**TINY_DECODER, num_local_experts=4, num_experts_per_tok=2,
+                                     attn_implementation=attn_implementation)
     return _build(cfg, seed, batch, seq, experts_implementation="batched_mm")
 
 

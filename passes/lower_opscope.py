@@ -184,7 +184,7 @@ def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
     last = None
     for v in values:
         if isinstance(v, ir.OpResult):
-            op = v.owner.operation if hasattr(v.owner, "operation") else v.owner
+            op = owner(v)
             if last is None or last.is_before_in_block(op):
                 last = op
     if last is None:

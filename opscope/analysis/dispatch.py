@@ -127,9 +127,7 @@ def _class(d: DispatchCost, ridge: float) -> str:
 
 def flow_module(source: ir.Module | str | bytes, target: str = "llvm-cpu") -> ir.Module:
     """`source` after IREE's dispatch-region formation for `target` (in-process, nothing compiled)."""
-    from iree.compiler.api import Output, Session, Source
-
-    from opscope.compile import _set_compile_to_phase, check_compilable, module_bytecode
+    from opscope.compile import _compile, check_compilable, module_bytecode
     from opscope.loading import parse_module
     from opscope.targets import get_target
 
@@ -138,30 +136,9 @@ def flow_module(source: ir.Module | str | bytes, target: str = "llvm-cpu") -> ir
         source = module_bytecode(source)
     elif isinstance(source, str):
         source = source.encode()
-    session = Session()
-    errors: list[str] = []
-    try:
-        session.set_flags(*get_target(target).flags)
-
-        def on_diag(d) -> bool:
-            if str(d.severity).endswith("ERROR"):
-                errors.append(f"{d.location}: {d.message}")
-            return True
-
-        session.context.attach_diagnostic_handler(on_diag)
-        inv = session.invocation()
-        _set_compile_to_phase(inv, "flow")
-        if not (inv.parse_source(Source.wrap_buffer(session, source)) and inv.execute()):
-            first = errors[0].splitlines()[0] if errors else "no diagnostic was produced"
-            raise OpscopeError(f"dispatch formation failed for target '{target}': {first}")
-        out = Output.open_membuffer()
-        inv.output_ir_bytecode(out, 0)
-        data = bytes(out.map_memory())
-        out.close()
-        inv.close()
-    finally:
-        session.close()
-    return parse_module(data, name="<flow>")
+    tgt = get_target(target)
+    flow = _compile(source, tgt, tgt.flags, False, output="ir-bytecode", compile_to="flow")
+    return parse_module(flow.vmfb, name="<flow>")
 
 
 def analyze_dispatches(source: ir.Module | str | bytes, target: str = "llvm-cpu") -> DispatchReport:
