@@ -1,7 +1,8 @@
 """What counts as a constant expression, and which of them are model weights.
 
 A constant expression is computed from constants only (an immutable global, an
-`arith.constant`, and linalg/tensor/arith ops over them such as a weight's transpose):
+`arith.constant`, and linalg/tensor/arith ops over them such as a weight's transpose, the
+tensors a body reads from outside included):
 what IREE's const-expr hoisting evaluates once instead of every call. `lower-opscope`
 uses it to place statistics kernels; the cost model (`opscope.analysis.cost`) uses it
 to tell weight traffic from activation traffic and to leave hoisted ops out of a
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from iree.compiler import ir
 
 MAX_DEPTH = 16  # deeper chains are not treated as constant (bounds the recursion)
+TENSOR_TYPES = (ir.RankedTensorType, ir.UnrankedTensorType)
 _GLOBALS = "__immutable_globals__"  # the memo's entry for the module's global table
 _active: dict | None = None  # the memo of the innermost `memoized()` block
 
@@ -95,7 +97,7 @@ def _const_expr(value: ir.Value, depth: int, memo: dict | None) -> tuple[bool, b
             result, capped = False, False
         else:
             result, capped = True, False
-            for o in op.operands:
+            for o in [*op.operands, *captures(op)]:  # a body reading an activation is no constant
                 r, c = _const_expr(o, depth + 1, memo)
                 capped = capped or c
                 if not r:
@@ -123,4 +125,28 @@ def _reads_data(value: ir.Value, depth: int) -> bool:
         if not isinstance(value.type, ir.ShapedType):
             return False
         return not (isinstance(attr, ir.DenseElementsAttr) and attr.is_splat)
-    return any(_reads_data(o, depth + 1) for o in op.operands)
+    return any(_reads_data(o, depth + 1) for o in [*op.operands, *captures(op)])
+
+
+def captures(op: ir.Operation) -> list[ir.Value]:
+    """Tensor values that `op`'s regions read from outside them, in first-use order (a
+    `linalg.generic` gathering from a table with `tensor.extract` reads that table)."""
+    if not len(op.regions):
+        return []
+    inside: set[ir.Value] = set()
+    found: list[ir.Value] = []
+
+    def walk(parent: ir.Operation) -> None:
+        for region in parent.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+                for inner in block.operations:
+                    inner = inner.operation
+                    for v in inner.operands:
+                        if v not in inside and v not in found and isinstance(v.type, TENSOR_TYPES):
+                            found.append(v)
+                    walk(inner)
+                    inside.update(inner.results)
+
+    walk(op)
+    return found

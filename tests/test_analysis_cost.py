@@ -17,7 +17,7 @@ import json
 import pytest
 
 from opscope.analysis.cost import (
-    DEFAULT_RIDGE, SOFTMAX_FLOPS, OpCost, analyze, attention_flops, op_cost, roofline_class,
+    DEFAULT_RIDGE, SOFTMAX_FLOPS, OpCost, analyze, attention_flops, is_hoisted, op_cost, roofline_class,
 )
 from opscope.analysis.ledger import human_bytes, human_count
 from opscope.analysis.shapes import shape_histogram
@@ -593,3 +593,42 @@ def test_sdpa_attention_is_counted_where_flop_counter_mode_reports_zero(llama_sd
     assert (a.b, a.m, a.k1, a.k2, a.n, a.count) == (4, 8, 8, 8, 8, 2)
     bmm = 2 * (2 * 4 * 8 * 8 * 8) * 2  # q·kᵀ and p·v per layer: PyTorch's eager bmm count
     assert a.flops == bmm + SOFTMAX_FLOPS * 4 * 8 * 8 * 2
+
+
+CAPTURE = """
+util.global private @table = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %t = util.global.load @table : tensor<4xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  %from_arg = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%e : tensor<4xf32>) {
+    ^bb0(%o: f32):
+      %i = linalg.index 0 : index
+      %v = tensor.extract %x[%i] : tensor<4xf32>
+      linalg.yield %v : f32
+  } -> tensor<4xf32>
+  %from_table = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%e : tensor<4xf32>) {
+    ^bb0(%o: f32):
+      %i = linalg.index 0 : index
+      %v = tensor.extract %t[%i] : tensor<4xf32>
+      linalg.yield %v : f32
+  } -> tensor<4xf32>
+  return %from_arg, %from_table : tensor<4xf32>, tensor<4xf32>
+}
+"""
+
+
+def test_a_body_reading_an_activation_is_no_constant_expression():
+    """Its only operand is `tensor.empty`, but the body reads the argument: computed per call,
+    never hoisted; the same body reading an immutable global is a weight expression."""
+    from opscope.const_expr import captures, is_const_expr, is_weight
+
+    module = parse_module(CAPTURE)
+    (fn,) = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
+    ops = [op.operation for op in fn.regions[0].blocks[0].operations]
+    from_arg, from_table = ops[2], ops[3]
+    assert [str(v.type) for v in captures(from_arg)] == ["tensor<4xf32>"]
+    assert not is_const_expr(from_arg.results[0])
+    assert is_const_expr(from_table.results[0]) and is_weight(from_table.results[0])
+    assert not is_hoisted(from_arg) and is_hoisted(from_table)

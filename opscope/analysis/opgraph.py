@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from opscope.analysis.labels import op_label
+from opscope.const_expr import captures
 from opscope.sites import location_name
 
 ARG, WEIGHT, CONST = "in", "w", "k"
@@ -173,7 +174,7 @@ class _Builder:
                 self.node_of[r] = self.EMPTY
                 self.const[r] = CONST
             return
-        captured = _captures(op)
+        captured = captures(op)
         if self._visit_constant(op, captured):
             return
         if not results:
@@ -196,10 +197,9 @@ class _Builder:
         """Record `op` as a constant expression (a `w`/`k` leaf) when it is one; True if so.
 
         The rule of `opscope.const_expr.is_const_expr` (constants, immutable global loads,
-        `tensor.empty`, and linalg/tensor/arith ops over constants), evaluated forward with
-        each value decided once: that function recurses per value and rescans the module
-        per global load, quadratic on deep models. Unlike it, a body's captured tensors
-        count as operands (Llama's padding mask reads `attention_mask` through a capture).
+        and linalg/tensor/arith ops over constants, a body's captured tensors included:
+        Llama's padding mask reads `attention_mask` through a capture), evaluated forward
+        during the graph walk so each value is decided once and fills are remembered.
         """
         kind = self._const_kind(op, list(op.operands) + captured)
         if kind is None:
@@ -267,29 +267,6 @@ class _Builder:
                 node = self._node(v)
                 if node != self.EMPTY and not self.leaf[node]:
                     self.escapes.add(node)
-
-
-def _captures(op: ir.Operation) -> list[ir.Value]:
-    """Tensor values that `op`'s regions read from outside them, in first-use order."""
-    if not len(op.regions):
-        return []
-    inside: set[ir.Value] = set()
-    found: list[ir.Value] = []
-
-    def walk(parent: ir.Operation) -> None:
-        for region in parent.regions:
-            for block in region.blocks:
-                inside.update(block.arguments)
-                for inner in block.operations:
-                    inner = inner.operation
-                    for v in inner.operands:
-                        if v not in inside and v not in found and _is_tensor(v):
-                            found.append(v)
-                    walk(inner)
-                    inside.update(inner.results)
-
-    walk(op)
-    return found
 
 
 def _functions(root: ir.Operation) -> list[ir.Operation]:
