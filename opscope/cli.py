@@ -45,6 +45,16 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _model_path(source: str) -> Path:
+    """`source` as an existing model file; a bare word that is neither says the zoo's names too."""
+    path = Path(source)
+    if not path.exists():
+        if "/" in source or "." in source:
+            raise OpscopeError(f"no such file: {path}")
+        raise OpscopeError(f"no such file or zoo model: {source} (zoo: {', '.join(_zoo_names())})")
+    return path
+
+
 def _fresh(path: Path, force: bool) -> None:
     """Refuse to overwrite recorded data unless told to."""
     if path.exists() and path.stat().st_size:
@@ -73,11 +83,7 @@ def _cmd_profile(args) -> int:
     else:
         from opscope.importers import import_source
 
-        path = Path(args.source)
-        if not path.exists():
-            if "/" in args.source or "." in args.source:
-                raise OpscopeError(f"no such file: {path}")
-            raise OpscopeError(f"no such file or zoo model: {args.source} (zoo: {', '.join(_zoo_names())})")
+        path = _model_path(args.source)
         print(f"opscope profile: {path} on {target.name}")
         res = profile_module(import_source(path), out, target.name, steps=args.steps, name=str(path))
     m = res.model
@@ -258,7 +264,7 @@ def _analysis_module(args):
         return parse_module(get_entry(src).build(1)[0])
     from opscope.importers import import_source
 
-    return import_source(Path(src))
+    return import_source(_model_path(src))
 
 
 def _emit(args, text: str, doc: dict) -> int:

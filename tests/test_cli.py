@@ -403,6 +403,7 @@ def test_motifs_and_flow_on_the_demos():
 @pytest.mark.parametrize("cmd", ["shapes", "bytes", "motifs", "flow"])
 def test_static_analysis_bad_source_is_one_line(cmd, tmp_path):
     assert_one_line_error(run([*OPSCOPE, cmd, str(tmp_path / "nope.mlir")]), "opscope: error: no such file")
+    assert_one_line_error(run([*OPSCOPE, cmd, "resnet"]), "opscope: error: no such file or zoo model: resnet (zoo: ")
     bad = tmp_path / "bad.mlir"
     bad.write_text(MALFORMED)
     assert_one_line_error(run([*OPSCOPE, cmd, str(bad)]), "opscope: error: ")
