@@ -16,11 +16,12 @@ the statistics (manifest for injected, `host_stats` for naive), so all variants 
 the same statistics in host memory. `x base` is the median over rounds of the ratio to
 base in the same round. Nothing here asserts on time.
 
-Injected variants count histograms the target's way (`Target.hist_counts`: i8 lanes on
-llvm-cpu, i32 elsewhere); `--hist-counts i32,i8` compiles each injected variant once per
-count type, side by side (names end in `, hist-counts=<type>`).
+Injected variants use the target's kernel layout (`Target.hist_counts`: i8 histogram lanes
+on llvm-cpu, i32 elsewhere; `Target.row_lanes`: 16 row lanes on llvm-cpu, straight rows
+elsewhere); `--hist-counts i32,i8` and `--row-lanes 0,16` compile each injected variant once
+per choice, side by side (names end in `, hist-counts=<type>`, `, row-lanes=<n>`).
 
-    python bench/bench_overhead.py [--repeats 9] [--quick] [--target llvm-cpu|vulkan-spirv] [--breakdown] [--weights args|globals] [--hist-counts i32,i8]
+    python bench/bench_overhead.py [--repeats 9] [--quick] [--target llvm-cpu|vulkan-spirv] [--breakdown] [--weights args|globals] [--hist-counts i32,i8] [--row-lanes 0,16]
 """
 
 from __future__ import annotations
@@ -130,12 +131,12 @@ def _run_naive(config):
     return make
 
 
-CHECKED = "injected default, outline=True"  # and its hist-counts twins
+CHECKED = "injected default, outline=True"  # and its layout twins (hist-counts, row-lanes)
 
 
 def is_checked(name: str) -> bool:
     """Whether variant `name` is compared with host_stats before timing."""
-    return name == CHECKED or name.startswith(CHECKED + ", hist-counts=")
+    return name == CHECKED or name.startswith((CHECKED + ", hist-counts=", CHECKED + ", row-lanes="))
 
 
 def agreement(variants: list[Variant], rtol: float = 1e-3) -> list[str]:
@@ -170,15 +171,16 @@ def agreement(variants: list[Variant], rtol: float = 1e-3) -> list[str]:
 
 
 def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist: bool = False,
-                 counts: tuple[str, ...] = ("i32",)) -> list[Variant]:
-    """The variants of one model; every injected one once per histogram count type in `counts`."""
+                 counts: tuple[str, ...] = ("i32",), lanes: tuple[int, ...] = (0,)) -> list[Variant]:
+    """The variants of one model; every injected one once per histogram count type in `counts`
+    and row lane count in `lanes`."""
     def parsed():
         return parse_module(source, new_context())
 
-    def injected(config, outline, hoist_constants=False, hist_counts="i32"):
+    def injected(config, outline, hoist_constants=False, hist_counts="i32", row_lanes=0):
         def build():
             return inject_matmul_stats(parsed(), config, outline=outline, hoist_constants=hoist_constants,
-                                       hist_counts=hist_counts)
+                                       hist_counts=hist_counts, row_lanes=row_lanes)
         return build
 
     def naive():
@@ -188,8 +190,10 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist:
 
     def add(name: str, config: StatConfig, outline: bool, hoist_constants: bool = False) -> None:
         for c in counts:
-            label = name + (f", hist-counts={c}" if len(counts) > 1 else "")
-            out.append(Variant(label, injected(config, outline, hoist_constants, c), _run_injected))
+            for lane in lanes:
+                label = name + (f", hist-counts={c}" if len(counts) > 1 else "") + (
+                    f", row-lanes={lane}" if len(lanes) > 1 else "")
+                out.append(Variant(label, injected(config, outline, hoist_constants, c, lane), _run_injected))
 
     out = [Variant("base", lambda: (parsed(), None), _run_base)]
     for cname, config in (("default", StatConfig()), ("lean", StatConfig.lean())):
@@ -211,12 +215,13 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist:
 
 def bench_model(title: str, source: str, target: str, repeats: int, full: bool = True,
                 breakdown: bool = False, min_sample_s: float = 0.02, hoist: bool = False,
-                counts: tuple[str, ...] = ("i32",)) -> None:
-    print(f"\n## {title} on {target} (histogram counts: {', '.join(counts)})")
+                counts: tuple[str, ...] = ("i32",), lanes: tuple[int, ...] = (0,)) -> None:
+    print(f"\n## {title} on {target} (histogram counts: {', '.join(counts)}; "
+          f"row lanes: {', '.join(map(str, lanes))})")
     sys.stdout.flush()
     shapes = [s for s, _ in function_args(parse_module(source, new_context()))]
     inputs = demo.random_inputs(shapes, seed=0)
-    variants = variants_for(source, full, breakdown, hoist, counts)
+    variants = variants_for(source, full, breakdown, hoist, counts, lanes)
     compiled_naive = None
     for v in variants:
         try:
@@ -323,6 +328,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hist-counts", default=None,
                    help="comma list of histogram lane count types (i32, i8) to compile every injected "
                         "variant with, side by side (default: the target's, i8 on llvm-cpu)")
+    p.add_argument("--row-lanes", default=None,
+                   help="comma list of row lane counts (0: straight rows) to compile every injected "
+                        "variant with, side by side (default: the target's, 16 on llvm-cpu)")
     p.add_argument("--mnk", default=None, help="matmul M,K,N (default 512,1024,1024; --quick 64,128,128)")
     p.add_argument("--layers", type=int, default=None, help="transformer layers (default 8; --quick 1)")
     p.add_argument("--d-model", type=int, default=None, help="transformer d_model (default 256; --quick 32)")
@@ -337,6 +345,12 @@ def main(argv: list[str] | None = None) -> None:
     counts = tuple(c.strip() for c in (args.hist_counts or get_target(args.target).hist_counts).split(","))
     if not counts or any(c not in HIST_LANES for c in counts):
         p.error(f"--hist-counts takes a comma list of: {', '.join(HIST_LANES)}")
+    try:
+        lanes = tuple(int(x) for x in (args.row_lanes or str(get_target(args.target).row_lanes)).split(","))
+    except ValueError:
+        lanes = ()
+    if not lanes or any(x < 0 for x in lanes):
+        p.error("--row-lanes takes a comma list of lane counts >= 0, e.g. 0,16")
     header("opscope bench_overhead: forward time of injected statistics vs base vs naive", argv)
     print(f"# {repeats} timed rounds after 1 warm-up round, variants interleaved; "
           "times include results to host as numpy + decoding the statistics")
@@ -346,7 +360,8 @@ def main(argv: list[str] | None = None) -> None:
         if name == "matmul":
             bench_model(f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP{wtxt})",
                         demo.matmul_module(m, k, n, weights=args.weights), args.target, repeats,
-                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts)
+                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts,
+                        lanes=lanes)
         elif name == "transformer":
             ffn = 4 * d_model
             gflop = layers * 2 * seq * (4 * d_model * d_model + 2 * seq * d_model + 2 * d_model * ffn) / 1e9
@@ -354,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
                         f"({8 * layers} sites, {gflop:.2f} GFLOP{wtxt})",
                         demo.transformer_module(layers, d_model, seq, weights=args.weights), args.target,
                         repeats, full=not q,
-                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts)
+                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts,
+                        lanes=lanes)
         else:
             p.error(f"unknown model '{name}' (choose matmul, transformer)")
     print("\n# columns: compile s = inject + iree-compile (statistics on); dispatches = "

@@ -39,7 +39,7 @@ class LoadedModule:
             fn = self.context.modules.module[function]
         except (KeyError, AttributeError):
             raise OpscopeError(f"the compiled module has no function '{function}'") from None
-        res = fn(*[np.ascontiguousarray(a) for a in inputs])
+        res = fn(*[a if not isinstance(a, np.ndarray) else np.ascontiguousarray(a) for a in inputs])
         if res is None:
             return []
         return list(res) if isinstance(res, (tuple, list)) else [res]

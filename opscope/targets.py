@@ -30,6 +30,10 @@ class Target:
     # on llvm-cpu; IREE 3.13's SPIR-V miscounts i8 tensors (lavapipe: every element in bin
     # 0), and the GPU backends are not verified here, so everything else counts in i32.
     hist_counts: str = "i32"
+    # Lane partials per row in the row reductions (`lower-opscope{row-lanes=...}`): 16 on
+    # llvm-cpu (one AVX-512 vector of f32; multi-result row reductions ~2x faster), 0
+    # (straight) where the backend reduces rows itself.
+    row_lanes: int = 0
 
 
 _CPU_TUNED = (
@@ -57,6 +61,7 @@ TARGETS: dict[str, Target] = {
             10.0,
             "a server CPU: ~3 TFLOP/s f32 over ~300 GB/s (the reference design's ridge)",
             hist_counts="i8",
+            row_lanes=16,
         ),
         Target(
             "vulkan-spirv",

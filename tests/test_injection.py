@@ -293,7 +293,8 @@ def test_unpacked_results_are_one_per_stat():
 @pytest.mark.parametrize("variant", [
     {"pack": False},
     {"outline": False},
-    {"pipeline": "inject-matmul-stats,lower-opscope{batch=1}"},  # one tensor per kernel call
+    # one tensor per kernel call, in llvm-cpu's row layout (a textual pipeline has no target)
+    {"pipeline": "inject-matmul-stats,lower-opscope{batch=1 row-lanes=16}"},
 ], ids=["pack=false", "outline=false", "batch=1"])
 @pytest.mark.parametrize("dist", ("gaussian", "sparse90", "coherent"))
 def test_pack_and_outline_do_not_change_values(modules, dists, variant, dist):
@@ -323,6 +324,22 @@ def test_histogram_counts_follow_the_target(kw, counts):
     text = str(module)
     assert ("xi8>" in text) == (counts == "i8")
     assert "tensor<1x32x16xi32>" in text or counts == "i8"
+
+
+@pytest.mark.parametrize("kw, lanes", [
+    ({}, False),
+    ({"target": "llvm-cpu"}, True),
+    ({"target": "vulkan-spirv"}, False),
+    ({"target": "llvm-cpu", "row_lanes": 0}, False),
+    ({"row_lanes": 16}, True),
+], ids=["no-target", "llvm-cpu", "vulkan-spirv", "llvm-cpu-forced-straight", "forced-lanes"])
+def test_row_lanes_follow_the_target(kw, lanes):
+    """Lane partials per row (16 on llvm-cpu) only where the target asks, or when asked:
+    the 64x128 lhs is read as [64, 8, 16] and its row partials are [64, 16]."""
+    module, _ = injected(CASES["matmul_64x128x32"][0], **kw)
+    text = str(module)
+    assert ("tensor<64x8x16xf32>" in text) == lanes
+    assert ("tensor<64x16xf32>" in text) == lanes
 
 
 # -- site names and costs --------------------------------------------------------------

@@ -4,6 +4,7 @@
 // RUN: opscope-opt %s -p 'lower-opscope{batch=1}' --split-input-file | filecheck %s --check-prefix=ONE
 // RUN: opscope-opt %s -p 'lower-opscope{hoist-constants=true}' --split-input-file | filecheck %s --check-prefix=HOIST
 // RUN: opscope-opt %s -p 'lower-opscope{hist-counts=i8}' --split-input-file | filecheck %s --check-prefix=I8
+// RUN: opscope-opt %s -p 'lower-opscope{row-lanes=16}' --split-input-file | filecheck %s --check-prefix=LANES
 
 // Kernel bodies are an implementation detail (they are tuned for IREE's dispatch
 // formation); these tests pin the contract:
@@ -19,6 +20,8 @@
 //   outline=false one util.optimization_barrier per tensor precedes it (an outlined call
 //   is opaque to fusion already, and a barrier costs IREE a host sync);
 // * histogram lane counts are i32 unless hist-counts=i8 asks for i8 where it fits;
+// * row reductions reduce each row straight unless row-lanes=L asks for L (or L/2) lane
+//   partials per row where a row holds two vectors of them;
 // * the call's results are appended after the original results (which keep their
 //   indices and attributes), and result attributes say what every element holds: one
 //   packed result per call (`opscope.pack`, entries in call order), or with pack=false
@@ -356,6 +359,39 @@ func.func @counts_hist_lanes_in_i8_on_request(%x: tensor<510x64xf32>) {
 func.func @keeps_i32_hist_where_i8_does_not_fit(%x: tensor<64x64xf32>, %y: tensor<48x8xf32>) {
   "opscope.stat"(%x) {kind = "hist", options = {bins = 200 : i64, hi = 1.0 : f32, lo = -1.0 : f32, normalize = false}, role = "lhs", site = "s"} : (tensor<64x64xf32>) -> ()
   "opscope.stat"(%y) {kind = "hist", options = {bins = 32 : i64, hi = 1.0 : f32, lo = -1.0 : f32, normalize = false}, role = "rhs", site = "s"} : (tensor<48x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// Row reductions: straight by default ([R, C] -> [R] partials); with row-lanes=16 the row
+// pass and the kurtosis pass read rows as [R, C/16, 16] and keep [R, 16] lane partials
+// (the lanes are parallel, the C/16 vectors the reduction); the final sums reduce rows and
+// lanes, pos_sumsq sums the lanes of each row. 12 columns hold no two vectors of 16 or 8:
+// straight there too.
+
+// CHECK-LABEL: func.func @reduces_rows_in_lanes_on_request(
+// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<4x64xf32>) outs({{.+}} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+// CHECK-NOT:   tensor<4x4x16xf32>
+
+// LANES-LABEL: func.func @reduces_rows_in_lanes_on_request(
+// LANES:       func.func private @{{.+}}(%[[X:.+]]: tensor<4x64xf32>) -> tensor<9xf32>
+// LANES:       %[[V:.+]] = tensor.expand_shape %[[X]] {{\[\[}}0], [1, 2]] output_shape [4, 4, 16] : tensor<4x64xf32> into tensor<4x4x16xf32>
+// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[V]] : tensor<4x4x16xf32>) outs({{.+}} : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>)
+// LANES:       linalg.generic {{.+}} iterator_types = ["reduction", "reduction"]} ins({{.+}} : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>)
+// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<4x16xf32>) outs(%{{.+}} : tensor<4xf32>)
+// LANES:       iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<4x4x16xf32>, tensor<f32>) outs(%{{.+}}, %{{.+}} : tensor<4x16xf32>, tensor<4x16xf32>)
+// LANES:       func.func private @{{.+}}(%{{.+}}: tensor<4x12xf32>) -> tensor<1xf32>
+// LANES-NOT:   tensor.expand_shape
+// LANES:       iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<4x12xf32>) outs(%{{.+}} : tensor<4xf32>)
+func.func @reduces_rows_in_lanes_on_request(%x: tensor<4x64xf32>, %y: tensor<4x12xf32>) {
+  "opscope.stat"(%x) {kind = "min", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
+  "opscope.stat"(%x) {kind = "mean", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
+  "opscope.stat"(%x) {kind = "l1", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
+  "opscope.stat"(%x) {kind = "sumsq", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
+  "opscope.stat"(%x) {kind = "kurtosis", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
+  "opscope.stat"(%x) {kind = "pos_sumsq", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
+  "opscope.stat"(%y) {kind = "sumsq", options = {}, role = "rhs", site = "s"} : (tensor<4x12xf32>) -> ()
   return
 }
 

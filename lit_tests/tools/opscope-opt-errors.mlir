@@ -15,7 +15,7 @@
 // UNKNOWN-OPTION:      {{^}}opscope-opt: error: inject-matmul-stats: unknown option 'bins' (valid options: adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, sites){{$}}
 // UNKNOWN-OPTION-NOT:  {{.}}
 
-// UNKNOWN-OPTION-LOWER:      {{^}}opscope-opt: error: lower-opscope: unknown option 'inline' (valid options: batch, hist-counts, hoist-constants, outline, pack){{$}}
+// UNKNOWN-OPTION-LOWER:      {{^}}opscope-opt: error: lower-opscope: unknown option 'inline' (valid options: batch, hist-counts, hoist-constants, outline, pack, row-lanes){{$}}
 // UNKNOWN-OPTION-LOWER-NOT:  {{.}}
 
 // BAD-VALUE:      {{^}}opscope-opt: error: inject-matmul-stats: option 'hist-bins' expects int, got 'many'{{$}}
