@@ -33,13 +33,15 @@ class LoadedModule:
     def function_names(self) -> list[str]:
         return list(self.context.modules.module.vm_module.function_names)
 
-    def invoke_raw(self, function: str, *inputs: np.ndarray):
-        """Call `function`; returns the runtime's device arrays (not yet on the host)."""
+    def invoke_raw(self, function: str, *inputs):
+        """Call `function` with numpy (or already uploaded `DeviceArray`) inputs; returns the
+        runtime's device arrays (not yet on the host)."""
+        import iree.runtime as rt
         try:
             fn = self.context.modules.module[function]
         except (KeyError, AttributeError):
             raise OpscopeError(f"the compiled module has no function '{function}'") from None
-        res = fn(*[a if not isinstance(a, np.ndarray) else np.ascontiguousarray(a) for a in inputs])
+        res = fn(*[a if isinstance(a, rt.DeviceArray) else np.ascontiguousarray(a) for a in inputs])
         if res is None:
             return []
         return list(res) if isinstance(res, (tuple, list)) else [res]
