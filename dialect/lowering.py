@@ -398,34 +398,13 @@ class StatsKernel:
                 if k in kinds:
                     values[t][k] = (totals[t][k], ())
 
-        # Global scalars the second passes need: the mean and the histogram scale.
-        means: list[str | None] = [None] * T
-        scales: list[str | None] = [None] * T
-        want_mean = bool(kinds & {"mean", "kurtosis"})
-        want_scale = hist is not None and hist.normalize
-        if want_mean or want_scale:
-            ins, exprs = {}, []
-            for t in range(T):
-                if want_mean:
-                    ins[f"sum{t}"] = totals[t]["sum"]
-                    exprs.append((f"mean{t}", [f"%mean{t} = arith.divf %sum{t}, %n : f32"]))
-                if want_scale:
-                    ins[f"min{t}"], ins[f"max{t}"] = totals[t]["min"], totals[t]["max"]
-                    exprs.append((f"scale{t}", [
-                        f"%nmin{t} = arith.negf %min{t} : f32",
-                        f"%maxabs{t} = arith.maximumf %nmin{t}, %max{t} : f32",
-                        f"%scale{t} = arith.addf %maxabs{t}, %eps : f32",
-                    ]))
-            res = iter(self._scalars(em, ins, exprs, {"eps": _f32(EPS_SCALE)}))
-            for t in range(T):
-                means[t] = next(res) if want_mean else None
-                scales[t] = next(res) if want_scale else None
-                if "mean" in kinds:
-                    values[t]["mean"] = (means[t], ())
-
-        moments = self._moments(em, xs, means) if "kurtosis" in kinds else None
+        # The second passes derive the global scalars they need (the mean, the histogram
+        # scale) from the totals in their own body: loop-invariant, so computed once per
+        # tile, and no 0-d generic (one dispatch) in between.
+        moments = self._moments(em, xs, [tot["sum"] for tot in totals]) if "kurtosis" in kinds else None
         if hist is not None:
-            for t, h in enumerate(self._hist(em, xs, hist, scales if hist.normalize else None)):
+            scales = [(tot["min"], tot["max"]) for tot in totals] if hist.normalize else None
+            for t, h in enumerate(self._hist(em, xs, hist, scales)):
                 values[t]["hist"] = (h, (hist.bins,))
         if "elemsig" in kinds:
             k = min(ELEMSIG_MAX, self.numel)
@@ -441,10 +420,13 @@ class StatsKernel:
             for t, a in enumerate(self._adj(em, xs)):
                 values[t]["adj_sumsq"] = (a, (R - 1,))
 
-        # Final scalars: kurtosis and channel peak/mean, all tensors in one 0-d generic.
+        # Final scalars: mean, kurtosis and channel peak/mean, all tensors in one 0-d generic.
         ins, exprs = {}, []
         chan_red = self._chan_reduce(em, chan) if "chan_outlier" in kinds else None
         for t in range(T):
+            if "mean" in kinds:
+                ins[f"sum{t}"] = totals[t]["sum"]
+                exprs.append((f"mean{t}", [f"%mean{t} = arith.divf %sum{t}, %n : f32"]))
             if moments is not None:
                 ins[f"s2_{t}"], ins[f"s4_{t}"] = moments[t]
                 exprs.append((f"kurt{t}", [
@@ -464,6 +446,8 @@ class StatsKernel:
         if exprs:
             res = iter(self._scalars(em, ins, exprs, {"eps": _f32(EPS_RATIO), "chans": _f32(float(C))}))
             for t in range(T):
+                if "mean" in kinds:
+                    values[t]["mean"] = (next(res), ())
                 if moments is not None:
                     values[t]["kurtosis"] = (next(res), ())
                 if chan_red is not None:
@@ -541,18 +525,20 @@ class StatsKernel:
                     + ", ".join("f32" for _ in parts))
         return em.generic(hint, ["reduction"] * dims, ins, outs, body)
 
-    def _moments(self, em: _Emitter, xs: list[str], means: list[str]) -> list[tuple[str, str]]:
-        """Σ(x-μ)² and Σ(x-μ)⁴ of every tensor: a row pass, then a final sum."""
+    def _moments(self, em: _Emitter, xs: list[str], sums: list[str]) -> list[tuple[str, str]]:
+        """Σ(x-μ)² and Σ(x-μ)⁴ of every tensor, μ = Σx / n from its 0-d total `sums[t]` (the
+        same division as the mean statistic): a row pass, then a final sum."""
         R = self.rows
         acc_shape, acc_map = self._row_acc(R)
         r_ty, dims = _tensor(acc_shape, "f32"), self._row_dims()
         ins, outs, body, yields = [], [], [], []
         for t, x in enumerate(xs):
             ins += [self._row_in(em, x, R, f"%in{t}"),
-                    Operand(means[t], "tensor<f32>", _map(dims, ""), f"%mu{t}", "f32")]
+                    Operand(sums[t], "tensor<f32>", _map(dims, ""), f"%sum{t}", "f32")]
             outs += [Operand(em.filled(acc_shape, ZERO), r_ty, acc_map, f"%a2_{t}", "f32"),
                      Operand(em.filled(acc_shape, ZERO), r_ty, acc_map, f"%a4_{t}", "f32")]
             body += self._load(f"%in{t}", f"%v{t}") + [
+                f"%mu{t} = arith.divf %sum{t}, %n : f32",
                 f"%d{t} = arith.subf {self._v(f'%in{t}', f'%v{t}')}, %mu{t} : f32",
                 f"%d2_{t} = arith.mulf %d{t}, %d{t} : f32",
                 f"%d4_{t} = arith.mulf %d2_{t}, %d2_{t} : f32",
@@ -560,18 +546,23 @@ class StatsKernel:
                 f"%n4_{t} = arith.addf %a4_{t}, %d4_{t} : f32",
             ]
             yields += [f"%n2_{t}", f"%n4_{t}"]
+        body = [f"%n = arith.constant {_f32(float(self.numel))} : f32"] + body
         body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
         rows = em.generic("mom", self._row_iters(), ins, outs, body)
         tot = iter(self._sum_rows(em, "momt", rows))
         return [(next(tot), next(tot)) for _ in xs]
 
-    def _hist(self, em: _Emitter, xs: list[str], h: StatItem, scales: list[str] | None) -> list[str]:
+    def _hist(self, em: _Emitter, xs: list[str], h: StatItem,
+              scales: list[tuple[str, str]] | None) -> list[str]:
         """Bin index of every element (elementwise), then one-hot counts, then their sum.
 
         The index is `floor((u - lo) / width)` corrected against the f32 edges `lo + k·width`,
         which is numpy's rule exactly whenever those edges are exact in f32 (true for the
         default ranges [-1, 1] and [-6, 6] with 32 bins): `e_k <= u < e_k+1`, the last bin also
         takes `u == hi`; values outside `[lo, hi]` and NaN get index -1 and are dropped.
+
+        Normalized (`scales`: each tensor's 0-d min and max), u = x / (max(-min, max) +
+        EPS_SCALE), the scale computed in the body (loop-invariant).
 
         Counting (`_hist_lanes`): the flat indices are viewed as [S, N, L] and every lane
         keeps its own count per bin, so the innermost loop is one compare and one subtract per
@@ -597,16 +588,23 @@ class StatsKernel:
             "%c1 = arith.constant 1 : i32",
             "%cm1 = arith.constant -1 : i32",
             f"%clast = arith.constant {B - 1} : i32",
+            f"%eps = arith.constant {_f32(EPS_SCALE)} : f32",
         ]
         for t, x in enumerate(xs):
             ins.append(self._x(x, t, _map(2, "d0, d1")))
             if scales is not None:
-                ins.append(Operand(scales[t], "tensor<f32>", _map(2, ""), f"%s{t}", "f32"))
+                ins += [Operand(scales[t][0], "tensor<f32>", _map(2, ""), f"%min{t}", "f32"),
+                        Operand(scales[t][1], "tensor<f32>", _map(2, ""), f"%max{t}", "f32")]
             outs.append(Operand(em.empty(idx_ty), idx_ty, _map(2, "d0, d1"), f"%o{t}", ity))
             body += self._load(f"%in{t}", f"%v{t}")
             u = self._v(f"%in{t}", f"%v{t}")
             if scales is not None:
-                body.append(f"%u{t} = arith.divf {u}, %s{t} : f32")
+                body += [
+                    f"%nmin{t} = arith.negf %min{t} : f32",
+                    f"%maxabs{t} = arith.maximumf %nmin{t}, %max{t} : f32",
+                    f"%s{t} = arith.addf %maxabs{t}, %eps : f32",
+                    f"%u{t} = arith.divf {u}, %s{t} : f32",
+                ]
                 u = f"%u{t}"
             body += [
                 f"%t0_{t} = arith.subf {u}, %lo : f32",
