@@ -4,22 +4,24 @@
 one type and returns all their statistics packed into one 1-D f32 tensor (or one result per
 statistic). It is shaped for IREE's dispatch formation:
 
-* Batched: every stage is ONE multi-input, multi-result `linalg.generic` over all `count`
-  tensors, so a kernel costs the same number of dispatches whether it sketches one tensor
-  or sixteen (dispatches, not arithmetic, dominate small tensors).
-* Each tensor is viewed as rows `[R, C]` (leading dims flattened, C = last dim). One
-  row-parallel pass computes every plain row partial (min, max, Σx, Σ|x|, Σx², nnz; max|x|
-  is max(-min, max)), one tiny generic reduces them (partial-then-final reductions beat reducing straight to
-  scalars).
+* Stacked: the tensors are viewed as rows `[R, C]` (leading dims flattened, C = last dim)
+  and concatenated into one `[B, R, C]` stack; every stage is one `linalg.generic` with the
+  tensor index as its leading parallel dimension, so a kernel costs the same dispatches
+  (~14 with the default set) for one tensor or a hundred (dispatches, not arithmetic,
+  dominate small tensors; and one dispatch of B small tensors keeps every core busy).
+  Tensors above `STACK_MAX_NUMEL` elements are computed one at a time, uncopied.
+* One row-parallel pass computes every plain row partial (min, max, Σx, Σ|x|, Σx², nnz;
+  max|x| is max(-min, max)), one tiny generic reduces them (partial-then-final reductions
+  beat reducing straight to scalars); with `row_lanes` each row keeps one partial per
+  vector lane (no horizontal reduction per step on CPUs).
 * What needs a global scalar first takes a second pass: kurtosis needs the mean, the
-  normalized histogram needs max|x|. The histogram computes one bin index per element,
-  then counts them with one counter per (slab, bin, vector lane), so the innermost loop
-  is a vector compare and add with no horizontal reduction; counters are i32, or i8 where
-  the target counts i8 right (`hist_counts`).
-* Scalar post-processing lives in 0-d generics, never in a host-side `tensor.extract`,
-  which would cost a device round trip per site.
+  normalized histogram needs max|x|, each derived in the pass's own body. The histogram
+  computes one bin index per element, then counts them with one counter per (slab, bin,
+  vector lane), so the innermost loop is a vector compare and add with no horizontal
+  reduction; counters are i32, or i8 where the target counts i8 right (`hist_counts`).
+* Per-tensor scalar post-processing lives in small [B] generics, never in a host-side
+  `tensor.extract`, which would cost a device round trip per site.
 """
-
 from __future__ import annotations
 
 import struct
@@ -52,7 +54,11 @@ ZERO = "0.000000e+00"
 # us; 128x256: 83 vs 30 us). L, else L/2, where a row holds at least two such vectors; other
 # widths reduce straight. 0 (the default) reduces straight: on GPUs the lanes only lengthen
 # the final sums (lavapipe summed [R, L] partials serially: kurtosis off by 3e-5).
-BINDING_BUDGET = 32  # IREE 3.13's runtime limit on buffer bindings per dispatch
+# Tensors of one kernel are computed as one stack [B, R, C] (a `tensor.concat`, which IREE
+# 3.13 copies: it does not write producers in place), so B tensors cost one set of
+# dispatches. Above this many elements a tensor is computed alone: copying it costs more
+# than the dispatches it saves (~0.35 ns an element against ~3 us a dispatch, x14).
+STACK_MAX_NUMEL = 1 << 17
 # Histogram counting layouts per `hist_counts` choice: (index and count type, lanes, most
 # indices per lane), first fit wins. i8 indices and counts fill a 512-bit vector with 64
 # lanes and count ~1.6x faster on llvm-cpu (one 1024x1024 tensor: 0.84 vs 1.3-1.5 ms),
@@ -169,7 +175,7 @@ class StatsKernel:
         self.elem = elem
         self.items = list(items)
         self.count = count
-        self.per_dispatch = per_dispatch  # tensors computed together; 0: as many as the bindings allow
+        self.per_dispatch = per_dispatch  # most tensors in one stack; 0: all (see `stack_size`)
         if hist_counts not in HIST_LANES:
             raise ValueError(f"hist_counts must be one of {', '.join(HIST_LANES)}, got '{hist_counts}'")
         self.hist_counts = hist_counts  # the histogram's lane counts (`HIST_LANES`)
@@ -200,21 +206,14 @@ class StatsKernel:
             "adj_sumsq": self.shape[0] - 1 if len(self.shape) == 2 else 0,
         }[item.kind]
 
-    def bindings_per_tensor(self) -> int:
-        """The most buffers one tensor adds to any single dispatch of this kernel.
-
-        The row pass reads the tensor and writes its P partials; the last scalar stage reads
-        four totals and writes two. (The final reduction of the partials, P in and P out,
-        is split into as many generics as the budget needs: see `_final_reduce`.)
-        """
-        return max(1 + len(self._partials()), 6)
-
     @property
-    def group_size(self) -> int:
-        """Tensors whose statistics share each generic (so each dispatch): as many as IREE's
-        BINDING_BUDGET allows, or `per_dispatch` if smaller."""
-        fits = max(1, BINDING_BUDGET // self.bindings_per_tensor())
-        return min(self.per_dispatch, fits) if self.per_dispatch else fits
+    def stack_size(self) -> int:
+        """Tensors computed as one stack (one set of dispatches): all of them, or `per_dispatch`
+        if smaller; one at a time above STACK_MAX_NUMEL elements, where copying a tensor into
+        the stack costs more than the dispatches it saves."""
+        if self.numel > STACK_MAX_NUMEL:
+            return 1
+        return min(self.per_dispatch, self.count) if self.per_dispatch else self.count
 
     def _partials(self) -> list[str]:
         """The row partials the requested statistics need, in a fixed order."""
@@ -246,43 +245,34 @@ class StatsKernel:
     # -- the function --------------------------------------------------------------------
     def function(self, name: str, pack: bool = True, noinline: bool = True) -> str:
         """The kernel as a private `func.func` named `name`: the statistics of `count` tensors,
-        computed `group_size` tensors at a time (one set of generics, so dispatches, each)."""
+        `stack_size` at a time, each stack one [B, R, C] tensor that every stage reads once."""
         problem = self.check()
         if problem:
             raise ValueError(problem)
         em = _Emitter()
-        xs = [self._rows_view(em, f"%x{t}") for t in range(self.count)]
-        values: list[dict[str, tuple[str, tuple[int, ...]]]] = []
-        step = self.group_size
+        step = self.stack_size
+        chunks: list[tuple[int, dict[str, tuple[str, tuple[int, ...]]]]] = []
         for first in range(0, self.count, step):
-            group = xs[first:first + step]
-            values += StatsKernel(self.shape, self.elem, self.items, count=len(group),
-                                  hist_counts=self.hist_counts, row_lanes=self.lanes_wanted)._compute(em, group)
+            B = min(step, self.count - first)
+            stack = self._stack(em, [f"%x{t}" for t in range(first, first + B)])
+            chunks.append((B, _Stack(self, em, stack, B).compute()))
         outs: list[tuple[str, str]] = []
         if pack:
-            total = self.count * self.tensor_length
-            ty = _tensor((total,), "f32")
-            cur = em.empty(ty)
-            off = 0
-            for t in range(self.count):
-                for it in self.items:
-                    val, vshape = values[t][it.kind]
-                    n = self.length(it)
-                    nxt = em.fresh("pack")
-                    em.emit(f"{nxt} = tensor.insert_slice {val} into {cur}[{off}] [{n}] [1] : "
-                            f"{_tensor(vshape, 'f32')} into {ty}")
-                    cur, off = nxt, off + n
-            outs.append((cur, ty))
+            outs.append(self._pack(em, chunks))
         else:
-            for t in range(self.count):
-                for it in self.items:
-                    val, vshape = values[t][it.kind]
-                    if vshape == ():
+            for B, values in chunks:
+                for b in range(B):
+                    for it in self.items:
+                        val, vshape = values[it.kind]
+                        n = self.length(it)
                         one = em.fresh("one")
-                        em.emit(f"{one} = tensor.expand_shape {val} [] output_shape [1] : "
-                                "tensor<f32> into tensor<1xf32>")
-                        val, vshape = one, (1,)
-                    outs.append((val, _tensor(vshape, "f32")))
+                        if vshape == ():
+                            em.emit(f"{one} = tensor.extract_slice {val}[{b}] [1] [1] : "
+                                    f"{_tensor((B,), 'f32')} to tensor<1xf32>")
+                        else:
+                            em.emit(f"{one} = tensor.extract_slice {val}[{b}, 0] [1, {n}] [1, 1] : "
+                                    f"{_tensor((B, n), 'f32')} to {_tensor((n,), 'f32')}")
+                        outs.append((one, _tensor((n,), "f32")))
         in_ty = _tensor(self.shape, self.elem)
         params = ", ".join(f"%x{t}: {in_ty}" for t in range(self.count))
         res_tys = ", ".join(t for _, t in outs)
@@ -291,37 +281,71 @@ class StatsKernel:
         ret = f"  return {', '.join(v for v, _ in outs)} : {res_tys}"
         return "\n".join([head, *em.lines, ret, "}"])
 
-    # -- helpers -------------------------------------------------------------------------
-    @property
-    def rows_type(self) -> str:
-        return _tensor((self.rows, self.cols), self.elem)
+    def _stack(self, em: _Emitter, xs: list[str]) -> str:
+        """The tensors `xs` as one [B, R, C] stack: a view for one, a concatenation for more."""
+        R, C = self.rows, self.cols
+        src, rows_ty = _tensor(self.shape, self.elem), _tensor((R, C), self.elem)
+        one_ty = _tensor((1, R, C), self.elem)
+        ones = []
+        for x in xs:
+            rank = len(self.shape)
+            if rank == 2:
+                v = em.fresh("one")
+                em.emit(f"{v} = tensor.expand_shape {x} [[0, 1], [2]] output_shape [1, {R}, {C}] : {src} into {one_ty}")
+            elif rank > 2:
+                v = em.fresh("one")
+                lead = ", ".join(str(i) for i in range(rank - 1))
+                em.emit(f"{v} = tensor.collapse_shape {x} [[{lead}], [{rank - 1}]] : {src} into {rows_ty}")
+                w = em.fresh("one")
+                em.emit(f"{w} = tensor.expand_shape {v} [[0, 1], [2]] output_shape [1, {R}, {C}] : {rows_ty} into {one_ty}")
+                v = w
+            elif rank == 1:
+                v = em.fresh("one")
+                em.emit(f"{v} = tensor.expand_shape {x} [[0, 1, 2]] output_shape [1, 1, {C}] : {src} into {one_ty}")
+            else:
+                v = em.fresh("one")
+                em.emit(f"{v} = tensor.expand_shape {x} [] output_shape [1, 1, 1] : {src} into {one_ty}")
+            ones.append(v)
+        if len(ones) == 1:
+            return ones[0]
+        st = em.fresh("stack")
+        em.emit(f"{st} = tensor.concat dim(0) {', '.join(ones)} : ({', '.join(one_ty for _ in ones)}) "
+                f"-> {_tensor((len(ones), R, C), self.elem)}")
+        return st
 
-    def _rows_view(self, em: _Emitter, x: str) -> str:
-        rank = len(self.shape)
-        src, dst = _tensor(self.shape, self.elem), self.rows_type
-        if rank == 2:
-            return x
-        x2 = em.fresh("rows")
-        if rank > 2:
-            lead = ", ".join(str(i) for i in range(rank - 1))
-            em.emit(f"{x2} = tensor.collapse_shape {x} [[{lead}], [{rank - 1}]] : {src} into {dst}")
-        elif rank == 1:
-            em.emit(f"{x2} = tensor.expand_shape {x} [[0, 1]] output_shape [1, {self.cols}] : {src} into {dst}")
-        else:
-            em.emit(f"{x2} = tensor.expand_shape {x} [] output_shape [1, 1] : {src} into {dst}")
-        return x2
+    def offset(self, t: int, index: int) -> int:
+        """Where statistic `items[index]` of tensor `t` starts in the packed result.
 
-    def _load(self, arg: str, out: str) -> list[str]:
-        """Body lines making f32 `out` from element `arg` (nothing to do for f32)."""
-        return [] if self.elem == "f32" else [f"{out} = arith.extf {arg} : {self.elem} to f32"]
+        Stat-major per stack: a stack of B tensors starting at tensor f holds B·tensor_length
+        elements from f·tensor_length on, statistic by statistic, each [B, length] row-major,
+        so every statistic is one contiguous slice (a plain copy; a tensor-major layout made
+        IREE 3.13 emit one strided "slow_memcpy" dispatch per statistic)."""
+        step = self.stack_size
+        first = (t // step) * step
+        B = min(step, self.count - first)
+        before = sum(self.length(it) for it in self.items[:index])
+        return first * self.tensor_length + B * before + (t - first) * self.length(self.items[index])
 
-    def _v(self, arg: str, out: str) -> str:
-        return arg if self.elem == "f32" else out
+    def _pack(self, em: _Emitter, chunks) -> tuple[str, str]:
+        """Every statistic of every tensor in one 1-D f32 tensor, laid out as `offset` says."""
+        flat_ty = _tensor((self.count * self.tensor_length,), "f32")
+        cur, first = em.empty(flat_ty), 0
+        for B, values in chunks:
+            for i, it in enumerate(self.items):
+                val, vshape = values[it.kind]
+                n = self.length(it)
+                if vshape != ():
+                    col = em.fresh("col")
+                    em.emit(f"{col} = tensor.collapse_shape {val} [[0, 1]] : "
+                            f"{_tensor((B, n), 'f32')} into {_tensor((B * n,), 'f32')}")
+                    val = col
+                nxt = em.fresh("pack")
+                em.emit(f"{nxt} = tensor.insert_slice {val} into {cur}[{self.offset(first, i)}] [{B * n}] [1] : "
+                        f"{_tensor((B * n,), 'f32')} into {flat_ty}")
+                cur = nxt
+            first += B
+        return cur, flat_ty
 
-    def _x(self, x: str, t: int, m: str) -> Operand:
-        return Operand(x, self.rows_type, m, f"%in{t}", self.elem)
-
-    # -- row reductions: [rows, C] -> [rows, L] lane partials (or [rows] when L = 0) -------
     @property
     def row_lanes(self) -> int:
         """Lanes a row reduction keeps apart: `row_lanes`, else half of it, where a row holds two
@@ -329,319 +353,8 @@ class StatsKernel:
         want = self.lanes_wanted
         return next((L for L in (want, want // 2) if L >= 2 and self.cols % L == 0 and self.cols // L >= 2), 0)
 
-    def _row_dims(self) -> int:
-        return 3 if self.row_lanes else 2
-
-    def _row_iters(self) -> list[str]:
-        return ["parallel", "parallel", "reduction"] if self.row_lanes else ["parallel", "reduction"]
-
-    def _row_acc(self, rows: int) -> tuple[tuple[int, ...], str]:
-        """Shape and indexing map of a row reduction's accumulator."""
-        L = self.row_lanes
-        return ((rows, L), _map(3, "d0, d1")) if L else ((rows,), _map(2, "d0"))
-
-    def _row_in(self, em: _Emitter, x: str, rows: int, arg: str) -> Operand:
-        """`x` ([rows, C]) as the input of a row reduction: viewed as [rows, C/L, L]."""
-        C, L = self.cols, self.row_lanes
-        ty = _tensor((rows, C), self.elem)
-        if not L:
-            return Operand(x, ty, _map(2, "d0, d1"), arg, self.elem)
-        v_ty = _tensor((rows, C // L, L), self.elem)
-        v = em.fresh("lanes")
-        em.emit(f"{v} = tensor.expand_shape {x} [[0], [1, 2]] output_shape [{rows}, {C // L}, {L}] : "
-                f"{ty} into {v_ty}")
-        return Operand(v, v_ty, _map(3, "d0, d2, d1"), arg, self.elem)
-
-    def _lane_sums(self, em: _Emitter, hint: str, parts: list[str], rows: int) -> list[str]:
-        """Σ over lanes of several [rows, L] partials, to [rows], in one generic (no-op at L = 0)."""
-        L = self.row_lanes
-        if not L:
-            return parts
-        p_ty, r_ty = _tensor((rows, L), "f32"), _tensor((rows,), "f32")
-        ins = [Operand(p, p_ty, _map(2, "d0, d1"), f"%p{i}", "f32") for i, p in enumerate(parts)]
-        outs = [Operand(em.filled((rows,), ZERO), r_ty, _map(2, "d0"), f"%a{i}", "f32")
-                for i in range(len(parts))]
-        body = [f"%s{i} = arith.addf %a{i}, %p{i} : f32" for i in range(len(parts))]
-        body.append("linalg.yield " + ", ".join(f"%s{i}" for i in range(len(parts))) + " : "
-                    + ", ".join("f32" for _ in parts))
-        return em.generic(hint, ["parallel", "reduction"], ins, outs, body)
-
-    def _scalars(self, em: _Emitter, ins: dict[str, str], exprs: list[tuple[str, list[str]]],
-                 consts: dict[str, str] | None = None) -> list[str]:
-        """One 0-d generic: inputs `ins` (name -> 0-d value) and outputs `%<name>` per expr."""
-        opnds = [Operand(v, "tensor<f32>", _map(0, ""), f"%{k}", "f32") for k, v in ins.items()]
-        outs = [Operand(em.empty("tensor<f32>"), "tensor<f32>", _map(0, ""), f"%out_{n}", "f32")
-                for n, _ in exprs]
-        body = [f"%n = arith.constant {_f32(float(self.numel))} : f32"]
-        body += [f"%{k} = arith.constant {v} : f32" for k, v in (consts or {}).items()]
-        for _, lines in exprs:
-            body += lines
-        body.append("linalg.yield " + ", ".join(f"%{n}" for n, _ in exprs) + " : "
-                    + ", ".join("f32" for _ in exprs))
-        return em.generic("fin", [], opnds, outs, body)
-
-    # -- the stages ----------------------------------------------------------------------
-    def _compute(self, em: _Emitter, xs: list[str]) -> list[dict[str, tuple[str, tuple[int, ...]]]]:
-        kinds = {it.kind for it in self.items}
-        hist = next((it for it in self.items if it.kind == "hist"), None)
-        R, C, T = self.rows, self.cols, self.count
-        values: list[dict] = [{} for _ in range(T)]
-
-        need = self._partials()
-        partials = self._row_pass(em, xs, need) if need else [{} for _ in range(T)]
-        totals = self._final_reduce(em, partials, need) if need else [{} for _ in range(T)]
-        pos = self._lane_sums(em, "pos", [p["sumsq"] for p in partials], R) if "pos_sumsq" in kinds else None
-        for t in range(T):
-            if pos is not None:
-                values[t]["pos_sumsq"] = (pos[t], (R,))
-            for k in ("min", "max", "l1", "sumsq", "nnz"):
-                if k in kinds:
-                    values[t][k] = (totals[t][k], ())
-
-        # The second passes derive the global scalars they need (the mean, the histogram
-        # scale) from the totals in their own body: loop-invariant, so computed once per
-        # tile, and no 0-d generic (one dispatch) in between.
-        moments = self._moments(em, xs, [tot["sum"] for tot in totals]) if "kurtosis" in kinds else None
-        if hist is not None:
-            scales = [(tot["min"], tot["max"]) for tot in totals] if hist.normalize else None
-            for t, h in enumerate(self._hist(em, xs, hist, scales)):
-                values[t]["hist"] = (h, (hist.bins,))
-        if "elemsig" in kinds:
-            k = min(ELEMSIG_MAX, self.numel)
-            for t, s in enumerate(self._elemsig(em, xs)):
-                values[t]["elemsig"] = (s, (k,))
-        chan = None
-        if kinds & {"chan_maxabs", "chan_outlier"}:
-            chan = self._chan_maxabs(em, xs)
-            if "chan_maxabs" in kinds:
-                for t in range(T):
-                    values[t]["chan_maxabs"] = (chan[t], (C,))
-        if "adj_sumsq" in kinds:
-            for t, a in enumerate(self._adj(em, xs)):
-                values[t]["adj_sumsq"] = (a, (R - 1,))
-
-        # Final scalars: mean, kurtosis and channel peak/mean, all tensors in one 0-d generic.
-        ins, exprs = {}, []
-        chan_red = self._chan_reduce(em, chan) if "chan_outlier" in kinds else None
-        for t in range(T):
-            if "mean" in kinds:
-                ins[f"sum{t}"] = totals[t]["sum"]
-                exprs.append((f"mean{t}", [f"%mean{t} = arith.divf %sum{t}, %n : f32"]))
-            if moments is not None:
-                ins[f"s2_{t}"], ins[f"s4_{t}"] = moments[t]
-                exprs.append((f"kurt{t}", [
-                    f"%m2_{t} = arith.divf %s2_{t}, %n : f32",
-                    f"%m4_{t} = arith.divf %s4_{t}, %n : f32",
-                    f"%m22_{t} = arith.mulf %m2_{t}, %m2_{t} : f32",
-                    f"%den_{t} = arith.addf %m22_{t}, %eps : f32",
-                    f"%kurt{t} = arith.divf %m4_{t}, %den_{t} : f32",
-                ]))
-            if chan_red is not None:
-                ins[f"cmax{t}"], ins[f"csum{t}"] = chan_red[t]
-                exprs.append((f"cout{t}", [
-                    f"%cmean{t} = arith.divf %csum{t}, %chans : f32",
-                    f"%cden{t} = arith.addf %cmean{t}, %eps : f32",
-                    f"%cout{t} = arith.divf %cmax{t}, %cden{t} : f32",
-                ]))
-        if exprs:
-            res = iter(self._scalars(em, ins, exprs, {"eps": _f32(EPS_RATIO), "chans": _f32(float(C))}))
-            for t in range(T):
-                if "mean" in kinds:
-                    values[t]["mean"] = (next(res), ())
-                if moments is not None:
-                    values[t]["kurtosis"] = (next(res), ())
-                if chan_red is not None:
-                    values[t]["chan_outlier"] = (next(res), ())
-        return values
-
-    def _row_pass(self, em: _Emitter, xs: list[str], need: list[str]) -> list[dict[str, str]]:
-        """Row partials of every tensor in one (row parallel, column reduction) generic."""
-        R = self.rows
-        acc_shape, acc_map = self._row_acc(R)
-        r_ty = _tensor(acc_shape, "f32")
-        ins = [self._row_in(em, x, R, f"%in{t}") for t, x in enumerate(xs)]
-        outs, body = [], []
-        for t in range(self.count):
-            v = self._v(f"%in{t}", f"%v{t}")
-            body += self._load(f"%in{t}", f"%v{t}")
-            if "l1" in need:
-                body.append(f"%abs{t} = math.absf {v} : f32")
-            if "sumsq" in need:
-                body.append(f"%sq{t} = arith.mulf {v}, {v} : f32")
-            if "nnz" in need:
-                body += [
-                    f"%isnz{t} = arith.cmpf une, {v}, %zero : f32",
-                    f"%nz{t} = arith.select %isnz{t}, %one, %zero : f32",
-                ]
-            for p in need:
-                init = em.filled(acc_shape, _ROW_PARTIALS[p][0])
-                outs.append(Operand(init, r_ty, acc_map, f"%a_{p}{t}", "f32"))
-                expr = _ROW_PARTIALS[p][1].format(v=v, acc=f"%a_{p}{t}", abs=f"%abs{t}",
-                                                  sq=f"%sq{t}", nz=f"%nz{t}")
-                body.append(f"%r_{p}{t} = {expr}")
-        head = [f"%zero = arith.constant {ZERO} : f32", "%one = arith.constant 1.000000e+00 : f32"]
-        yields = [f"%r_{p}{t}" for t in range(self.count) for p in need]
-        body = head + body + [f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}"]
-        res = iter(em.generic("rowp", self._row_iters(), ins, outs, body))
-        return [{p: next(res) for p in need} for _ in range(self.count)]
-
-    def _final_reduce(self, em: _Emitter, partials: list[dict[str, str]], need: list[str]) -> list[dict[str, str]]:
-        """Every [R] partial of every tensor to a scalar: one generic per chunk of partials,
-        each chunk small enough that the generic stays within BINDING_BUDGET buffers."""
-        per_chunk = max(1, BINDING_BUDGET // (2 * self.count))
-        out: list[dict[str, str]] = [{} for _ in range(self.count)]
-        for i in range(0, len(need), per_chunk):
-            chunk = need[i:i + per_chunk]
-            for t, got in enumerate(self._final_reduce_chunk(em, partials, chunk)):
-                out[t].update(got)
-        return out
-
-    def _final_reduce_chunk(self, em: _Emitter, partials: list[dict[str, str]], need: list[str]) -> list[dict[str, str]]:
-        shape = self._row_acc(self.rows)[0]
-        dims = len(shape)
-        r_ty, p_map = _tensor(shape, "f32"), _map(dims, ", ".join(f"d{i}" for i in range(dims)))
-        ins, outs, body, yields = [], [], [], []
-        for t in range(self.count):
-            for p in need:
-                ins.append(Operand(partials[t][p], r_ty, p_map, f"%p_{p}{t}", "f32"))
-                outs.append(Operand(em.filled((), _ROW_PARTIALS[p][0]), "tensor<f32>", _map(dims, ""),
-                                    f"%a_{p}{t}", "f32"))
-                body.append(f"%f_{p}{t} = {_ROW_PARTIALS[p][2]} %p_{p}{t}, %a_{p}{t} : f32")
-                yields.append(f"%f_{p}{t}")
-        body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
-        res = iter(em.generic("tot", ["reduction"] * dims, ins, outs, body))
-        return [{p: next(res) for p in need} for _ in range(self.count)]
-
-    def _sum_rows(self, em: _Emitter, hint: str, parts: list[str]) -> list[str]:
-        """Σ over rows (and lanes) of several row partials, to 0-d tensors, in one generic."""
-        shape = self._row_acc(self.rows)[0]
-        dims = len(shape)
-        r_ty, p_map = _tensor(shape, "f32"), _map(dims, ", ".join(f"d{i}" for i in range(dims)))
-        ins = [Operand(p, r_ty, p_map, f"%p{i}", "f32") for i, p in enumerate(parts)]
-        outs = [Operand(em.filled((), ZERO), "tensor<f32>", _map(dims, ""), f"%a{i}", "f32")
-                for i in range(len(parts))]
-        body = [f"%s{i} = arith.addf %a{i}, %p{i} : f32" for i in range(len(parts))]
-        body.append("linalg.yield " + ", ".join(f"%s{i}" for i in range(len(parts))) + " : "
-                    + ", ".join("f32" for _ in parts))
-        return em.generic(hint, ["reduction"] * dims, ins, outs, body)
-
-    def _moments(self, em: _Emitter, xs: list[str], sums: list[str]) -> list[tuple[str, str]]:
-        """Σ(x-μ)² and Σ(x-μ)⁴ of every tensor, μ = Σx / n from its 0-d total `sums[t]` (the
-        same division as the mean statistic): a row pass, then a final sum."""
-        R = self.rows
-        acc_shape, acc_map = self._row_acc(R)
-        r_ty, dims = _tensor(acc_shape, "f32"), self._row_dims()
-        ins, outs, body, yields = [], [], [], []
-        for t, x in enumerate(xs):
-            ins += [self._row_in(em, x, R, f"%in{t}"),
-                    Operand(sums[t], "tensor<f32>", _map(dims, ""), f"%sum{t}", "f32")]
-            outs += [Operand(em.filled(acc_shape, ZERO), r_ty, acc_map, f"%a2_{t}", "f32"),
-                     Operand(em.filled(acc_shape, ZERO), r_ty, acc_map, f"%a4_{t}", "f32")]
-            body += self._load(f"%in{t}", f"%v{t}") + [
-                f"%mu{t} = arith.divf %sum{t}, %n : f32",
-                f"%d{t} = arith.subf {self._v(f'%in{t}', f'%v{t}')}, %mu{t} : f32",
-                f"%d2_{t} = arith.mulf %d{t}, %d{t} : f32",
-                f"%d4_{t} = arith.mulf %d2_{t}, %d2_{t} : f32",
-                f"%n2_{t} = arith.addf %a2_{t}, %d2_{t} : f32",
-                f"%n4_{t} = arith.addf %a4_{t}, %d4_{t} : f32",
-            ]
-            yields += [f"%n2_{t}", f"%n4_{t}"]
-        body = [f"%n = arith.constant {_f32(float(self.numel))} : f32"] + body
-        body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
-        rows = em.generic("mom", self._row_iters(), ins, outs, body)
-        tot = iter(self._sum_rows(em, "momt", rows))
-        return [(next(tot), next(tot)) for _ in xs]
-
-    def _hist(self, em: _Emitter, xs: list[str], h: StatItem,
-              scales: list[tuple[str, str]] | None) -> list[str]:
-        """Bin index of every element (elementwise), then one-hot counts, then their sum.
-
-        The index is `floor((u - lo) / width)` corrected against the f32 edges `lo + k·width`,
-        which is numpy's rule exactly whenever those edges are exact in f32 (true for the
-        default ranges [-1, 1] and [-6, 6] with 32 bins): `e_k <= u < e_k+1`, the last bin also
-        takes `u == hi`; values outside `[lo, hi]` and NaN get index -1 and are dropped.
-
-        Normalized (`scales`: each tensor's 0-d min and max), u = x / (max(-min, max) +
-        EPS_SCALE), the scale computed in the body (loop-invariant).
-
-        Counting (`_hist_lanes`): the flat indices are viewed as [S, N, L] and every lane
-        keeps its own count per bin, so the innermost loop is one compare and one subtract per
-        vector of L indices and bin, with no horizontal reduction (per-row counts made IREE
-        reduce the lanes at every step: 2x slower). Indices and counts are i32 (16 lanes), or
-        with `hist_counts="i8"` i8 (64 lanes, at most 255 indices a lane: exact, see
-        `HIST_LANES`; ~1.6x faster on llvm-cpu, miscounted by IREE 3.13's SPIR-V). Shapes that
-        do not split evenly count per row in i32 (`_hist_rows`).
-        """
-        R, C, B = self.rows, self.cols, h.bins
-        width = (h.hi - h.lo) / B
-        lanes = self._hist_layout(B)
-        ity = lanes[3] if lanes else "i32"
-        idx_ty = _tensor((R, C), ity)
-        ins, outs = [], []
-        body = [
-            f"%lo = arith.constant {_f32(h.lo)} : f32",
-            f"%hi = arith.constant {_f32(h.hi)} : f32",
-            f"%w = arith.constant {_f32(width)} : f32",
-            f"%invw = arith.constant {_f32(1.0 / width)} : f32",
-            f"%fz = arith.constant {ZERO} : f32",
-            f"%fl = arith.constant {_f32(float(B - 1))} : f32",
-            "%c1 = arith.constant 1 : i32",
-            "%cm1 = arith.constant -1 : i32",
-            f"%clast = arith.constant {B - 1} : i32",
-            f"%eps = arith.constant {_f32(EPS_SCALE)} : f32",
-        ]
-        for t, x in enumerate(xs):
-            ins.append(self._x(x, t, _map(2, "d0, d1")))
-            if scales is not None:
-                ins += [Operand(scales[t][0], "tensor<f32>", _map(2, ""), f"%min{t}", "f32"),
-                        Operand(scales[t][1], "tensor<f32>", _map(2, ""), f"%max{t}", "f32")]
-            outs.append(Operand(em.empty(idx_ty), idx_ty, _map(2, "d0, d1"), f"%o{t}", ity))
-            body += self._load(f"%in{t}", f"%v{t}")
-            u = self._v(f"%in{t}", f"%v{t}")
-            if scales is not None:
-                body += [
-                    f"%nmin{t} = arith.negf %min{t} : f32",
-                    f"%maxabs{t} = arith.maximumf %nmin{t}, %max{t} : f32",
-                    f"%s{t} = arith.addf %maxabs{t}, %eps : f32",
-                    f"%u{t} = arith.divf {u}, %s{t} : f32",
-                ]
-                u = f"%u{t}"
-            body += [
-                f"%t0_{t} = arith.subf {u}, %lo : f32",
-                f"%t1_{t} = arith.mulf %t0_{t}, %invw : f32",
-                f"%t2_{t} = math.floor %t1_{t} : f32",
-                # clamp in f32 first so the conversion to i32 never overflows
-                f"%t3_{t} = arith.maximumf %t2_{t}, %fz : f32",
-                f"%t4_{t} = arith.minimumf %t3_{t}, %fl : f32",
-                f"%k0_{t} = arith.fptosi %t4_{t} : f32 to i32",
-                f"%kf_{t} = arith.sitofp %k0_{t} : i32 to f32",
-                f"%ek_{t} = arith.mulf %kf_{t}, %w : f32",
-                f"%elo_{t} = arith.addf %lo, %ek_{t} : f32",
-                f"%ehi_{t} = arith.addf %elo_{t}, %w : f32",
-                f"%below_{t} = arith.cmpf olt, {u}, %elo_{t} : f32",
-                f"%above_{t} = arith.cmpf oge, {u}, %ehi_{t} : f32",
-                f"%notlast_{t} = arith.cmpi slt, %k0_{t}, %clast : i32",
-                f"%up_{t} = arith.andi %above_{t}, %notlast_{t} : i1",
-                f"%kdn_{t} = arith.subi %k0_{t}, %c1 : i32",
-                f"%kup_{t} = arith.addi %k0_{t}, %c1 : i32",
-                f"%k1_{t} = arith.select %below_{t}, %kdn_{t}, %k0_{t} : i32",
-                f"%k2_{t} = arith.select %up_{t}, %kup_{t}, %k1_{t} : i32",
-                f"%ge_{t} = arith.cmpf oge, {u}, %lo : f32",
-                f"%le_{t} = arith.cmpf ole, {u}, %hi : f32",
-                f"%inr_{t} = arith.andi %ge_{t}, %le_{t} : i1",
-                f"%k{t}{'w' if ity != 'i32' else ''} = arith.select %inr_{t}, %k2_{t}, %cm1 : i32",
-            ]
-            if ity != "i32":
-                body.append(f"%k{t} = arith.trunci %k{t}w : i32 to {ity}")
-        body.append("linalg.yield " + ", ".join(f"%k{t}" for t in range(self.count)) + " : "
-                    + ", ".join(ity for _ in xs))
-        bins = em.generic("bin", ["parallel", "parallel"], ins, outs, body)
-        if lanes:
-            return self._hist_lanes(em, bins, B, lanes)
-        return self._hist_rows(em, bins, B)
-
     def _hist_layout(self, bins: int) -> tuple[int, int, int, str] | None:
-        """(S, N, L, index type) splitting the flat bin indices into S slabs of N·L, or None.
+        """(S, N, L, index type) splitting one tensor's flat bin indices into S slabs of N·L, or None.
 
         The first of `HIST_LANES[hist_counts]` that fits: L lanes fill one 512-bit vector, a
         lane counts at most N <= n_max indices (255 for i8: see `HIST_LANES`); S is the fewest
@@ -663,94 +376,354 @@ class StatsKernel:
                 return s, chunks // s, L, ity
         return None
 
-    def _hist_lanes(self, em: _Emitter, bins: list[str], B: int, layout) -> list[str]:
-        """Counts per (slab, bin, lane) over the [S, N, L] view, then Σ slabs and lanes."""
+
+def _dims(n: int) -> str:
+    return ", ".join(f"d{i}" for i in range(n))
+
+
+class _Stack:
+    """The stages of one stack [B, R, C] of a kernel: every generic has the tensor index b as
+    its leading parallel dimension d0, so B tensors cost one set of dispatches."""
+
+    def __init__(self, k: StatsKernel, em: _Emitter, x: str, B: int):
+        self.k, self.em, self.x, self.B = k, em, x, B
+        self.R, self.C, self.L = k.rows, k.cols, k.row_lanes
+        self.elem = k.elem
+        self.x_ty = _tensor((B, self.R, self.C), k.elem)
+        self.b_ty = _tensor((B,), "f32")
+
+    # -- helpers -------------------------------------------------------------------------
+    def _load(self, arg: str, out: str) -> list[str]:
+        """Body lines making f32 `out` from element `arg` (nothing to do for f32)."""
+        return [] if self.elem == "f32" else [f"{out} = arith.extf {arg} : {self.elem} to f32"]
+
+    def _v(self, arg: str, out: str) -> str:
+        return arg if self.elem == "f32" else out
+
+    def _yield(self, names: list[str], ty: str = "f32") -> str:
+        return f"linalg.yield {', '.join(names)} : {', '.join(ty for _ in names)}"
+
+    # Row reductions: [B, rows, C] -> [B, rows, L] lane partials (or [B, rows] when L = 0).
+    def _row_dims(self) -> int:
+        return 4 if self.L else 3
+
+    def _row_iters(self) -> list[str]:
+        return ["parallel", "parallel", "parallel", "reduction"] if self.L else ["parallel", "parallel", "reduction"]
+
+    def _row_acc(self, rows: int) -> tuple[tuple[int, ...], str]:
+        """Shape and indexing map of a row reduction's accumulator."""
+        B, L = self.B, self.L
+        return ((B, rows, L), _map(4, "d0, d1, d2")) if L else ((B, rows), _map(3, "d0, d1"))
+
+    def _row_in(self, x: str, rows: int, arg: str) -> Operand:
+        """`x` ([B, rows, C]) as the input of a row reduction: viewed as [B, rows, C/L, L]."""
+        B, C, L, em = self.B, self.C, self.L, self.em
+        ty = _tensor((B, rows, C), self.elem)
+        if not L:
+            return Operand(x, ty, _map(3, "d0, d1, d2"), arg, self.elem)
+        v_ty = _tensor((B, rows, C // L, L), self.elem)
+        v = em.fresh("lanes")
+        em.emit(f"{v} = tensor.expand_shape {x} [[0], [1], [2, 3]] output_shape [{B}, {rows}, {C // L}, {L}] : "
+                f"{ty} into {v_ty}")
+        return Operand(v, v_ty, _map(4, "d0, d1, d3, d2"), arg, self.elem)
+
+    def _lane_sums(self, hint: str, parts: list[str], rows: int) -> list[str]:
+        """Σ over lanes of several [B, rows, L] partials, to [B, rows], in one generic (no-op at L = 0)."""
+        B, L, em = self.B, self.L, self.em
+        if not L:
+            return parts
+        p_ty, r_ty = _tensor((B, rows, L), "f32"), _tensor((B, rows), "f32")
+        ins = [Operand(p, p_ty, _map(3, "d0, d1, d2"), f"%p{i}", "f32") for i, p in enumerate(parts)]
+        outs = [Operand(em.filled((B, rows), ZERO), r_ty, _map(3, "d0, d1"), f"%a{i}", "f32")
+                for i in range(len(parts))]
+        body = [f"%s{i} = arith.addf %a{i}, %p{i} : f32" for i in range(len(parts))]
+        body.append(self._yield([f"%s{i}" for i in range(len(parts))]))
+        return em.generic(hint, ["parallel", "parallel", "reduction"], ins, outs, body)
+
+    def _totals(self, hint: str, parts: list[str], ops: list[str], inits: list[str]) -> list[str]:
+        """Row partials ([B, R] or [B, R, L]) to one value per tensor ([B]), combined by `ops`."""
+        shape = self._row_acc(self.R)[0]
+        dims = len(shape)
+        p_ty = _tensor(shape, "f32")
+        ins = [Operand(p, p_ty, _map(dims, _dims(dims)), f"%p{i}", "f32") for i, p in enumerate(parts)]
+        outs = [Operand(self.em.filled((self.B,), init), self.b_ty, _map(dims, "d0"), f"%a{i}", "f32")
+                for i, init in enumerate(inits)]
+        body = [f"%s{i} = {op} %p{i}, %a{i} : f32" for i, op in enumerate(ops)]
+        body.append(self._yield([f"%s{i}" for i in range(len(parts))]))
+        return self.em.generic(hint, ["parallel"] + ["reduction"] * (dims - 1), ins, outs, body)
+
+    def _scalars(self, ins: dict[str, str], exprs: list[tuple[str, list[str]]],
+                 consts: dict[str, str] | None = None) -> list[str]:
+        """One elementwise generic over the B tensors: inputs `ins` (name -> [B] value) and
+        outputs `%<name>` per expr."""
+        opnds = [Operand(v, self.b_ty, _map(1, "d0"), f"%{k}", "f32") for k, v in ins.items()]
+        outs = [Operand(self.em.empty(self.b_ty), self.b_ty, _map(1, "d0"), f"%out_{n}", "f32")
+                for n, _ in exprs]
+        body = [f"%n = arith.constant {_f32(float(self.k.numel))} : f32"]
+        body += [f"%{k} = arith.constant {v} : f32" for k, v in (consts or {}).items()]
+        for _, lines in exprs:
+            body += lines
+        body.append(self._yield([f"%{n}" for n, _ in exprs]))
+        return self.em.generic("fin", ["parallel"], opnds, outs, body)
+
+    # -- the stages ----------------------------------------------------------------------
+    def compute(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """kind -> ([B, ...] value, per-tensor shape) for every requested statistic."""
+        k = self.k
+        kinds = {it.kind for it in k.items}
+        hist = next((it for it in k.items if it.kind == "hist"), None)
+        R, C = self.R, self.C
+        values: dict[str, tuple[str, tuple[int, ...]]] = {}
+
+        need = k._partials()
+        partials = self._row_pass(need) if need else {}
+        totals = self._final_reduce(partials, need) if need else {}
+        if "pos_sumsq" in kinds:
+            values["pos_sumsq"] = (self._lane_sums("pos", [partials["sumsq"]], R)[0], (R,))
+        for kind in ("min", "max", "l1", "sumsq", "nnz"):
+            if kind in kinds:
+                values[kind] = (totals[kind], ())
+
+        # The second passes derive the global scalars they need (the mean, the histogram
+        # scale) from the totals in their own body: loop-invariant, so computed once per
+        # tile, and no generic (one dispatch) in between.
+        moments = self._moments(totals["sum"]) if "kurtosis" in kinds else None
+        if hist is not None:
+            scale = (totals["min"], totals["max"]) if hist.normalize else None
+            values["hist"] = (self._hist(hist, scale), (hist.bins,))
+        if "elemsig" in kinds:
+            values["elemsig"] = (self._elemsig(), (min(ELEMSIG_MAX, k.numel),))
+        chan = None
+        if kinds & {"chan_maxabs", "chan_outlier"}:
+            chan = self._chan_maxabs()
+            if "chan_maxabs" in kinds:
+                values["chan_maxabs"] = (chan, (C,))
+        if "adj_sumsq" in kinds:
+            values["adj_sumsq"] = (self._adj(), (R - 1,))
+
+        # Final scalars: mean, kurtosis and channel peak/mean, in one elementwise generic.
+        ins, exprs, names = {}, [], []
+        if "mean" in kinds:
+            ins["sum"] = totals["sum"]
+            exprs.append(("mean", ["%mean = arith.divf %sum, %n : f32"]))
+            names.append("mean")
+        if moments is not None:
+            ins["s2"], ins["s4"] = moments
+            exprs.append(("kurt", [
+                "%m2 = arith.divf %s2, %n : f32",
+                "%m4 = arith.divf %s4, %n : f32",
+                "%m22 = arith.mulf %m2, %m2 : f32",
+                "%den = arith.addf %m22, %eps : f32",
+                "%kurt = arith.divf %m4, %den : f32",
+            ]))
+            names.append("kurtosis")
+        if "chan_outlier" in kinds:
+            ins["cmax"], ins["csum"] = self._chan_reduce(chan)
+            exprs.append(("cout", [
+                "%cmean = arith.divf %csum, %chans : f32",
+                "%cden = arith.addf %cmean, %eps : f32",
+                "%cout = arith.divf %cmax, %cden : f32",
+            ]))
+            names.append("chan_outlier")
+        if exprs:
+            res = self._scalars(ins, exprs, {"eps": _f32(EPS_RATIO), "chans": _f32(float(C))})
+            for name, v in zip(names, res):
+                values[name] = (v, ())
+        return values
+
+    def _row_pass(self, need: list[str]) -> dict[str, str]:
+        """Row partials (min, max, Σx, Σ|x|, Σx², nnz as needed) in one generic."""
+        acc_shape, acc_map = self._row_acc(self.R)
+        r_ty = _tensor(acc_shape, "f32")
+        ins = [self._row_in(self.x, self.R, "%in")]
+        v = self._v("%in", "%v")
+        body = ([f"%zero = arith.constant {ZERO} : f32", "%one = arith.constant 1.000000e+00 : f32"]
+                + self._load("%in", "%v"))
+        if "l1" in need:
+            body.append(f"%abs = math.absf {v} : f32")
+        if "sumsq" in need:
+            body.append(f"%sq = arith.mulf {v}, {v} : f32")
+        if "nnz" in need:
+            body += [f"%isnz = arith.cmpf une, {v}, %zero : f32", "%nz = arith.select %isnz, %one, %zero : f32"]
+        outs = []
+        for p in need:
+            outs.append(Operand(self.em.filled(acc_shape, _ROW_PARTIALS[p][0]), r_ty, acc_map, f"%a_{p}", "f32"))
+            expr = _ROW_PARTIALS[p][1].format(v=v, acc=f"%a_{p}", abs="%abs", sq="%sq", nz="%nz")
+            body.append(f"%r_{p} = {expr}")
+        body.append(self._yield([f"%r_{p}" for p in need]))
+        return dict(zip(need, self.em.generic("rowp", self._row_iters(), ins, outs, body)))
+
+    def _final_reduce(self, partials: dict[str, str], need: list[str]) -> dict[str, str]:
+        """Every row partial to one value per tensor, in one generic."""
+        res = self._totals("tot", [partials[p] for p in need], [_ROW_PARTIALS[p][2] for p in need],
+                           [_ROW_PARTIALS[p][0] for p in need])
+        return dict(zip(need, res))
+
+    def _moments(self, sums: str) -> tuple[str, str]:
+        """Σ(x-μ)² and Σ(x-μ)⁴ per tensor, μ = Σx / n from its total `sums` (the same division
+        as the mean statistic): a row pass, then a final sum."""
+        acc_shape, acc_map = self._row_acc(self.R)
+        r_ty, dims = _tensor(acc_shape, "f32"), self._row_dims()
+        ins = [self._row_in(self.x, self.R, "%in"),
+               Operand(sums, self.b_ty, _map(dims, "d0"), "%sum", "f32")]
+        outs = [Operand(self.em.filled(acc_shape, ZERO), r_ty, acc_map, "%a2", "f32"),
+                Operand(self.em.filled(acc_shape, ZERO), r_ty, acc_map, "%a4", "f32")]
+        body = [f"%n = arith.constant {_f32(float(self.k.numel))} : f32"] + self._load("%in", "%v") + [
+            "%mu = arith.divf %sum, %n : f32",
+            f"%d = arith.subf {self._v('%in', '%v')}, %mu : f32",
+            "%d2 = arith.mulf %d, %d : f32",
+            "%d4 = arith.mulf %d2, %d2 : f32",
+            "%n2 = arith.addf %a2, %d2 : f32",
+            "%n4 = arith.addf %a4, %d4 : f32",
+            self._yield(["%n2", "%n4"]),
+        ]
+        rows = self.em.generic("mom", self._row_iters(), ins, outs, body)
+        s2, s4 = self._totals("momt", rows, ["arith.addf", "arith.addf"], [ZERO, ZERO])
+        return s2, s4
+
+    def _hist(self, h: StatItem, scale: tuple[str, str] | None) -> str:
+        """Bin index of every element (elementwise), then one-hot counts, then their sum.
+
+        The index is `floor((u - lo) / width)` corrected against the f32 edges `lo + k·width`,
+        which is numpy's rule exactly whenever those edges are exact in f32 (true for the
+        default ranges [-1, 1] and [-6, 6] with 32 bins): `e_k <= u < e_k+1`, the last bin also
+        takes `u == hi`; values outside `[lo, hi]` and NaN get index -1 and are dropped.
+        Normalized (`scale`: each tensor's min and max), u = x / (max(-min, max) +
+        EPS_SCALE), the scale computed in the body (loop-invariant).
+
+        Counting (`_hist_lanes`): each tensor's flat indices are viewed as [S, N, L] and every
+        lane keeps its own count per bin, so the innermost loop is one compare and one add
+        per vector of L indices and bin, with no horizontal reduction (per-row counts made
+        IREE reduce the lanes at every step: 2x slower). Indices and counts are i32 (16
+        lanes), or with `hist_counts="i8"` i8 (64 lanes, at most 255 indices a lane: exact,
+        see `HIST_LANES`; ~1.6x faster on llvm-cpu, miscounted by IREE 3.13's SPIR-V). Shapes
+        that do not split evenly count per row in i32 (`_hist_rows`).
+        """
+        B, R, C, nb = self.B, self.R, self.C, h.bins
+        width = (h.hi - h.lo) / nb
+        lanes = self.k._hist_layout(nb)
+        ity = lanes[3] if lanes else "i32"
+        idx_ty = _tensor((B, R, C), ity)
+        ins = [Operand(self.x, self.x_ty, _map(3, "d0, d1, d2"), "%in", self.elem)]
+        if scale is not None:
+            ins += [Operand(scale[0], self.b_ty, _map(3, "d0"), "%min", "f32"),
+                    Operand(scale[1], self.b_ty, _map(3, "d0"), "%max", "f32")]
+        outs = [Operand(self.em.empty(idx_ty), idx_ty, _map(3, "d0, d1, d2"), "%o", ity)]
+        body = [
+            f"%lo = arith.constant {_f32(h.lo)} : f32",
+            f"%hi = arith.constant {_f32(h.hi)} : f32",
+            f"%w = arith.constant {_f32(width)} : f32",
+            f"%invw = arith.constant {_f32(1.0 / width)} : f32",
+            f"%fz = arith.constant {ZERO} : f32",
+            f"%fl = arith.constant {_f32(float(nb - 1))} : f32",
+            "%c1 = arith.constant 1 : i32",
+            "%cm1 = arith.constant -1 : i32",
+            f"%clast = arith.constant {nb - 1} : i32",
+            f"%eps = arith.constant {_f32(EPS_SCALE)} : f32",
+        ] + self._load("%in", "%v")
+        u = self._v("%in", "%v")
+        if scale is not None:
+            body += [
+                "%nmin = arith.negf %min : f32",
+                "%maxabs = arith.maximumf %nmin, %max : f32",
+                "%s = arith.addf %maxabs, %eps : f32",
+                f"%u = arith.divf {u}, %s : f32",
+            ]
+            u = "%u"
+        body += [
+            f"%t0 = arith.subf {u}, %lo : f32",
+            "%t1 = arith.mulf %t0, %invw : f32",
+            "%t2 = math.floor %t1 : f32",
+            # clamp in f32 first so the conversion to i32 never overflows
+            "%t3 = arith.maximumf %t2, %fz : f32",
+            "%t4 = arith.minimumf %t3, %fl : f32",
+            "%k0 = arith.fptosi %t4 : f32 to i32",
+            "%kf = arith.sitofp %k0 : i32 to f32",
+            "%ek = arith.mulf %kf, %w : f32",
+            "%elo = arith.addf %lo, %ek : f32",
+            "%ehi = arith.addf %elo, %w : f32",
+            f"%below = arith.cmpf olt, {u}, %elo : f32",
+            f"%above = arith.cmpf oge, {u}, %ehi : f32",
+            "%notlast = arith.cmpi slt, %k0, %clast : i32",
+            "%up = arith.andi %above, %notlast : i1",
+            "%kdn = arith.subi %k0, %c1 : i32",
+            "%kup = arith.addi %k0, %c1 : i32",
+            "%k1 = arith.select %below, %kdn, %k0 : i32",
+            "%k2 = arith.select %up, %kup, %k1 : i32",
+            f"%ge = arith.cmpf oge, {u}, %lo : f32",
+            f"%le = arith.cmpf ole, {u}, %hi : f32",
+            "%inr = arith.andi %ge, %le : i1",
+            f"%k{'w' if ity != 'i32' else ''} = arith.select %inr, %k2, %cm1 : i32",
+        ]
+        if ity != "i32":
+            body.append(f"%k = arith.trunci %kw : i32 to {ity}")
+        body.append(self._yield(["%k"], ity))
+        bins = self.em.generic("bin", ["parallel"] * 3, ins, outs, body)[0]
+        return self._hist_lanes(bins, nb, lanes) if lanes else self._hist_rows(bins, nb)
+
+    def _hist_lanes(self, bins: str, nb: int, layout) -> str:
+        """Counts per (tensor, slab, bin, lane) over each tensor's [S, N, L] view, then Σ slabs
+        and lanes."""
         S, N, L, ity = layout
-        E = self.numel
-        idx_ty, flat_ty, v_ty = _tensor((self.rows, self.cols), ity), _tensor((E,), ity), _tensor((S, N, L), ity)
-        acc_ty = _tensor((S, B, L), ity)
+        B, em = self.B, self.em
+        E = self.k.numel
+        idx_ty, flat_ty = _tensor((B, self.R, self.C), ity), _tensor((B, E), ity)
+        v_ty, acc_ty = _tensor((B, S, N, L), ity), _tensor((B, S, nb, L), ity)
         zero_i = em.fresh("zi")
         em.emit(f"{zero_i} = arith.constant 0 : {ity}")
-        ins, outs = [], []
-        for t, b in enumerate(bins):
-            flat, view = em.fresh("flat"), em.fresh("lanes")
-            em.emit(f"{flat} = tensor.collapse_shape {b} [[0, 1]] : {idx_ty} into {flat_ty}")
-            em.emit(f"{view} = tensor.expand_shape {flat} [[0, 1, 2]] output_shape [{S}, {N}, {L}] : "
-                    f"{flat_ty} into {v_ty}")
-            ins.append(Operand(view, v_ty, _map(4, "d0, d3, d2"), f"%k{t}", ity))
-            e, f = em.empty(acc_ty), em.fresh("initi")
-            em.emit(f"{f} = linalg.fill ins({zero_i} : {ity}) outs({e} : {acc_ty}) -> {acc_ty}")
-            outs.append(Operand(f, acc_ty, _map(4, "d0, d1, d2"), f"%acc{t}", ity))
-        body = ["%b = linalg.index 1 : index", f"%bi = arith.index_cast %b : index to {ity}"]
-        for t in range(self.count):
-            body += [
-                f"%hit{t} = arith.cmpi eq, %k{t}, %bi : {ity}",
-                f"%cnt{t} = arith.extui %hit{t} : i1 to {ity}",
-                f"%next{t} = arith.addi %acc{t}, %cnt{t} : {ity}",
-            ]
-        body.append("linalg.yield " + ", ".join(f"%next{t}" for t in range(self.count)) + " : "
-                    + ", ".join(ity for _ in bins))
-        counts = em.generic("hlanes", ["parallel", "parallel", "parallel", "reduction"], ins, outs, body)
+        flat, view = em.fresh("flat"), em.fresh("hlanes")
+        em.emit(f"{flat} = tensor.collapse_shape {bins} [[0], [1, 2]] : {idx_ty} into {flat_ty}")
+        em.emit(f"{view} = tensor.expand_shape {flat} [[0], [1, 2, 3]] output_shape [{B}, {S}, {N}, {L}] : "
+                f"{flat_ty} into {v_ty}")
+        e, f = em.empty(acc_ty), em.fresh("initi")
+        em.emit(f"{f} = linalg.fill ins({zero_i} : {ity}) outs({e} : {acc_ty}) -> {acc_ty}")
+        body = ["%b = linalg.index 2 : index", f"%bi = arith.index_cast %b : index to {ity}",
+                f"%hit = arith.cmpi eq, %k, %bi : {ity}", f"%cnt = arith.extui %hit : i1 to {ity}",
+                f"%next = arith.addi %acc, %cnt : {ity}", self._yield(["%next"], ity)]
+        counts = em.generic("hcount", ["parallel"] * 4 + ["reduction"],
+                            [Operand(view, v_ty, _map(5, "d0, d1, d4, d3"), "%k", ity)],
+                            [Operand(f, acc_ty, _map(5, "d0, d1, d2, d3"), "%acc", ity)], body)[0]
+        out_ty = _tensor((B, nb), "f32")
+        body = [f"%cf = arith.uitofp %c : {ity} to f32",  # an i8 count is c mod 256 with c <= 255
+                "%s = arith.addf %acc, %cf : f32", self._yield(["%s"])]
+        return em.generic("hist", ["parallel", "reduction", "parallel", "reduction"],
+                          [Operand(counts, acc_ty, _map(4, "d0, d1, d2, d3"), "%c", ity)],
+                          [Operand(em.filled((B, nb), ZERO), out_ty, _map(4, "d0, d2"), "%acc", "f32")], body)[0]
 
-        b_ty = _tensor((B,), "f32")
-        ins = [Operand(c, acc_ty, _map(3, "d0, d1, d2"), f"%c{t}", ity) for t, c in enumerate(counts)]
-        outs = [Operand(em.filled((B,), ZERO), b_ty, _map(3, "d1"), f"%acc{t}", "f32") for t in range(self.count)]
-        body = []
-        for t in range(self.count):  # an i8 count is c mod 256 with c <= 255: read unsigned
-            body += [f"%cf{t} = arith.uitofp %c{t} : {ity} to f32", f"%s{t} = arith.addf %acc{t}, %cf{t} : f32"]
-        body.append("linalg.yield " + ", ".join(f"%s{t}" for t in range(self.count)) + " : "
-                    + ", ".join("f32" for _ in bins))
-        return em.generic("hist", ["reduction", "parallel", "reduction"], ins, outs, body)
-
-    def _hist_rows(self, em: _Emitter, bins: list[str], B: int) -> list[str]:
-        """Counts per (row, bin) with the bins innermost, then Σ rows (the fallback)."""
-        R, C = self.rows, self.cols
-        idx_ty = _tensor((R, C), "i32")
-
-        rb_ty = _tensor((R, B), "i32")
+    def _hist_rows(self, bins: str, nb: int) -> str:
+        """Counts per (tensor, row, bin) with the bins innermost, then Σ rows (the fallback)."""
+        B, R, C, em = self.B, self.R, self.C, self.em
+        idx_ty, rb_ty = _tensor((B, R, C), "i32"), _tensor((B, R, nb), "i32")
         zero_i = em.fresh("zi")
         em.emit(f"{zero_i} = arith.constant 0 : i32")
-        ins = [Operand(b, idx_ty, _map(3, "d0, d1"), f"%k{t}", "i32") for t, b in enumerate(bins)]
-        outs = []
-        for t in range(self.count):
-            e = em.empty(rb_ty)
-            f = em.fresh("initi")
-            em.emit(f"{f} = linalg.fill ins({zero_i} : i32) outs({e} : {rb_ty}) -> {rb_ty}")
-            outs.append(Operand(f, rb_ty, _map(3, "d0, d2"), f"%acc{t}", "i32"))
-        body = ["%b = linalg.index 2 : index", "%bi = arith.index_cast %b : index to i32"]
-        for t in range(self.count):
-            body += [
-                f"%hit{t} = arith.cmpi eq, %k{t}, %bi : i32",
-                f"%cnt{t} = arith.extui %hit{t} : i1 to i32",
-                f"%next{t} = arith.addi %acc{t}, %cnt{t} : i32",
-            ]
-        body.append("linalg.yield " + ", ".join(f"%next{t}" for t in range(self.count)) + " : "
-                    + ", ".join("i32" for _ in bins))
-        rows = em.generic("hrows", ["parallel", "reduction", "parallel"], ins, outs, body)
+        e, f = em.empty(rb_ty), em.fresh("initi")
+        em.emit(f"{f} = linalg.fill ins({zero_i} : i32) outs({e} : {rb_ty}) -> {rb_ty}")
+        body = ["%b = linalg.index 3 : index", "%bi = arith.index_cast %b : index to i32",
+                "%hit = arith.cmpi eq, %k, %bi : i32", "%cnt = arith.extui %hit : i1 to i32",
+                "%next = arith.addi %acc, %cnt : i32", self._yield(["%next"], "i32")]
+        rows = em.generic("hrows", ["parallel", "parallel", "reduction", "parallel"],
+                          [Operand(bins, idx_ty, _map(4, "d0, d1, d2"), "%k", "i32")],
+                          [Operand(f, rb_ty, _map(4, "d0, d1, d3"), "%acc", "i32")], body)[0]
+        out_ty = _tensor((B, nb), "f32")
+        body = ["%cf = arith.sitofp %c : i32 to f32", "%s = arith.addf %acc, %cf : f32", self._yield(["%s"])]
+        return em.generic("hist", ["parallel", "reduction", "parallel"],
+                          [Operand(rows, rb_ty, _map(3, "d0, d1, d2"), "%c", "i32")],
+                          [Operand(em.filled((B, nb), ZERO), out_ty, _map(3, "d0, d2"), "%acc", "f32")], body)[0]
 
-        b_ty = _tensor((B,), "f32")
-        ins = [Operand(r, rb_ty, _map(2, "d0, d1"), f"%c{t}", "i32") for t, r in enumerate(rows)]
-        outs = [Operand(em.filled((B,), ZERO), b_ty, _map(2, "d1"), f"%acc{t}", "f32") for t in range(self.count)]
-        body = []
-        for t in range(self.count):
-            body += [f"%cf{t} = arith.sitofp %c{t} : i32 to f32", f"%s{t} = arith.addf %acc{t}, %cf{t} : f32"]
-        body.append("linalg.yield " + ", ".join(f"%s{t}" for t in range(self.count)) + " : "
-                    + ", ".join("f32" for _ in bins))
-        return em.generic("hist", ["reduction", "parallel"], ins, outs, body)
-
-    def _elemsig(self, em: _Emitter, xs: list[str]) -> list[str]:
+    def _elemsig(self) -> str:
         """Elements at flat indices floor(j·n/k) + (j·ELEMSIG_SKEW mod floor(n/k)), j < k =
         min(16, n): one per window of n/k elements, at varying columns; a gather generic."""
-        k = min(ELEMSIG_MAX, self.numel)
-        k_ty = f"tensor<{k}xf32>"
-        outs = [Operand(em.empty(k_ty), k_ty, _map(1, "d0"), f"%o{t}", "f32") for t in range(self.count)]
+        numel = self.k.numel
+        kk = min(ELEMSIG_MAX, numel)
+        out_ty = _tensor((self.B, kk), "f32")
         body = [
-            "%j = linalg.index 0 : index",
-            f"%n = arith.constant {self.numel} : index",
-            f"%k = arith.constant {k} : index",
-            f"%cols = arith.constant {self.cols} : index",
+            "%t = linalg.index 0 : index",
+            "%j = linalg.index 1 : index",
+            f"%n = arith.constant {numel} : index",
+            f"%k = arith.constant {kk} : index",
+            f"%cols = arith.constant {self.C} : index",
             f"%skew = arith.constant {ELEMSIG_SKEW} : index",
-            f"%win = arith.constant {max(1, self.numel // k)} : index",
+            f"%win = arith.constant {max(1, numel // kk)} : index",
             "%jn = arith.muli %j, %n : index",
             "%start = arith.divui %jn, %k : index",
             "%js = arith.muli %j, %skew : index",
@@ -758,61 +731,48 @@ class StatsKernel:
             "%flat = arith.addi %start, %into : index",
             "%r = arith.divui %flat, %cols : index",
             "%c = arith.remui %flat, %cols : index",
+            f"%in = tensor.extract {self.x}[%t, %r, %c] : {self.x_ty}",
+        ] + self._load("%in", "%v") + [self._yield([self._v("%in", "%v")])]
+        return self.em.generic("sig", ["parallel", "parallel"], [],
+                               [Operand(self.em.empty(out_ty), out_ty, _map(2, "d0, d1"), "%o", "f32")], body)[0]
+
+    def _chan_maxabs(self) -> str:
+        """max|x| per last-axis channel of each tensor, reducing over all rows."""
+        out_ty = _tensor((self.B, self.C), "f32")
+        body = self._load("%in", "%v") + [
+            f"%abs = math.absf {self._v('%in', '%v')} : f32",
+            "%m = arith.maximumf %abs, %acc : f32",
+            self._yield(["%m"]),
         ]
-        for t, x in enumerate(xs):
-            body.append(f"%in{t} = tensor.extract {x}[%r, %c] : {self.rows_type}")
-            body += self._load(f"%in{t}", f"%v{t}")
-        body.append("linalg.yield " + ", ".join(self._v(f"%in{t}", f"%v{t}") for t in range(self.count))
-                    + " : " + ", ".join("f32" for _ in xs))
-        return em.generic("sig", ["parallel"], [], outs, body)
+        return self.em.generic("chan", ["parallel", "reduction", "parallel"],
+                               [Operand(self.x, self.x_ty, _map(3, "d0, d1, d2"), "%in", self.elem)],
+                               [Operand(self.em.filled((self.B, self.C), ZERO), out_ty, _map(3, "d0, d2"),
+                                        "%acc", "f32")], body)[0]
 
-    def _chan_maxabs(self, em: _Emitter, xs: list[str]) -> list[str]:
-        """max|x| per last-axis channel, reducing over all rows."""
-        C = self.cols
-        ins = [self._x(x, t, _map(2, "d0, d1")) for t, x in enumerate(xs)]
-        outs = [Operand(em.filled((C,), ZERO), f"tensor<{C}xf32>", _map(2, "d1"), f"%acc{t}", "f32")
-                for t in range(self.count)]
-        body = []
-        for t in range(self.count):
-            body += self._load(f"%in{t}", f"%v{t}") + [
-                f"%abs{t} = math.absf {self._v(f'%in{t}', f'%v{t}')} : f32",
-                f"%m{t} = arith.maximumf %abs{t}, %acc{t} : f32",
-            ]
-        body.append("linalg.yield " + ", ".join(f"%m{t}" for t in range(self.count)) + " : "
-                    + ", ".join("f32" for _ in xs))
-        return em.generic("chan", ["reduction", "parallel"], ins, outs, body)
+    def _chan_reduce(self, chan: str) -> tuple[str, str]:
+        """(max, Σ) of each tensor's channel maxima, in one generic."""
+        c_ty = _tensor((self.B, self.C), "f32")
+        outs = [Operand(self.em.filled((self.B,), ZERO), self.b_ty, _map(2, "d0"), "%am", "f32"),
+                Operand(self.em.filled((self.B,), ZERO), self.b_ty, _map(2, "d0"), "%as", "f32")]
+        body = ["%m = arith.maximumf %c, %am : f32", "%s = arith.addf %as, %c : f32", self._yield(["%m", "%s"])]
+        m, s = self.em.generic("cred", ["parallel", "reduction"],
+                               [Operand(chan, c_ty, _map(2, "d0, d1"), "%c", "f32")], outs, body)
+        return m, s
 
-    def _chan_reduce(self, em: _Emitter, chans: list[str]) -> list[tuple[str, str]]:
-        """(max, Σ) of every tensor's channel maxima, in one generic."""
-        C = self.cols
-        ins = [Operand(c, f"tensor<{C}xf32>", _map(1, "d0"), f"%c{t}", "f32") for t, c in enumerate(chans)]
-        outs, body, yields = [], [], []
-        for t in range(self.count):
-            outs += [Operand(em.filled((), ZERO), "tensor<f32>", _map(1, ""), f"%am{t}", "f32"),
-                     Operand(em.filled((), ZERO), "tensor<f32>", _map(1, ""), f"%as{t}", "f32")]
-            body += [f"%m{t} = arith.maximumf %c{t}, %am{t} : f32", f"%s{t} = arith.addf %as{t}, %c{t} : f32"]
-            yields += [f"%m{t}", f"%s{t}"]
-        body.append(f"linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
-        res = iter(em.generic("cred", ["reduction"], ins, outs, body))
-        return [(next(res), next(res)) for _ in chans]
-
-    def _adj(self, em: _Emitter, xs: list[str]) -> list[str]:
-        """Σ_j (x[t+1, j] - x[t, j])² for t < R-1, over two row slices."""
-        R, C = self.rows, self.cols
-        part = _tensor((R - 1, C), self.elem)
+    def _adj(self) -> str:
+        """Σ_j (x[t+1, j] - x[t, j])² for t < R-1, over two row slices of each tensor."""
+        B, R, C, em = self.B, self.R, self.C, self.em
+        part = _tensor((B, R - 1, C), self.elem)
+        nxt, prev = em.fresh("next"), em.fresh("prev")
+        em.emit(f"{nxt} = tensor.extract_slice {self.x}[0, 1, 0] [{B}, {R - 1}, {C}] [1, 1, 1] : {self.x_ty} to {part}")
+        em.emit(f"{prev} = tensor.extract_slice {self.x}[0, 0, 0] [{B}, {R - 1}, {C}] [1, 1, 1] : {self.x_ty} to {part}")
         acc_shape, acc_map = self._row_acc(R - 1)
-        ins, outs, body = [], [], []
-        for t, x in enumerate(xs):
-            nxt, prev = em.fresh("next"), em.fresh("prev")
-            em.emit(f"{nxt} = tensor.extract_slice {x}[1, 0] [{R - 1}, {C}] [1, 1] : {self.rows_type} to {part}")
-            em.emit(f"{prev} = tensor.extract_slice {x}[0, 0] [{R - 1}, {C}] [1, 1] : {self.rows_type} to {part}")
-            ins += [self._row_in(em, nxt, R - 1, f"%a{t}"), self._row_in(em, prev, R - 1, f"%b{t}")]
-            outs.append(Operand(em.filled(acc_shape, ZERO), _tensor(acc_shape, "f32"), acc_map, f"%acc{t}", "f32"))
-            body += self._load(f"%a{t}", f"%fa{t}") + self._load(f"%b{t}", f"%fb{t}") + [
-                f"%d{t} = arith.subf {self._v(f'%a{t}', f'%fa{t}')}, {self._v(f'%b{t}', f'%fb{t}')} : f32",
-                f"%d2_{t} = arith.mulf %d{t}, %d{t} : f32",
-                f"%s{t} = arith.addf %acc{t}, %d2_{t} : f32",
-            ]
-        body.append("linalg.yield " + ", ".join(f"%s{t}" for t in range(self.count)) + " : "
-                    + ", ".join("f32" for _ in xs))
-        return self._lane_sums(em, "adjl", em.generic("adj", self._row_iters(), ins, outs, body), R - 1)
+        ins = [self._row_in(nxt, R - 1, "%a"), self._row_in(prev, R - 1, "%b")]
+        outs = [Operand(em.filled(acc_shape, ZERO), _tensor(acc_shape, "f32"), acc_map, "%acc", "f32")]
+        body = self._load("%a", "%fa") + self._load("%b", "%fb") + [
+            f"%d = arith.subf {self._v('%a', '%fa')}, {self._v('%b', '%fb')} : f32",
+            "%d2 = arith.mulf %d, %d : f32",
+            "%s = arith.addf %acc, %d2 : f32",
+            self._yield(["%s"]),
+        ]
+        return self._lane_sums("adjl", em.generic("adj", self._row_iters(), ins, outs, body), R - 1)[0]

@@ -127,17 +127,16 @@ class LowerOpscope:
             results = list(call.results)
             for t, slot in enumerate(slots):
                 for site, role, ops in slot.taps:  # a value tapped twice reads one slot twice
-                    at = t * kernel.tensor_length
                     for i, it in enumerate(items):
                         n = kernel.length(it)
                         if self.pack:
                             entries.append(ir.DictAttr.get({
                                 "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
-                                "stat": ir.StringAttr.get(it.kind), "offset": ir.IntegerAttr.get(i64, at),
+                                "stat": ir.StringAttr.get(it.kind),
+                                "offset": ir.IntegerAttr.get(i64, kernel.offset(t, i)),
                                 "length": ir.IntegerAttr.get(i64, n),
                                 "numel": ir.IntegerAttr.get(i64, kernel.numel),
                             }))
-                            at += n
                         else:
                             new_values.append(results[t * len(items) + i])
                             new_attrs.append(ir.DictAttr.get({

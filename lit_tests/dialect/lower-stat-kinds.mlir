@@ -86,14 +86,17 @@ func.func @lower_nnz(%x: tensor<4x8xf32>) {
 
 // -----
 
-// kurtosis needs the mean first: a second pass over x takes it as a 0-d tensor.
+// kurtosis needs the mean first: a second pass over x (a stack of one, [1, 4, 8]) takes
+// the sum per tensor ([1]) and divides it by n in its body.
 
 // CHECK-LABEL: func.func @lower_kurtosis(
 // CHECK-SAME:      -> (tensor<1xf32> {opscope.pack = [{length = 1 : i64, numel = 32 : i64, offset = 0 : i64, role = "lhs", site = "s", stat = "kurtosis"}]})
 // CHECK:       call @[[KERNEL:opscope_stats_[0-9a-z]+_[0-9a-f]+]](
 // CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x8xf32>) -> tensor<1xf32>
+// CHECK:       %[[X:.+]] = tensor.expand_shape %arg0 {{\[\[}}0, 1], [2]] output_shape [1, 4, 8] : tensor<4x8xf32> into tensor<1x4x8xf32>
 // CHECK:       linalg.generic {{.*}}"reduction"
-// CHECK:       linalg.generic {{.*}}ins(%arg0, %{{.+}} : tensor<4x8xf32>, tensor<f32>)
+// CHECK:       linalg.generic {{.*}}ins(%[[X]], %{{.+}} : tensor<1x4x8xf32>, tensor<1xf32>)
+// CHECK:       arith.divf
 // CHECK:       arith.subf
 func.func @lower_kurtosis(%x: tensor<4x8xf32>) {
   "opscope.stat"(%x) {kind = "kurtosis", options = {}, role = "lhs", site = "s"} : (tensor<4x8xf32>) -> ()
@@ -136,7 +139,7 @@ func.func @lower_hist_normalized(%x: tensor<4x8xf32>) {
 // CHECK-SAME:      -> (tensor<16xf32> {opscope.pack = [{length = 16 : i64, numel = 32 : i64, offset = 0 : i64, role = "lhs", site = "s", stat = "elemsig"}]})
 // CHECK:       call @[[KERNEL:opscope_stats_[0-9a-z]+_[0-9a-f]+]](
 // CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x8xf32>) -> tensor<16xf32>
-// CHECK:       linalg.generic {{.*}}iterator_types = ["parallel"]
+// CHECK:       linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs(%{{.+}} : tensor<1x16xf32>)
 // CHECK:       tensor.extract %
 func.func @lower_elemsig(%x: tensor<4x8xf32>) {
   "opscope.stat"(%x) {kind = "elemsig", options = {}, role = "lhs", site = "s"} : (tensor<4x8xf32>) -> ()

@@ -13,8 +13,9 @@
 //   (function argument or returned value: external; anything else: transient) share one
 //   call to a private stats kernel, each value once; no two calls share a kernel (IREE
 //   3.13's iree-util-ipo mis-merges arguments of a kernel called from two places);
-//   inside a kernel, tensors are computed `batch` at a time (0, the default: as many as
-//   IREE's 32 bindings per dispatch allow);
+//   inside a kernel, the tensors are concatenated into one [B, R, C] stack that every
+//   generic reads with B as its leading dimension, `batch` tensors at a time (0, the
+//   default: all of them), one at a time above 131072 elements;
 // * each call sits right after the latest op defining one of its tensors (at the start
 //   of the block when all are function arguments) and takes them directly; with
 //   outline=false one util.optimization_barrier per tensor precedes it (an outlined call
@@ -91,14 +92,17 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 
 // Batching: two transient tensors of one type with one stat list share ONE call, placed
 // right after the later of their two definitions (not before the return), with one
-// packed result whose entries name both, in call order. With batch=1 the call is the
-// same, and the kernel computes each tensor in generics of its own.
+// packed result whose entries name both, in call order; the values are stat-major (both
+// minima, then both maxima: one contiguous slice per statistic). The kernel stacks them: one
+// tensor.concat into [2, 4, 3], one row pass over the stack. With batch=1 the call is the
+// same, and the kernel computes each tensor in generics of its own (a stack of one, a
+// view, no copy).
 
 // CHECK-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
 // CHECK-SAME:      -> (tensor<4x3xf32>, tensor<4xf32> {opscope.pack = [
 // CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"},
-// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 1 : i64, role = "out", site = "a", stat = "max"},
-// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 2 : i64, role = "out", site = "b", stat = "min"},
+// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 2 : i64, role = "out", site = "a", stat = "max"},
+// CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 1 : i64, role = "out", site = "b", stat = "min"},
 // CHECK-SAME:      {length = 1 : i64, numel = 12 : i64, offset = 3 : i64, role = "out", site = "b", stat = "max"}]})
 // CHECK:       %[[A:.+]] = linalg.matmul
 // CHECK:       %[[B:.+]] = linalg.matmul
@@ -106,7 +110,11 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // CHECK-NEXT:  %[[SUM:.+]] = arith.addf %[[A]], %[[B]]
 // CHECK:       return %[[SUM]], %[[S]] : tensor<4x3xf32>, tensor<4xf32>
 // CHECK:       func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
-// CHECK:       linalg.generic {{.+}} ins(%arg0, %arg1 : tensor<4x3xf32>, tensor<4x3xf32>)
+// CHECK:       %[[A1:.+]] = tensor.expand_shape %arg0 {{.+}} into tensor<1x4x3xf32>
+// CHECK:       %[[B1:.+]] = tensor.expand_shape %arg1 {{.+}} into tensor<1x4x3xf32>
+// CHECK:       %[[STACK:.+]] = tensor.concat dim(0) %[[A1]], %[[B1]] : (tensor<1x4x3xf32>, tensor<1x4x3xf32>) -> tensor<2x4x3xf32>
+// CHECK:       linalg.generic {{.+}} ins(%[[STACK]] : tensor<2x4x3xf32>) outs({{.+}} : tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK-NOT:   linalg.generic {{.+}} ins(%{{.+}} : tensor<1x4x3xf32>)
 // CHECK-NOT:   func.func private
 
 // UNPACKED-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
@@ -120,16 +128,17 @@ func.func @keeps_original_results_and_their_attrs(%a: tensor<4x8xf32>, %b: tenso
 // UNPACKED-NEXT:  %[[S:.+]]:4 = call @{{.+}}(%[[A]], %[[B]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>)
 // UNPACKED:       return %{{.+}}, %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[S]]#3 :
 
-// CHECK-NOT:   ins(%arg0 : tensor<4x3xf32>)
-
 // ONE-LABEL: func.func @batches_transient_tensors_after_their_last_definition(
 // ONE-SAME:      -> (tensor<4x3xf32>, tensor<4xf32> {opscope.pack = [
 // ONE:           %[[A:.+]] = linalg.matmul
 // ONE-NEXT:      %[[B:.+]] = linalg.matmul
 // ONE-NEXT:      %[[S:.+]] = call @[[KERNEL:opscope_stats_4x3xf32_[0-9a-f]+]](%[[A]], %[[B]]) : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4xf32>
 // ONE:           func.func private @[[KERNEL]](%{{.+}}: tensor<4x3xf32>, %{{.+}}: tensor<4x3xf32>) -> tensor<4xf32> attributes {noinline}
-// ONE:           linalg.generic {{.+}} ins(%arg0 : tensor<4x3xf32>)
-// ONE:           linalg.generic {{.+}} ins(%arg1 : tensor<4x3xf32>)
+// ONE-NOT:       tensor.concat
+// ONE:           %[[A1:.+]] = tensor.expand_shape %arg0 {{.+}} into tensor<1x4x3xf32>
+// ONE:           linalg.generic {{.+}} ins(%[[A1]] : tensor<1x4x3xf32>)
+// ONE:           %[[B1:.+]] = tensor.expand_shape %arg1 {{.+}} into tensor<1x4x3xf32>
+// ONE:           linalg.generic {{.+}} ins(%[[B1]] : tensor<1x4x3xf32>)
 // ONE-NOT:       func.func private
 func.func @batches_transient_tensors_after_their_last_definition(%x: tensor<4x8xf32>, %w1: tensor<8x3xf32>, %w2: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w1 : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
@@ -181,21 +190,23 @@ func.func @splits_calls_by_residency(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %
 
 // -----
 
-// batch=0 (the default) fits each dispatch in IREE's 32 bindings. This stat list needs 6
-// row partials per tensor, so the row pass takes 7 bindings per tensor and a group takes 4
-// tensors (the final reduction of the partials is split to fit): five same-shaped
-// transient tensors become one call after e, whose kernel computes a..d, then e.
+// batch=0 (the default) stacks every tensor of a call: five same-shaped transient
+// tensors become one call after e, whose kernel concatenates them into [5, 4, 3] and
+// computes all six row partials of all five in one generic (7 bindings whatever the count:
+// IREE's 32 bindings per dispatch no longer cap a group); the five nnz values, the last
+// statistic, are one slice at 5·5.
 
-// CHECK-LABEL: func.func @caps_tensors_per_call_at_the_binding_budget(
+// CHECK-LABEL: func.func @stacks_every_tensor_of_a_call(
 // CHECK-SAME:      -> (tensor<4x3xf32>,
 // CHECK-SAME:      tensor<30xf32> {opscope.pack = [{length = 1 : i64, numel = 12 : i64, offset = 0 : i64, role = "out", site = "a", stat = "min"}, {{.+}}, {length = 1 : i64, numel = 12 : i64, offset = 29 : i64, role = "out", site = "e", stat = "nnz"}]})
 // CHECK-COUNT-5: linalg.matmul
 // CHECK-NEXT:  %[[S:.+]] = call @[[K:opscope_stats_4x3xf32_[0-9a-f]+]](%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<30xf32>
 // CHECK:       return %{{.+}}, %[[S]] : tensor<4x3xf32>, tensor<30xf32>
 // CHECK:       func.func private @[[K]](
-// CHECK:       linalg.generic {{.+}} ins(%arg0, %arg1, %arg2, %arg3 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
-// CHECK:       linalg.generic {{.+}} ins(%arg4 : tensor<4x3xf32>)
-func.func @caps_tensors_per_call_at_the_binding_budget(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
+// CHECK:       %[[STACK:.+]] = tensor.concat dim(0) {{.+}} -> tensor<5x4x3xf32>
+// CHECK:       linalg.generic {{.+}} ins(%[[STACK]] : tensor<5x4x3xf32>) outs({{.+}} : tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>)
+// CHECK:       tensor.insert_slice %{{.+}} into %{{.+}}[25] [5] [1] : tensor<5xf32> into tensor<30xf32>
+func.func @stacks_every_tensor_of_a_call(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
   %1 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%0 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
   %2 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%1 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("c")
@@ -331,15 +342,15 @@ func.func @inlines_stats_of_constants() {
 
 // CHECK-LABEL: func.func @counts_hist_lanes_in_i8_on_request(
 // CHECK:       func.func private @{{.+}}(%{{.+}}: tensor<510x64xf32>) -> tensor<32xf32> attributes {noinline}
-// CHECK:       tensor.expand_shape %{{.+}} output_shape [4, 510, 16] : tensor<32640xi32> into tensor<4x510x16xi32>
-// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<4x510x16xi32>) outs(%{{.+}} : tensor<4x32x16xi32>)
+// CHECK:       tensor.expand_shape %{{.+}} output_shape [1, 4, 510, 16] : tensor<1x32640xi32> into tensor<1x4x510x16xi32>
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<1x4x510x16xi32>) outs(%{{.+}} : tensor<1x4x32x16xi32>)
 // CHECK-NOT:   {{xi8>|: i8}}
 
 // I8-LABEL: func.func @counts_hist_lanes_in_i8_on_request(
 // I8:       func.func private @{{.+}}(%{{.+}}: tensor<510x64xf32>) -> tensor<32xf32> attributes {noinline}
 // I8:       arith.trunci %{{.+}} : i32 to i8
-// I8:       tensor.expand_shape %{{.+}} output_shape [2, 255, 64] : tensor<32640xi8> into tensor<2x255x64xi8>
-// I8:       linalg.generic {{.+}} ins(%{{.+}} : tensor<2x255x64xi8>) outs(%{{.+}} : tensor<2x32x64xi8>)
+// I8:       tensor.expand_shape %{{.+}} output_shape [1, 2, 255, 64] : tensor<1x32640xi8> into tensor<1x2x255x64xi8>
+// I8:       linalg.generic {{.+}} ins(%{{.+}} : tensor<1x2x255x64xi8>) outs(%{{.+}} : tensor<1x2x32x64xi8>)
 // I8:       arith.addi %{{.+}}, %{{.+}} : i8
 // I8:       arith.uitofp %{{.+}} : i8 to f32
 func.func @counts_hist_lanes_in_i8_on_request(%x: tensor<510x64xf32>) {
@@ -353,8 +364,8 @@ func.func @counts_hist_lanes_in_i8_on_request(%x: tensor<510x64xf32>) {
 // must fit in i8), or too few elements for 64 lanes of at least 8 indices (48x8).
 
 // I8-LABEL: func.func @keeps_i32_hist_where_i8_does_not_fit(
-// I8:       outs(%{{.+}} : tensor<1x200x16xi32>)
-// I8:       outs(%{{.+}} : tensor<1x32x16xi32>)
+// I8:       outs(%{{.+}} : tensor<1x1x200x16xi32>)
+// I8:       outs(%{{.+}} : tensor<1x1x32x16xi32>)
 // I8-NOT:   {{xi8>|: i8}}
 func.func @keeps_i32_hist_where_i8_does_not_fit(%x: tensor<64x64xf32>, %y: tensor<48x8xf32>) {
   "opscope.stat"(%x) {kind = "hist", options = {bins = 200 : i64, hi = 1.0 : f32, lo = -1.0 : f32, normalize = false}, role = "lhs", site = "s"} : (tensor<64x64xf32>) -> ()
@@ -364,26 +375,27 @@ func.func @keeps_i32_hist_where_i8_does_not_fit(%x: tensor<64x64xf32>, %y: tenso
 
 // -----
 
-// Row reductions: straight by default ([R, C] -> [R] partials); with row-lanes=16 the row
-// pass and the kurtosis pass read rows as [R, C/16, 16] and keep [R, 16] lane partials
-// (the lanes are parallel, the C/16 vectors the reduction); the final sums reduce rows and
-// lanes, pos_sumsq sums the lanes of each row. 12 columns hold no two vectors of 16 or 8:
-// straight there too.
+// Row reductions: straight by default ([1, R, C] -> [1, R] partials: a stack of one); with
+// row-lanes=16 the row pass and the kurtosis pass read rows as [1, R, C/16, 16] and keep
+// [1, R, 16] lane partials (the lanes are parallel, the C/16 vectors the reduction); the
+// final sums reduce rows and lanes, pos_sumsq sums the lanes of each row. 12 columns hold
+// no two vectors of 16 or 8: straight there too.
 
 // CHECK-LABEL: func.func @reduces_rows_in_lanes_on_request(
-// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<4x64xf32>) outs({{.+}} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
-// CHECK-NOT:   tensor<4x4x16xf32>
+// CHECK:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}} : tensor<1x4x64xf32>) outs({{.+}} : tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>)
+// CHECK-NOT:   tensor<1x4x4x16xf32>
 
 // LANES-LABEL: func.func @reduces_rows_in_lanes_on_request(
 // LANES:       func.func private @{{.+}}(%[[X:.+]]: tensor<4x64xf32>) -> tensor<9xf32>
-// LANES:       %[[V:.+]] = tensor.expand_shape %[[X]] {{\[\[}}0], [1, 2]] output_shape [4, 4, 16] : tensor<4x64xf32> into tensor<4x4x16xf32>
-// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[V]] : tensor<4x4x16xf32>) outs({{.+}} : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>)
-// LANES:       linalg.generic {{.+}} iterator_types = ["reduction", "reduction"]} ins({{.+}} : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>)
-// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<4x16xf32>) outs(%{{.+}} : tensor<4xf32>)
-// LANES:       iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<4x4x16xf32>, tensor<f32>) outs(%{{.+}}, %{{.+}} : tensor<4x16xf32>, tensor<4x16xf32>)
+// LANES:       %[[S:.+]] = tensor.expand_shape %[[X]] {{.+}} into tensor<1x4x64xf32>
+// LANES:       %[[V:.+]] = tensor.expand_shape %[[S]] {{\[\[}}0], [1], [2, 3]] output_shape [1, 4, 4, 16] : tensor<1x4x64xf32> into tensor<1x4x4x16xf32>
+// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[V]] : tensor<1x4x4x16xf32>) outs({{.+}} : tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "reduction", "reduction"]} ins({{.+}} : tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+// LANES:       linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}} : tensor<1x4x16xf32>) outs(%{{.+}} : tensor<1x4xf32>)
+// LANES:       iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<1x4x4x16xf32>, tensor<1xf32>) outs(%{{.+}}, %{{.+}} : tensor<1x4x16xf32>, tensor<1x4x16xf32>)
 // LANES:       func.func private @{{.+}}(%{{.+}}: tensor<4x12xf32>) -> tensor<1xf32>
-// LANES-NOT:   tensor.expand_shape
-// LANES:       iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<4x12xf32>) outs(%{{.+}} : tensor<4xf32>)
+// LANES-NOT:   tensor<1x4x{{[0-9]+}}x{{[0-9]+}}xf32>
+// LANES:       iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}} : tensor<1x4x12xf32>) outs(%{{.+}} : tensor<1x4xf32>)
 func.func @reduces_rows_in_lanes_on_request(%x: tensor<4x64xf32>, %y: tensor<4x12xf32>) {
   "opscope.stat"(%x) {kind = "min", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
   "opscope.stat"(%x) {kind = "mean", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
@@ -392,6 +404,24 @@ func.func @reduces_rows_in_lanes_on_request(%x: tensor<4x64xf32>, %y: tensor<4x1
   "opscope.stat"(%x) {kind = "kurtosis", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
   "opscope.stat"(%x) {kind = "pos_sumsq", options = {}, role = "lhs", site = "s"} : (tensor<4x64xf32>) -> ()
   "opscope.stat"(%y) {kind = "sumsq", options = {}, role = "rhs", site = "s"} : (tensor<4x12xf32>) -> ()
+  return
+}
+
+// -----
+
+// Tensors above 131072 elements are not copied into a stack: each is computed alone (a
+// view of one), so two 512x512 tensors in one call get two row passes.
+
+// CHECK-LABEL: func.func @computes_large_tensors_one_at_a_time(
+// CHECK:       call @{{.+}}(%arg0, %arg1) : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<2xf32>
+// CHECK:       func.func private
+// CHECK-NOT:   tensor.concat
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<1x512x512xf32>)
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<1x512x512xf32>)
+// CHECK-NOT:   tensor<2x512x512xf32>
+func.func @computes_large_tensors_one_at_a_time(%a: tensor<512x512xf32>, %b: tensor<512x512xf32>) {
+  "opscope.stat"(%a) {kind = "min", options = {}, role = "lhs", site = "s"} : (tensor<512x512xf32>) -> ()
+  "opscope.stat"(%b) {kind = "min", options = {}, role = "rhs", site = "s"} : (tensor<512x512xf32>) -> ()
   return
 }
 
