@@ -63,8 +63,9 @@ class InstrumentedModel:
         batch: int = 0,
     ) -> "InstrumentedModel":
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap every matmul,
-        compile for `target` and load it. `batch` is lower-opscope's (0: as many tensors
-        per stats call as fit); the histogram counts are the target's (`Target.hist_counts`)."""
+        compile for `target` and load it. `batch` is lower-opscope's (most tensors per stack,
+        0: all of a call); the kernel layout is the target's (`Target.hist_counts`,
+        `Target.row_lanes`)."""
         tgt = get_target(target)
         require_runnable(tgt)
         if isinstance(source, ir.Module):

@@ -1,11 +1,13 @@
 """`lower-opscope`: compute every opscope.stat and return it as a function result.
 
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
-appearance. Tensors of the same type, stat list and residency share one call of a batched
-stats kernel (`dialect/lowering.py`), each value once, inserted right after its last tensor
-is defined; every call has a kernel of its own (IREE 3.13's iree-util-ipo mis-merges the
-arguments of a kernel called from two places: see `_calls`). A kernel computes its tensors
-in groups of at most `batch` (0 = as many as IREE's 32 bindings per dispatch allow). Kernels
+appearance. Tensors of the same type and stat list share one call of a stacked stats
+kernel (`dialect/lowering.py`), each value once, inserted right after its last tensor is
+defined; constant expressions get calls of their own; every call has a kernel of its own
+(IREE 3.13's iree-util-ipo mis-merges the arguments of a kernel called from two places:
+see `_calls`). A kernel concatenates its tensors into one stack, at most `batch` at a time
+(0 = all; tensors above 131072 elements one at a time), so a call costs one set of
+dispatches however many tensors it holds. Kernels
 are private `{noinline}` functions (`outline=false` lets IREE inline them, behind one
 `util.optimization_barrier` per tensor). Kernels of constant expressions (weights in
 immutable globals or `arith.constant`s, and their transposes) are always inlined: behind a
@@ -152,15 +154,15 @@ class LowerOpscope:
         _append_results(fn, ret, new_values, new_attrs)
 
     def _calls(self, groups, ret) -> list[tuple[str, list["_Slot"]]]:
-        """One kernel call per (tensor type, statistics, residency), in order of first
+        """One kernel call per (tensor type, statistics, constant or not), in order of first
         appearance, each value once (q, k and v reading one activation share a slot).
 
         No kernel is called from two places: IREE 3.13's iree-util-ipo merges a kernel's
         arguments that are equal at one call site (a resource, an offset, a size) for every
         call site when an earlier-visited one has them distinct, so stats of one tensor
         were read at another's offset or, when the types disagree, iree-compile crashed
-        (MiniLM, GPT-2; docs/spine.md). Inside a kernel, the tensors are computed in groups
-        that fit IREE's bindings per dispatch (`batch` caps the group)."""
+        (MiniLM, GPT-2; docs/spine.md). Inside a kernel, the tensors are stacked (`batch`
+        caps a stack)."""
         calls: dict[str, list[_Slot]] = {}
         for (value, site, role), ops in groups:
             ty = ir.RankedTensorType(value.type)
@@ -168,7 +170,7 @@ class LowerOpscope:
             problem = StatsKernel(tuple(ty.shape), str(ty.element_type), items).check()
             if problem:
                 raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-            slots = calls.setdefault(f"{ty}|{items}|{_residency(value, ret)}", [])
+            slots = calls.setdefault(f"{ty}|{items}|{_call_kind(value, ret)}", [])
             slot = next((sl for sl in slots if sl.value == value), None)
             if slot is None:
                 slots.append(_Slot(value, [(site, role, ops)]))
@@ -204,10 +206,10 @@ _VIEWS = ("tensor.collapse_shape", "tensor.expand_shape", "tensor.cast")
 def _residency(value: ir.Value, ret) -> str:
     """How IREE's stream scheduler will see `value` at a call: a function argument (or a
     reshape of one, which IREE keeps in the argument's buffer) or a result lives in an
-    external resource, everything else in a transient one. A `{noinline}` kernel shared by
-    callers of two kinds fails stream conversion in IREE 3.13, so they get separate
-    kernels. Constant expressions (immutable globals, `arith.constant`s and what is
-    computed from them only) get kernels of their own, always inlined (see `apply`)."""
+    external resource, everything else in a transient one (a `{noinline}` kernel shared by
+    callers of two kinds fails stream conversion in IREE 3.13; see `_call_kind`). Constant
+    expressions (immutable globals, `arith.constant`s and what is computed from them only)
+    get kernels of their own, always inlined (see `apply`)."""
     root = value
     while not isinstance(root, ir.BlockArgument) and owner(root).name in _VIEWS:
         root = owner(root).operands[0]
@@ -216,6 +218,14 @@ def _residency(value: ir.Value, ret) -> str:
     if is_const_expr(value):
         return "constant"
     return "transient"
+
+
+def _call_kind(value: ir.Value, ret) -> str:
+    """Which call a tapped value joins: constant expressions get calls of their own (always
+    inlined, see `apply`); everything else, external or transient, shares one. (Kernels
+    shared by callers of both residencies failed IREE 3.13's stream conversion; a kernel
+    has one caller now, and one call holding both kinds compiles and runs.)"""
+    return "constant" if _residency(value, ret) == "constant" else "varying"
 
 
 def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
