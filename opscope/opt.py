@@ -148,6 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     except OpscopeError as e:
         print(f"opscope-opt: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader closed the pipe (`opscope-opt ... | head`): the output it wanted is
+        # written; point stdout at /dev/null so the interpreter's final flush stays quiet.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
