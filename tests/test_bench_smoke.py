@@ -39,3 +39,24 @@ def test_bench_analysis_quick_runs():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ms/layer" in proc.stdout and "deepest / shallowest" in proc.stdout
+
+
+def test_bench_revisions_quick_runs_on_the_working_tree(tmp_path):
+    """`. .` compares the working tree with itself: no git checkout needed."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_revisions.py"), ".", ".", "--quick", "--models", "matmul"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "x base" in proc.stdout and "old (.)" in proc.stdout and "new (.)" in proc.stdout
+
+
+def test_bench_revisions_names_a_revision_it_cannot_check_out():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_revisions.py"), "no-such-revision", ".", "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("bench_revisions: cannot check out 'no-such-revision'") and "Traceback" not in proc.stderr
