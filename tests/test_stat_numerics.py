@@ -27,7 +27,7 @@ from distributions import DISTS
 from linalg_cases import CASES
 
 from opscope.compile import compile_module
-from opscope.demo import matmul_module
+from opscope.demo import matmul_module, mlp_module
 from opscope.errors import OpscopeError
 from opscope.host_stats import host_stats
 from opscope.runtime import load
@@ -316,3 +316,22 @@ def test_vulkan_bf16_chan_maxabs_stat_512x1024(modules, dists, vulkan):
 def test_vulkan_bf16_matmul_64x128_compiles(vulkan):
     compiled = compile_module(matmul_module(64, 128, 32, dtype="bf16"), "vulkan-spirv")
     load(compiled)
+
+
+def test_stacked_tensors_match_numpy(modules, runnable_target):
+    """Tensors of one shape share one stack (B > 1): in a 3-layer MLP the input, the two
+    hidden activations before and after ReLU and the returned result (external and
+    transient tensors in one call: a stack of 6), and the three weights (a stack of 3).
+    Every sketch of every site equals host_stats; small integer inputs keep every matmul
+    exact in f32, so numpy's hidden activations are the device's, bit for bit."""
+    built = modules.build(mlp_module(layers=3, width=32, tokens=16), runnable_target)
+    rng = np.random.default_rng(7)
+    x = rng.integers(-2, 3, (16, 32)).astype(np.float32)
+    ws = [rng.integers(-2, 3, (32, 32)).astype(np.float32) for _ in range(3)]
+    outs, values = built.stats(x, *ws)
+    lhs = x
+    for i, w in enumerate(ws):
+        out = lhs @ w
+        assert_site_matches(values, f"fc{i}", {"lhs": lhs, "rhs": w, "out": out})
+        lhs = np.maximum(out, 0)
+    np.testing.assert_array_equal(outs[0], out)
