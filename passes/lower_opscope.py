@@ -203,29 +203,20 @@ def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
 _VIEWS = ("tensor.collapse_shape", "tensor.expand_shape", "tensor.cast")
 
 
-def _residency(value: ir.Value, ret) -> str:
-    """How IREE's stream scheduler will see `value` at a call: a function argument (or a
-    reshape of one, which IREE keeps in the argument's buffer) or a result lives in an
-    external resource, everything else in a transient one (a `{noinline}` kernel shared by
-    callers of two kinds fails stream conversion in IREE 3.13; see `_call_kind`). Constant
-    expressions (immutable globals, `arith.constant`s and what is computed from them only)
-    get kernels of their own, always inlined (see `apply`)."""
+def _call_kind(value: ir.Value, ret) -> str:
+    """Which call a tapped value joins: a constant expression (immutable globals,
+    `arith.constant`s and what is computed from them only) gets calls of their own, always
+    inlined (see `apply`); everything else shares one. A function argument (or a reshape of
+    one, which IREE keeps in the argument's buffer) or a result is never a constant here:
+    it lives in an external resource. (External and transient tensors had separate kernels
+    while kernels had several callers: IREE 3.13's stream conversion rejects a `{noinline}`
+    kernel called with both kinds; a kernel has one caller now.)"""
     root = value
     while not isinstance(root, ir.BlockArgument) and owner(root).name in _VIEWS:
         root = owner(root).operands[0]
     if isinstance(root, ir.BlockArgument) or any(value == r for r in ret.operands):
-        return "external"
-    if is_const_expr(value):
-        return "constant"
-    return "transient"
-
-
-def _call_kind(value: ir.Value, ret) -> str:
-    """Which call a tapped value joins: constant expressions get calls of their own (always
-    inlined, see `apply`); everything else, external or transient, shares one. (Kernels
-    shared by callers of both residencies failed IREE 3.13's stream conversion; a kernel
-    has one caller now, and one call holding both kinds compiles and runs.)"""
-    return "constant" if _residency(value, ret) == "constant" else "varying"
+        return "varying"
+    return "constant" if is_const_expr(value) else "varying"
 
 
 def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
