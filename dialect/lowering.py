@@ -89,9 +89,13 @@ def _tensor(shape: tuple[int, ...], elem: str) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
 
 
+def _dims(n: int) -> str:
+    """`d0, d1, ..., d{n-1}`: the dimensions of an n-d iteration space."""
+    return ", ".join(f"d{i}" for i in range(n))
+
+
 def _map(dims: int, results: str) -> str:
-    ds = ", ".join(f"d{i}" for i in range(dims))
-    return f"affine_map<({ds}) -> ({results})>"
+    return f"affine_map<({_dims(dims)}) -> ({results})>"
 
 
 @dataclass(frozen=True)
@@ -286,24 +290,21 @@ class StatsKernel:
         R, C = self.rows, self.cols
         src, rows_ty = _tensor(self.shape, self.elem), _tensor((R, C), self.elem)
         one_ty = _tensor((1, R, C), self.elem)
+        rank = len(self.shape)
         ones = []
         for x in xs:
-            rank = len(self.shape)
+            v = em.fresh("one")
             if rank == 2:
-                v = em.fresh("one")
                 em.emit(f"{v} = tensor.expand_shape {x} [[0, 1], [2]] output_shape [1, {R}, {C}] : {src} into {one_ty}")
-            elif rank > 2:
-                v = em.fresh("one")
+            elif rank > 2:  # leading dims to rows first: [a, b, C] -> [a·b, C] -> [1, a·b, C]
                 lead = ", ".join(str(i) for i in range(rank - 1))
                 em.emit(f"{v} = tensor.collapse_shape {x} [[{lead}], [{rank - 1}]] : {src} into {rows_ty}")
                 w = em.fresh("one")
                 em.emit(f"{w} = tensor.expand_shape {v} [[0, 1], [2]] output_shape [1, {R}, {C}] : {rows_ty} into {one_ty}")
                 v = w
             elif rank == 1:
-                v = em.fresh("one")
                 em.emit(f"{v} = tensor.expand_shape {x} [[0, 1, 2]] output_shape [1, 1, {C}] : {src} into {one_ty}")
             else:
-                v = em.fresh("one")
                 em.emit(f"{v} = tensor.expand_shape {x} [] output_shape [1, 1, 1] : {src} into {one_ty}")
             ones.append(v)
         if len(ones) == 1:
@@ -375,10 +376,6 @@ class StatsKernel:
                 assert chunks // s <= n_max
                 return s, chunks // s, L, ity
         return None
-
-
-def _dims(n: int) -> str:
-    return ", ".join(f"d{i}" for i in range(n))
 
 
 class _Stack:
