@@ -16,6 +16,7 @@ round-robin: the ratios are paired per round.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -26,20 +27,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import REPO, header, interleaved, load_line, median, paired_ratio, table  # noqa: E402
 
+# Model -> (`opscope.demo` builder, its arguments, with --quick): both the revisions' builds
+# and this process's inputs are made from these.
+MODELS = {
+    "matmul": ("matmul_module", (512, 1024, 1024), (64, 128, 128)),
+    "transformer": ("transformer_module", (8, 256, 128), (1, 32, 16)),
+}
+
 # Runs in a subprocess with one revision's tree first on sys.path: build one vmfb.
 _BUILD = """
-import sys
-tree, model, config, out, quick = sys.argv[1:6]
+import json, sys
+tree, builder, dims, config, out = sys.argv[1:6]
 sys.path.insert(0, tree)
 from opscope import demo
 from opscope.compile import compile_module
 from opscope.instrument import inject_matmul_stats
 from opscope.loading import new_context, parse_module
 from opscope.stat_config import StatConfig
-q = quick == "1"
-src = {"matmul": lambda: demo.matmul_module(*((64, 128, 128) if q else (512, 1024, 1024))),
-       "transformer": lambda: demo.transformer_module(*((1, 32, 16) if q else (8, 256, 128)))}[model]()
-m = parse_module(src, new_context())
+m = parse_module(getattr(demo, builder)(*json.loads(dims)), new_context())
 if config != "base":
     inject_matmul_stats(m, StatConfig() if config == "default" else StatConfig.lean(), target="llvm-cpu")
 open(out, "wb").write(compile_module(m, "llvm-cpu", use_cache=False).vmfb)
@@ -62,8 +67,15 @@ def source_tree(rev: str, workdir: Path) -> Path:
     return tree
 
 
+def model_args(model: str, quick: bool) -> tuple[str, tuple[int, ...]]:
+    """The `opscope.demo` builder of `model` and its arguments."""
+    builder, full, small = MODELS[model]
+    return builder, small if quick else full
+
+
 def build(tree: Path, model: str, config: str, out: Path, quick: bool) -> Path:
-    done = subprocess.run([sys.executable, "-c", _BUILD, str(tree), model, config, str(out), "1" if quick else "0"],
+    builder, dims = model_args(model, quick)
+    done = subprocess.run([sys.executable, "-c", _BUILD, str(tree), builder, json.dumps(dims), config, str(out)],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -86,9 +98,8 @@ def bench_model(model: str, config: str, trees: dict[str, Path], workdir: Path, 
     for label, path in paths.items():
         vm = rt.VmModule.copy_buffer(cfg.vm_instance, path.read_bytes())
         fns[label] = rt.SystemContext(config=cfg, vm_modules=[vm]).modules.module["main"]
-    src = (demo.matmul_module(*((64, 128, 128) if quick else (512, 1024, 1024))) if model == "matmul"
-           else demo.transformer_module(*((1, 32, 16) if quick else (8, 256, 128))))
-    shapes = [s for s, _ in function_args(parse_module(src, new_context()))]
+    builder, dims = model_args(model, quick)
+    shapes = [s for s, _ in function_args(parse_module(getattr(demo, builder)(*dims), new_context()))]
     inputs = [rt.asdevicearray(cfg.device, x) for x in demo.random_inputs(shapes, seed=0)]
 
     def run(fn):
@@ -124,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
                  f"new ({args.new})": source_tree(args.new, workdir / "trees")}
         try:
             for model in [m.strip() for m in args.models.split(",") if m.strip()]:
-                if model not in ("matmul", "transformer"):
-                    p.error(f"unknown model '{model}' (choose matmul, transformer)")
+                if model not in MODELS:
+                    p.error(f"unknown model '{model}' (choose {', '.join(MODELS)})")
                 bench_model(model, args.config, trees, workdir, repeats, args.quick)
         finally:
             for tree in trees.values():
