@@ -188,6 +188,11 @@ def test_bad_option_value_names_the_type():
         parse_pipeline("lower-opscope{pack=yes}")
     with pytest.raises(OpscopeError, match=r"lower-opscope: option 'hist-counts' expects one of i32, i8, got 'i16'"):
         parse_pipeline("lower-opscope{hist-counts=i16}")
+    with pytest.raises(OpscopeError, match=r"lower-opscope: option 'row-lanes' expects a lane count >= 0 "
+                                           r"\(0: reduce rows straight\), got -1$"):
+        parse_pipeline("lower-opscope{row-lanes=-1}")
+    with pytest.raises(OpscopeError, match=r"lower-opscope: option 'row-lanes' expects int, got 'wide'"):
+        parse_pipeline("lower-opscope{row-lanes=wide}")
 
 
 def test_unknown_pass_is_one_line():
