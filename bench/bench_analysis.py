@@ -1,6 +1,6 @@
 """Time of the static analyses against module size: does each scale linearly?
 
-For transformer-style stacks of growing depth (`opscope.demo.transformer_module(L, 256,
+For transformer-style stacks of growing depth (`opscope.models.demo.transformer_module(L, 256,
 128)`, weights as globals, ~46 ops per layer) it parses the module once, then times,
 interleaved over `--repeats` rounds (medians): the cost model (`analysis.cost.analyze`),
 the GEMM shape histogram, the op-chain motifs, the dataflow cones, and the per-dispatch view
@@ -27,8 +27,8 @@ from opscope.analysis.cost import analyze  # noqa: E402
 from opscope.analysis.dispatch import analyze_dispatches  # noqa: E402
 from opscope.analysis.motifs import linear_motifs  # noqa: E402
 from opscope.analysis.shapes import shape_histogram  # noqa: E402
-from opscope.demo import transformer_module  # noqa: E402
-from opscope.loading import parse_module  # noqa: E402
+from opscope.ir.loading import parse_module  # noqa: E402
+from opscope.models.demo import transformer_module  # noqa: E402
 
 D_MODEL, SEQ = 256, 128
 

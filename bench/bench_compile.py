@@ -1,6 +1,6 @@
 """Compile cost of injected statistics: time and dispatches, base vs injected, by site count.
 
-For an MLP of N matmul sites (`opscope.demo.mlp_module(layers=N, width, tokens)`, N = 8, 32,
+For an MLP of N matmul sites (`opscope.models.demo.mlp_module(layers=N, width, tokens)`, N = 8, 32,
 128 by default) it compiles the base model and the model after `inject_matmul_stats` with
 the default and the lean sketch sets, each with `outline=True` (default: shared
 `{noinline}` stats kernels, called where needed) and `outline=False` (the kernels inlined
@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import header, interleaved, load_line, median, short_error, table  # noqa: E402
 
-from opscope import demo  # noqa: E402
-from opscope.compile import compile_module, module_bytecode  # noqa: E402
-from opscope.instrument import inject_matmul_stats  # noqa: E402
-from opscope.loading import new_context, parse_module  # noqa: E402
-from opscope.stat_config import StatConfig  # noqa: E402
-from opscope.targets import get_target  # noqa: E402
+from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
+from opscope.ir.loading import module_bytecode, new_context, parse_module  # noqa: E402
+from opscope.ir.stat_config import StatConfig  # noqa: E402
+from opscope.models import demo  # noqa: E402
+from opscope.run.compile import compile_module  # noqa: E402
+from opscope.run.targets import get_target  # noqa: E402
 
 _FUNC = re.compile(r"^\s*util\.func\s+(?:public\s+|private\s+)?@([^\s(]+)\(")
 _CALL = re.compile(r"util\.call @([^\s(]+)\(")
@@ -103,7 +103,7 @@ def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int
             module = parse_module(source, new_context())
             t0 = time.perf_counter()
             if config is not None:
-                inject_matmul_stats(module, config, outline=outline, target=target)
+                inject_matmul_stats(module, config, outline=outline, **get_target(target).layout)
             t1 = time.perf_counter()
             try:
                 compiled = compile_module(module, target, statistics=True, use_cache=False)

@@ -3,7 +3,7 @@
 Generates a realistic recording (a transformer-like stack of matmul sites, 7 distributions
 x 2 seeds as runs, several steps per run: weights fixed per run, activations replayed
 from a pool in half of the runs and a slow random walk in the others; every sketch real,
-from `opscope.host_stats`), writes it as a tidy CSV (+ `.sites` sidecar) and as Parquet,
+from `opscope.run.host_stats`), writes it as a tidy CSV (+ `.sites` sidecar) and as Parquet,
 then measures in a fresh process per repeat: `read_tidy`, `mine`, rendering, and the peak
 RSS of that process. Prints rows/s per phase and the Parquet/CSV ratios; asserts nothing.
 
@@ -54,7 +54,7 @@ def generate(path: Path, target_rows: int, layers: int) -> tuple[int, int]:
     """Write the tidy CSV, its `.sites` sidecar and a Parquet twin; return (rows, steps)."""
     from distributions import sample
 
-    from opscope.host_stats import host_stats
+    from opscope.run.host_stats import host_stats
 
     runs = len(DISTS) * len(SEEDS)
     steps = max(2, round(target_rows / (runs * rows_per_step(layers))))
@@ -137,9 +137,12 @@ def peak_rss_mib() -> float:
 
 def measure(path: Path, costs: Path) -> dict[str, float]:
     """One fresh-process measurement: read, mine, render, each phase of mine, peak RSS."""
-    from opscope.mine import appearance_order, cross_step, mine, opportunities, value_signals
-    from opscope.record import read_site_costs
-    from opscope.tidy import read_tidy
+    from opscope.mining.keys import appearance_order
+    from opscope.mining.report import mine
+    from opscope.mining.signals import value_signals
+    from opscope.mining.temporal import cross_step, opportunities
+    from opscope.record.recorder import read_site_costs
+    from opscope.record.tidy import read_tidy
 
     site_costs = read_site_costs(costs)
     t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 One run, side by side: the trained all-MiniLM-L6-v2 (eager attention, so its 49 matmuls are
 sites) on tokenized English sentences, run by PyTorch eager, by IREE compiled as imported
-(llvm-cpu with the tuned flags of `opscope.targets`), and by IREE with every selected site
+(llvm-cpu with the tuned flags of `opscope.run.targets`), and by IREE with every selected site
 tapped. Prints the one-time phase times, then forward medians and paired ratios, and the
 largest |Δ| of each IREE variant against PyTorch on the same inputs. Nothing asserts on time.
 
@@ -56,20 +56,20 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from opscope import hf_models
-    from opscope.compile import compile_module, module_bytecode
     from opscope.importers import torch_fx
     from opscope.importers.torch_lowering import lower_torch
-    from opscope.instrument import inject_matmul_stats
-    from opscope.loading import parse_module
-    from opscope.runtime import load
-    from opscope.sites import find_sites
-    from opscope.targets import get_target
+    from opscope.ir.instrument import inject_matmul_stats
+    from opscope.ir.loading import module_bytecode, parse_module
+    from opscope.ir.sites import find_sites
+    from opscope.models import huggingface
+    from opscope.run.compile import compile_module
+    from opscope.run.runtime import load
+    from opscope.run.targets import get_target
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     sentences = [SENTENCES[i % len(SENTENCES)] for i in range(batch)]
-    model, kwargs = hf_models.minilm(sentences, seq=seq)
+    model, kwargs = huggingface.minilm(sentences, seq=seq)
     phases: list[list[str]] = []
 
     def timed(label, fn):
@@ -86,13 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     target = get_target("llvm-cpu")
     base = timed("compile, as imported", lambda: compile_module(module, target, use_cache=False))
     tapped, manifest = timed(f"inject ({'all' if not sites else repr(sites)} sites)",
-                             lambda: inject_matmul_stats(parse_module(source), sites=sites, target=target.name))
+                             lambda: inject_matmul_stats(parse_module(source), sites=sites, **target.layout))
     inst = timed(f"compile, {len(manifest.sites)} sites tapped", lambda: compile_module(tapped, target, use_cache=False))
     base_rt, inst_rt = load(base), load(inst)
     hoist_rt = None
     if args.hoist_constants:
         hoisted, hoist_manifest = timed("inject, weights hoisted", lambda: inject_matmul_stats(
-            parse_module(source), sites=sites, target=target.name, hoist_constants=True))
+            parse_module(source), sites=sites, hoist_constants=True, **target.layout))
         hoist_rt = load(timed("compile, tapped + weights hoisted",
                               lambda: compile_module(hoisted, target, use_cache=False)))
     inputs = torch_fx.flat_inputs(model, (), kwargs)

@@ -8,7 +8,7 @@ For each model (one 512x1024x1024 matmul; an 8-layer transformer-style stack) it
   `outline=False` (the kernels inlined at every call);
 * naive: the model with every site's lhs, rhs and out appended as extra results (each
   distinct SSA value once), its statistics computed on the host by
-  `opscope.host_stats.host_stats` (default and lean sketch sets, same compiled module).
+  `opscope.run.host_stats.host_stats` (default and lean sketch sets, same compiled module).
 
 then times one call of each, interleaved round-robin, `--repeats` rounds, and prints the
 medians. A call's time includes bringing every result to the host as numpy and decoding
@@ -39,21 +39,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
-
 from iree.compiler import ir  # noqa: E402
 from iree.compiler.dialects import func  # noqa: E402
 
-from opscope import demo  # noqa: E402
-from opscope.compile import compile_module  # noqa: E402
 from opscope.dialect.lowering import HIST_LANES  # noqa: E402
-from opscope.host_stats import host_stats  # noqa: E402
-from opscope.instrument import inject_matmul_stats  # noqa: E402
-from opscope.instrumented import function_args  # noqa: E402
-from opscope.loading import new_context, parse_module  # noqa: E402
-from opscope.runtime import load  # noqa: E402
-from opscope.sites import ROLES, find_sites  # noqa: E402
-from opscope.stat_config import StatConfig  # noqa: E402
-from opscope.targets import get_target  # noqa: E402
+from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
+from opscope.ir.loading import new_context, parse_module  # noqa: E402
+from opscope.ir.sites import ROLES, find_sites  # noqa: E402
+from opscope.ir.stat_config import StatConfig  # noqa: E402
+from opscope.models import demo  # noqa: E402
+from opscope.run.compile import compile_module  # noqa: E402
+from opscope.run.host_stats import host_stats  # noqa: E402
+from opscope.run.instrumented import function_args  # noqa: E402
+from opscope.run.runtime import load  # noqa: E402
+from opscope.run.targets import get_target  # noqa: E402
 
 FUNCTION = "main"
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import REPO, header, interleaved, load_line, median, paired_ratio, table  # noqa: E402
 
-# Model -> (`opscope.demo` builder, its arguments, with --quick): both the revisions' builds
+# Model -> (`opscope.models.demo` builder, its arguments, with --quick): both the revisions' builds
 # and this process's inputs are made from these.
 MODELS = {
     "matmul": ("matmul_module", (512, 1024, 1024), (64, 128, 128)),
@@ -35,18 +35,41 @@ MODELS = {
 }
 
 # Runs in a subprocess with one revision's tree first on sys.path: build one vmfb.
+# `dialect/` and `passes/` sit beside `opscope/` in a tree and are installed as
+# `opscope.dialect` and `opscope.passes`: the editable install would hand back the working
+# tree's, so the tree's own are loaded first (and checked). Trees from before the rooms
+# (issue 11) use the flat module paths.
 _BUILD = """
-import json, sys
+import importlib.util, json, os, sys
 tree, builder, dims, config, out = sys.argv[1:6]
 sys.path.insert(0, tree)
-from opscope import demo
-from opscope.compile import compile_module
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import new_context, parse_module
-from opscope.stat_config import StatConfig
+import opscope
+for sub in ("dialect", "passes"):
+    spec = importlib.util.spec_from_file_location(
+        f"opscope.{sub}", f"{tree}/{sub}/__init__.py", submodule_search_locations=[f"{tree}/{sub}"])
+    mod = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+# Decide the layout by the tree's files, not by ImportError: a module the tree lacks would
+# be found in the working tree through the editable install.
+if os.path.isdir(os.path.join(tree, "opscope", "ir")):
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.ir.stat_config import StatConfig
+    from opscope.models import demo
+    from opscope.run.compile import compile_module
+    def inject(m, c):
+        opscope.inject(m, c, target="llvm-cpu")
+else:
+    from opscope import demo
+    from opscope.compile import compile_module
+    from opscope.instrument import inject_matmul_stats
+    from opscope.loading import new_context, parse_module
+    from opscope.stat_config import StatConfig
+    def inject(m, c):
+        inject_matmul_stats(m, c, target="llvm-cpu")
+assert sys.modules["opscope.dialect.lowering"].__file__.startswith(tree), "the tree's own lowering"
 m = parse_module(getattr(demo, builder)(*json.loads(dims)), new_context())
 if config != "base":
-    inject_matmul_stats(m, StatConfig() if config == "default" else StatConfig.lean(), target="llvm-cpu")
+    inject(m, StatConfig() if config == "default" else StatConfig.lean())
 open(out, "wb").write(compile_module(m, "llvm-cpu", use_cache=False).vmfb)
 """
 
@@ -68,7 +91,7 @@ def source_tree(rev: str, workdir: Path) -> Path:
 
 
 def model_args(model: str, quick: bool) -> tuple[str, tuple[int, ...]]:
-    """The `opscope.demo` builder of `model` and its arguments."""
+    """The `opscope.models.demo` builder of `model` and its arguments."""
     builder, full, small = MODELS[model]
     return builder, small if quick else full
 
@@ -86,9 +109,9 @@ def build(tree: Path, model: str, config: str, out: Path, quick: bool) -> Path:
 def bench_model(model: str, config: str, trees: dict[str, Path], workdir: Path, repeats: int, quick: bool) -> None:
     import iree.runtime as rt
 
-    from opscope import demo
-    from opscope.instrumented import function_args
-    from opscope.loading import new_context, parse_module
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.models import demo
+    from opscope.run.instrumented import function_args
 
     paths = {"base": build(REPO, model, "base", workdir / f"{model}-base.vmfb", quick)}
     for label, tree in trees.items():

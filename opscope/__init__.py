@@ -1,0 +1,213 @@
+"""opscope: which specialized kernels does a model deserve, and what would they save?
+
+The Python API (the `opscope` command is a thin layer over it)::
+
+    import opscope
+
+    run = opscope.profile("digits")        # inject, compile, run 4 steps, record, mine
+    frame = opscope.read_sketches(run)      # the tidy table: a polars DataFrame
+    report = opscope.mine(frame)            # signals, ranked findings, cross-step, opportunities
+    report.ranked                           # ... each a polars DataFrame
+    print(report.to_text())                 # or to_markdown(), to_json()
+
+For IR users::
+
+    module = opscope.load_model("model.onnx")            # any source, as canonical linalg
+    module, manifest = opscope.inject(module, target="llvm-cpu")
+    outputs = opscope.load(opscope.compile(module, "llvm-cpu")).invoke("main", x, w)
+    rows = list(manifest.rows(outputs))                  # (site, role, stat, idx, value)
+
+Everything here is imported on first use, so `import opscope` stays light; the stages
+behind it (`opscope.ir`, `.run`, `.drive`, `.record`, `.mining`, `.analysis`, ...) are
+described in docs/layout.md, this API in docs/api.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from opscope.errors import OpscopeError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+    from iree.compiler import ir
+
+    from opscope.drive.profile import ProfileResult
+    from opscope.ir.manifest import Manifest
+    from opscope.ir.stat_config import StatConfig
+    from opscope.mining.report import MineReport
+    from opscope.run.compile import CompiledModule
+    from opscope.run.runtime import LoadedModule
+
+__all__ = [
+    "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load",
+    "ProfileResult", "MineReport", "Manifest", "StatConfig", "CompiledModule", "LoadedModule", "OpscopeError",
+]
+
+# Types a user may want to name, loaded when first asked for (PEP 562).
+_LAZY = {
+    "ProfileResult": "opscope.drive.profile",
+    "MineReport": "opscope.mining.report",
+    "Manifest": "opscope.ir.manifest",
+    "StatConfig": "opscope.ir.stat_config",
+    "CompiledModule": "opscope.run.compile",
+    "LoadedModule": "opscope.run.runtime",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The types of `_LAZY`, imported when first named."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'opscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazy types, so `dir(opscope)` and `help(opscope)` show them."""
+    return sorted(set(globals()) | set(__all__))
+
+
+def profile(
+    source: str | bytes | Path | ir.Module | None = None,
+    *,
+    target: str = "llvm-cpu",
+    steps: int = 4,
+    out: str | Path | None = None,
+    config: StatConfig | None = None,
+    inputs: Iterable[list[np.ndarray]] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ProfileResult:
+    """Profile a model: tap every matmul, compile for `target`, run `steps` calls, record
+    every sketch, mine them, and write a run folder (`out`, default `opscope-runs/<time>`).
+
+    `source`: None (the built-in model and its realistic input mix), a zoo name
+    (`"digits"`, `"minilm"`, ...: real inputs included), a model file (.mlir/.mlirbc,
+    .onnx, .pt2, .jaxexport), MLIR text or bytecode, or an `ir.Module`. Models without
+    inputs of their own get a fresh N(0, 1) batch as argument 0 per step and fixed
+    weights for the others; `inputs` (one argument list per step) overrides that. `say`
+    receives a line naming the model before the compile (pass `print` to see it).
+
+    Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
+    (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
+    `.compile_seconds`, `.run_seconds`, `.model` (the loaded model, callable again).
+    """
+    from opscope.drive.profile import profile as run_profile
+    from opscope.ir.stat_config import StatConfig
+
+    return run_profile(source, out, target, steps, config or StatConfig(), inputs, say)
+
+
+def read_sketches(source: str | Path | Iterable[str | Path] | ProfileResult) -> pl.DataFrame:
+    """The tidy sketch table as one typed polars DataFrame (13 columns,
+    `run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value`).
+
+    `source`: a run (`profile`'s result), a CSV or Parquet file, a folder of them, a glob,
+    or a list of those (shards are concatenated). Bad files are one-line `OpscopeError`s."""
+    from opscope.record.tidy import read_tidy
+
+    return read_tidy(_sketches(source))
+
+
+def mine(
+    source: pl.DataFrame | str | Path | Iterable[str | Path] | ProfileResult,
+    *,
+    costs: str | Path | Mapping[str, int] | None = None,
+) -> MineReport:
+    """Mine sketches for exploitable structure; returns a `MineReport` whose tables are
+    polars DataFrames: `.signals` (per backend/dist/site/role, with the exploit),
+    `.ranked` (the findings, best first), and with two or more steps `.cross_step`,
+    `.opportunities` and `.aggregate`. It renders with `.to_text()`, `.to_markdown()`,
+    `.to_json()`.
+
+    `source`: a tidy DataFrame (`read_sketches`), a run, or files as `read_sketches` takes
+    them. `costs` (a site → FLOPs mapping, or a `site,flops` file) weighs the temporal
+    savings; for files and runs the sidecar beside them is read when `costs` is None."""
+    import polars as pl
+
+    from opscope.mining.report import GIVEN_COSTS, mine_paths
+    from opscope.mining.report import mine as mine_frame
+    from opscope.record.recorder import read_site_costs
+
+    if not isinstance(source, pl.DataFrame):
+        return mine_paths(_sketches(source), costs=costs)
+    if isinstance(costs, (str, Path)):
+        return mine_frame(source, read_site_costs(costs), costs_source=str(costs))
+    if costs is None:
+        return mine_frame(source)
+    return mine_frame(source, dict(costs), costs_source=GIVEN_COSTS)
+
+
+def _sketches(source: Any) -> Any:
+    """A run's sketch table (anything with a `sketches` path, like `ProfileResult`), else
+    `source` itself: a file, folder, glob or list of them."""
+    return getattr(source, "sketches", source)
+
+
+def load_model(source: Any, *, example_args: Iterable[Any] | None = None, name: str | None = None) -> ir.Module:
+    """Any model as canonical linalg (an `ir.Module` whose op locations name its layers):
+    a zoo name, a file (.mlir/.mlirbc in linalg, StableHLO or torch form, .onnx, .pt2,
+    .jaxexport), MLIR text or bytecode, an `ir.Module`, a `jax.export.Exported`, or a
+    torch `nn.Module` / JAX callable traced on `example_args`."""
+    from opscope.importers import import_source
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.models.source import open_model
+
+    module = source
+    if isinstance(source, (str, Path)) and example_args is None:
+        module = open_model(source, name=name).module
+    if isinstance(module, (str, bytes)):
+        module = parse_module(module, new_context(), name or "<model>")
+    return import_source(module, name=name, example_args=None if example_args is None else list(example_args))
+
+
+def inject(
+    module: ir.Module | str | bytes,
+    config: StatConfig | None = None,
+    *,
+    target: str | None = None,
+    sites: str = "",
+    keep: Callable[[Any], bool] | None = None,
+    **lowering: Any,
+) -> tuple[ir.Module, Manifest]:
+    """Tap every matmul of `module` (edited in place; text and bytecode are parsed first):
+    `opscope.stat` ops say what is recorded, `lower-opscope` computes them as extra
+    function results after the original ones. Returns (module, manifest); the manifest
+    says which result holds which sketch (`manifest.rows(outputs)` decodes a call).
+
+    `config` picks the sketches (default `StatConfig()`, the reference's 13; `StatConfig.lean()`
+    a cheaper set); `sites` is a regex on site names, `keep(site)` a predicate on `Site`s;
+    `target` picks that target's fastest kernel layout (default: one every target runs);
+    `lowering` passes lower-opscope's options (`pack`, `outline`, `batch`,
+    `hoist_constants`, `hist_counts`, `row_lanes`)."""
+    from opscope.ir.instrument import inject_matmul_stats
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.ir.stat_config import StatConfig
+
+    if isinstance(module, (str, bytes)):
+        module = parse_module(module, new_context())
+    if target is not None:
+        from opscope.run.targets import get_target
+
+        lowering = {**get_target(target).layout, **lowering}
+    return inject_matmul_stats(module, config or StatConfig(), keep=keep, sites=sites, **lowering)
+
+
+def compile(module: ir.Module | str | bytes, target: str = "llvm-cpu", **options: Any) -> CompiledModule:
+    """Compile `module` with IREE for `target` (`llvm-cpu`, `vulkan-spirv`, `cuda`,
+    `metal-spirv`, `rocm`: `opscope targets`), in-process and cached by IR hash + flags.
+    `options`: `extra_flags` (iree-compile flags), `statistics`, `use_cache`."""
+    from opscope.run.compile import compile_module
+
+    return compile_module(module, target, **options)
+
+
+def load(compiled: CompiledModule) -> LoadedModule:
+    """Load a compiled module on its target's device; `.invoke(function, *arrays)` calls it
+    and returns every result as a numpy array."""
+    from opscope.run.runtime import load as load_compiled
+
+    return load_compiled(compiled)

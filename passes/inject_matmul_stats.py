@@ -1,6 +1,6 @@
 """`inject-matmul-stats`: record sketches of every matmul's lhs, rhs and out.
 
-Matches every matmul-like site `opscope.sites` finds (linalg.matmul in any indexing-map
+Matches every matmul-like site `opscope.ir.sites` finds (linalg.matmul in any indexing-map
 form, linalg.batch_matmul, linalg.contract, contraction `linalg.generic`s,
 `stablehlo.dot_general`) in the entry block of a `func.func`, and inserts after it one
 `opscope.stat` per sketch of §2.3 of the reference (roles lhs, rhs, out; 13 stats of a 2-D
@@ -25,8 +25,9 @@ from iree.compiler import ir
 
 from opscope.dialect.ops import stat
 from opscope.errors import OpscopeError
-from opscope.sites import ROLES, Site, find_sites
-from opscope.stat_config import StatConfig, plan_stats
+from opscope.ir.flops import op_flops
+from opscope.ir.sites import ROLES, Site, find_sites
+from opscope.ir.stat_config import StatConfig, plan_stats
 
 log = logging.getLogger("opscope")
 
@@ -146,10 +147,8 @@ def _annotate_sites(sites: list[Site]) -> None:
 
 
 def _flops(site: Site) -> int:
-    """The site's FLOPs as the cost model counts its op (`opscope.analysis.cost`, what the
-    site-cost sidecar and the static analyses report); the 2·batch·M·K·N formula where the
-    model does not read the op (a `stablehlo.dot_general` before lowering)."""
-    from opscope.analysis.cost import op_cost
-
-    flops = op_cost(site.op, hoist=False).flops
+    """The site's FLOPs as `opscope.ir.flops` counts its op (what the site-cost sidecar and
+    the static analyses report); the 2·batch·M·K·N formula where the op is not read (a
+    `stablehlo.dot_general` before lowering)."""
+    flops = op_flops(site.op)
     return site.flops if flops is None else flops

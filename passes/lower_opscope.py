@@ -19,7 +19,7 @@ stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`, the
 or `{opscope.site, opscope.role, opscope.stat, opscope.numel}` on one result per
 statistic. No opscope op is left behind. `hist-counts=i8` counts histograms in i8 lanes
 (exact, ~1.6x faster on llvm-cpu; IREE 3.13's SPIR-V miscounts i8, so i32 is the default and
-`opscope.targets` picks per target). `row-lanes=16` keeps 16 lane partials per row in the
+`opscope.run.targets` picks per target). `row-lanes=16` keeps 16 lane partials per row in the
 row reductions (~2x faster multi-result reductions on llvm-cpu; 0, straight, elsewhere).
 """
 
@@ -32,10 +32,10 @@ from typing import ClassVar, Literal
 from iree.compiler import ir
 from iree.compiler.dialects import func
 
-from opscope.const_expr import is_const_expr, owner
 from opscope.dialect.lowering import HIST_LANES, StatItem, StatsKernel
 from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
+from opscope.ir.const_expr import is_const_expr, owner
 
 KERNEL_PREFIX = "opscope_stats"
 

@@ -1,7 +1,7 @@
 """Shared fixtures: the reference's seven synthetic distributions and a compiled-module cache.
 
 `dists(name, shape, seed)` samples one of the seven reference distributions
-(`opscope.data.sample_shaped`, the generators of §2.10, re-exported by `distributions.py`).
+(`opscope.drive.synthetic.sample_shaped`, the generators of §2.10, re-exported by `distributions.py`).
 
 Compiling is the slow part of every end-to-end test (1-5 s a module), and data is an
 input, not part of a module, so `modules` compiles each (source, target, options) once per
@@ -67,19 +67,20 @@ class ModuleCache:
         """
         key = (source, target, inject, pipeline, tuple(sorted(options.items())))
         if key not in self._built:
-            from opscope.compile import compile_module
-            from opscope.instrument import inject_matmul_stats
-            from opscope.loading import new_context, parse_module
-            from opscope.manifest import Manifest
-            from opscope.pipeline import run_pipeline
-            from opscope.runtime import load
+            from opscope.ir.instrument import inject_matmul_stats
+            from opscope.ir.loading import new_context, parse_module
+            from opscope.ir.manifest import Manifest
+            from opscope.ir.pipeline import run_pipeline
+            from opscope.run.compile import compile_module
+            from opscope.run.runtime import load
+            from opscope.run.targets import get_target
 
             module = parse_module(source, new_context())
             if pipeline is not None:
                 run_pipeline(module, pipeline)
                 manifest = Manifest.from_module(module)
             elif inject:
-                module, manifest = inject_matmul_stats(module, **{"target": target, **options})
+                module, manifest = inject_matmul_stats(module, **{**get_target(target).layout, **options})
             else:
                 manifest = Manifest.from_module(module)
             compiled = compile_module(module, target)
@@ -94,7 +95,7 @@ def modules() -> ModuleCache:
 
 def skip_unless_runnable(target: str) -> str:
     """Skip, visibly and with the reason, when `target` has no device on this machine."""
-    from opscope.targets import driver_available, get_target
+    from opscope.run.targets import driver_available, get_target
 
     why = driver_available(get_target(target).driver)
     if why:

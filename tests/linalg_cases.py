@@ -6,7 +6,7 @@ strings, so `ModuleCache` compiles each one once per session and target.
 
 from __future__ import annotations
 
-from opscope.demo import matmul_module
+from opscope.models.demo import matmul_module
 
 BATCH_MATMUL = """
 func.func @main(%a: tensor<2x8x12xf32>, %b: tensor<2x12x10xf32>) -> tensor<2x8x10xf32> {

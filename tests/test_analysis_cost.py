@@ -16,15 +16,15 @@ import json
 
 import pytest
 
-from opscope.analysis.cost import (
-    DEFAULT_RIDGE, SOFTMAX_FLOPS, OpCost, analyze, attention_flops, is_hoisted, op_cost, roofline_class,
-)
+from opscope.analysis.cost import OpCost, analyze, is_hoisted, op_cost
 from opscope.analysis.ledger import human_bytes, human_count
+from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.analysis.shapes import shape_histogram
-from opscope.demo import transformer_module
-from opscope.loading import parse_module
-from opscope.record import read_site_costs, write_site_costs
-from opscope.sites import find_sites
+from opscope.ir.flops import SOFTMAX_FLOPS, attention_flops
+from opscope.ir.loading import parse_module
+from opscope.ir.sites import find_sites
+from opscope.models.demo import transformer_module
+from opscope.record.recorder import read_site_costs, write_site_costs
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own pytree deprecation
 
@@ -530,7 +530,7 @@ def test_gemm_histogram_sorted_by_flops(transformer):
 
 def test_site_costs_sidecar_equals_the_cost_model(transformer, tmp_path):
     """The recorder's `site,flops` sidecar (fed from `Site.flops` through the manifest) agrees with op_cost."""
-    from opscope.instrument import inject_matmul_stats
+    from opscope.ir.instrument import inject_matmul_stats
 
     module = parse_module(transformer_module(2, 32, 8, weights="globals"))
     expected = {s.name: op_cost(s.op).flops for s in find_sites(module)}
@@ -550,10 +550,10 @@ def _import_with_flop_count(name: str, attn: str):
     pytest.importorskip("transformers")
     from torch.utils.flop_counter import FlopCounterMode
 
-    from opscope import hf_models
     from opscope.importers.torch_fx import import_torch
+    from opscope.models import huggingface
 
-    build = hf_models.minilm if name == "minilm" else hf_models.BUILDERS[name]
+    build = huggingface.minilm if name == "minilm" else huggingface.BUILDERS[name]
     model, kwargs = build(attn_implementation=attn) if name != "minilm" else build(seq=16, attn_implementation=attn)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(**kwargs)
@@ -622,7 +622,7 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 def test_a_body_reading_an_activation_is_no_constant_expression():
     """Its only operand is `tensor.empty`, but the body reads the argument: computed per call,
     never hoisted; the same body reading an immutable global is a weight expression."""
-    from opscope.const_expr import captures, is_const_expr, is_weight
+    from opscope.ir.const_expr import captures, is_const_expr, is_weight
 
     module = parse_module(CAPTURE)
     (fn,) = [op.operation for op in module.body.operations if op.operation.name == "func.func"]

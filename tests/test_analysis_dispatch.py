@@ -9,9 +9,9 @@ from errors import one_line
 
 from opscope.analysis.cost import analyze
 from opscope.analysis.dispatch import analyze_dispatches
-from opscope.demo import transformer_module
 from opscope.errors import OpscopeError
-from opscope.loading import parse_module
+from opscope.ir.loading import parse_module
+from opscope.models.demo import transformer_module
 
 D, SEQ, FFN = 64, 16, 256  # transformer_module's d_model, tokens, and its 4·d FFN width
 F32 = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opscope.analysis.labels import op_label, value_label
-from opscope.loading import parse_module
+from opscope.ir.loading import parse_module
 
 MODULE = """
 #id = affine_map<(d0, d1) -> (d0, d1)>

@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from opscope import demo
 from opscope.analysis.cones import ConeReport, dataflow_cones, mine_cones
 from opscope.analysis.motifs import MotifReport, linear_motifs, mine_motifs
 from opscope.analysis.opgraph import build_graph, from_edges
-from opscope.loading import parse_module
+from opscope.ir.loading import parse_module
+from opscope.models import demo
 
 RELU = "generic<maximumf>"
 ADD = "generic<addf>"
@@ -415,10 +415,10 @@ def test_analysis_is_linear_in_layers():
 def _import(builder: str):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from opscope import hf_models
     from opscope.importers.torch_fx import import_torch
+    from opscope.models import huggingface
 
-    model, kwargs = getattr(hf_models, builder)(attn_implementation="eager")
+    model, kwargs = getattr(huggingface, builder)(attn_implementation="eager")
     return import_torch(model, (), example_kwargs=kwargs)
 
 

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from errors import one_line
 
-from opscope.compile import check_compilable, compile_module
-from opscope.demo import matmul_module
 from opscope.errors import OpscopeError
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import load_module, new_context, parse_module
-from opscope.manifest import Manifest
-from opscope.pipeline import parse_pipeline, run_pipeline
-from opscope.stat_config import StatConfig
+from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.loading import load_module, new_context, parse_module
+from opscope.ir.manifest import Manifest
+from opscope.ir.pipeline import parse_pipeline, run_pipeline
+from opscope.ir.stat_config import StatConfig
+from opscope.models.demo import matmul_module
+from opscope.run.compile import check_compilable, compile_module
 
 MALFORMED = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = arith.addf %a, %a : tensor<4xf32>
@@ -93,8 +93,8 @@ def test_binary_garbage_is_neither_text_nor_bytecode():
 
 
 def test_bytecode_round_trip_keeps_sites(tmp_path):
-    from opscope.compile import module_bytecode
-    from opscope.sites import find_sites
+    from opscope.ir.loading import module_bytecode
+    from opscope.ir.sites import find_sites
 
     path = tmp_path / "m.mlirbc"
     path.write_bytes(module_bytecode(parse_module(matmul_module(4, 8, 3, name="fc"), new_context())))

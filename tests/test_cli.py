@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from opscope.demo import matmul_module, transformer_module
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import new_context, parse_module
-from opscope.manifest import Manifest
-from opscope.targets import TARGETS
+from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.loading import new_context, parse_module
+from opscope.ir.manifest import Manifest
+from opscope.models.demo import matmul_module, transformer_module
+from opscope.run.targets import TARGETS
 
 BIN = Path(sys.executable).parent
 ENTRY_POINTS = {
@@ -245,7 +245,7 @@ def test_seq_and_replay(opscope, tmp_path):
     assert seq.returncode == 0, seq.stderr
     assert seq.stdout.startswith("recorded 3 steps (") and (tmp_path / "q.csv.sites").exists()
     assert f"wrote {tmp_path / 'q.parquet'}" in seq.stdout
-    from opscope.tidy import read_tidy
+    from opscope.record.tidy import read_tidy
 
     assert read_tidy(tmp_path / "q.parquet").equals(read_tidy(tmp_path / "q.csv"))
     rep = run(opscope + ["replay", "--steps", "6", "--pool", "2", "--out", str(tmp_path / "r.csv")])
@@ -285,8 +285,8 @@ def test_opscope_compile_writes_vmfb_and_manifest(tmp_path):
     # The vmfb runs and its outputs decode with the sidecar.
     import numpy as np
 
-    from opscope.compile import CompiledModule
-    from opscope.runtime import load
+    from opscope.run.compile import CompiledModule
+    from opscope.run.runtime import load
 
     loaded = load(CompiledModule(out.read_bytes(), TARGETS["llvm-cpu"], tuple(flags)))
     lhs = np.ones((16, 24), np.float32)
@@ -328,7 +328,7 @@ def test_opscope_compile_without_input():
 
 OPT_ENTRY_POINTS = {
     "opscope-opt": [str(BIN / "opscope-opt")],
-    "python -m opscope.opt": [sys.executable, "-m", "opscope.opt"],
+    "python -m opscope.ir.opt": [sys.executable, "-m", "opscope.ir.opt"],
 }
 
 

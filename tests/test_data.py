@@ -1,4 +1,4 @@
-"""`opscope.data` keeps §2.10's statistical contract on 256x256 blocks.
+"""`opscope.drive.synthetic` keeps §2.10's statistical contract on 256x256 blocks.
 
 Bounds are about 5 binomial/sampling standard deviations (stated per test), so a
 correct generator fails with probability under ~1e-6 per check; the seeds are fixed,
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opscope.data import DISTS, sample, sample_shaped
+from opscope.drive.synthetic import DISTS, sample, sample_shaped
 from opscope.errors import OpscopeError
 
 R = C = 256

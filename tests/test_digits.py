@@ -6,10 +6,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from opscope.digits import (BATCH, PIXELS, digit_images, digits_batches, digits_model, forward, hidden,
-                            train_digits)
+from opscope.drive.profile import profile_module
 from opscope.errors import OpscopeError
-from opscope.profile import profile_module
+from opscope.models.digits import (
+    BATCH, PIXELS, digit_images, digits_batches, digits_model, forward, hidden, train_digits,
+)
 
 STEPS = 4
 LOGIT_TOL = 1e-5  # |iree − numpy| ≤ LOGIT_TOL · (1 + max|logit|): f32 sums in another order

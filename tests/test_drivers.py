@@ -16,13 +16,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from opscope.data import DISTS, sample
-from opscope.host_stats import host_stats
-from opscope.mine import mine_paths
-from opscope.record import HEADER, read_site_costs
-from opscope.sequence import decode_inputs, replay, seq
-from opscope.stat_config import StatConfig
-from opscope.sweep import SHAPES, plan, site_name, sweep
+from opscope.drive.sequence import decode_inputs, replay, seq
+from opscope.drive.sweep import SHAPES, plan, site_name, sweep
+from opscope.drive.synthetic import DISTS, sample
+from opscope.ir.stat_config import StatConfig
+from opscope.mining.report import mine_paths
+from opscope.record.recorder import HEADER, read_site_costs
+from opscope.run.host_stats import host_stats
 from tests.test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
 
 SMALL = ((32, 48, 16),)
@@ -115,7 +115,7 @@ def test_sweep_resume_after_kill_equals_uninterrupted(tmp_path):
     resumed = subprocess.run([str(BIN / "opscope"), "sweep", "--out", str(cut), "--resume", *args],
                              capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"already done" in resumed.stdout
+    assert "already done" in resumed.stdout
     assert cut.read_bytes() == full.read_bytes()
 
 

@@ -16,13 +16,13 @@ from errors import one_line
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
-from opscope.compile import compile_module  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers import describe, import_source  # noqa: E402
-from opscope.importers.jax_export import import_jax, import_jax_export  # noqa: E402
-from opscope.instrumented import InstrumentedModel  # noqa: E402
-from opscope.runtime import load  # noqa: E402
-from opscope.sites import find_sites  # noqa: E402
+from opscope.importers.jax_export import import_jax  # noqa: E402
+from opscope.ir.sites import find_sites  # noqa: E402
+from opscope.run.compile import compile_module  # noqa: E402
+from opscope.run.instrumented import InstrumentedModel  # noqa: E402
+from opscope.run.runtime import load  # noqa: E402
 
 RTOL = ATOL = 1e-5  # f32, XLA-CPU vs IREE llvm-cpu: different reduction orders, a few ulps apart
 

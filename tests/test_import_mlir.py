@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from errors import one_line
 
-from opscope.compile import compile_module
 from opscope.errors import OpscopeError
 from opscope.importers import SUFFIXES, import_source
 from opscope.importers.mlir_file import detect_dialect, write_mlir
-from opscope.loading import module_text, new_context, parse_module
-from opscope.runtime import load
-from opscope.sites import find_sites
+from opscope.ir.loading import module_text, new_context, parse_module
+from opscope.ir.sites import find_sites
+from opscope.run.compile import compile_module
+from opscope.run.runtime import load
 
 RTOL = ATOL = 1e-5
 

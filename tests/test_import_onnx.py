@@ -18,13 +18,13 @@ torch = pytest.importorskip("torch")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch  # noqa: E402
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import parse_module  # noqa: E402
-from opscope.runtime import load  # noqa: E402
-from opscope.sites import find_sites  # noqa: E402
+from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.loading import module_bytecode, parse_module
+from opscope.ir.sites import find_sites  # noqa: E402
+from opscope.run.compile import compile_module  # noqa: E402
+from opscope.run.runtime import load  # noqa: E402
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 

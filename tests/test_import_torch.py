@@ -21,15 +21,15 @@ pytest.importorskip("transformers")
 
 from iree.compiler import ir  # noqa: E402
 
-from opscope import hf_models  # noqa: E402
-from opscope.compile import compile_module, module_bytecode  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
-from opscope.importers.torch_fx import eager_outputs, flat_inputs, import_torch  # noqa: E402
 from opscope.importers import import_source  # noqa: E402
-from opscope.instrument import inject_matmul_stats  # noqa: E402
-from opscope.loading import parse_module  # noqa: E402
-from opscope.runtime import load  # noqa: E402
-from opscope.sites import find_sites  # noqa: E402
+from opscope.importers.torch_fx import eager_outputs, flat_inputs, import_torch  # noqa: E402
+from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
+from opscope.ir.loading import module_bytecode, parse_module
+from opscope.ir.sites import find_sites  # noqa: E402
+from opscope.models import huggingface  # noqa: E402
+from opscope.run.compile import compile_module  # noqa: E402
+from opscope.run.runtime import load  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own pytree deprecation
 
@@ -149,7 +149,7 @@ def test_transformer_block():
 
 @pytest.mark.parametrize("builder", ["gpt2", "llama", "mixtral"])
 def test_tiny_hf_causal_lm(builder):
-    model, kwargs = hf_models.BUILDERS[builder]()
+    model, kwargs = huggingface.BUILDERS[builder]()
     module, manifest, _ = _check_model(model, (), kwargs, sites=TAPPED[builder], **TINY)
     sites = find_sites(module)
     assert {e.site for e in manifest.entries} == {s.name for s in sites if re.match(TAPPED[builder], s.name)}
@@ -167,7 +167,7 @@ def test_tiny_hf_causal_lm(builder):
 
 def test_sdpa_becomes_fused_attention_which_is_not_a_site():
     """With "sdpa", attention lowers to `iree_linalg_ext.attention`: the projections stay sites, q·kᵀ and p·v do not."""
-    model, kwargs = hf_models.tiny_llama(attn_implementation="sdpa")
+    model, kwargs = huggingface.tiny_llama(attn_implementation="sdpa")
     module = import_torch(model, (), example_kwargs=kwargs)
     assert "iree_linalg_ext.attention" in _op_names(module)
     names = [s.name for s in find_sites(module)]
@@ -179,7 +179,7 @@ def test_sdpa_becomes_fused_attention_which_is_not_a_site():
 
 @pytest.fixture(scope="module")
 def minilm_run():
-    model, kwargs = hf_models.minilm(seq=16)
+    model, kwargs = huggingface.minilm(seq=16)
     tapped = "^(" + "|".join(re.escape(s) for s in MINILM_TAPPED) + ")$"
     module, manifest, outs = _check_model(model, (), kwargs, sites=tapped, rtol=1e-3, atol=5e-4)
     return model, kwargs, module, manifest, outs

@@ -12,14 +12,15 @@ import pytest
 from distributions import DISTS
 from linalg_cases import BATCH_MATMUL, CASES, CONST_WEIGHTS, DOT_GENERAL, GENERIC_3D, MATVEC, TRANSPOSED
 
-from opscope.demo import matmul_module, random_inputs, transformer_module
+import opscope
 from opscope.errors import OpscopeError
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import new_context, parse_module
-from opscope.manifest import Manifest
-from opscope.instrumented import function_args
-from opscope.sites import find_sites, location_name
-from opscope.stat_config import STAT_ORDER, StatConfig, plan_stats
+from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.loading import new_context, parse_module
+from opscope.ir.manifest import Manifest
+from opscope.ir.sites import find_sites, location_name
+from opscope.ir.stat_config import STAT_ORDER, StatConfig, plan_stats
+from opscope.models.demo import matmul_module, random_inputs, transformer_module
+from opscope.run.instrumented import function_args
 
 MATMUL = CASES["matmul_16x24x8"][0]
 TRANSFORMER = transformer_module(2, 32, 16)
@@ -63,7 +64,7 @@ def test_transformer_result_bit_identical_with_and_without_stats(modules, runnab
 
 def test_constant_and_intermediate_operands(modules, dists, runnable_target):
     """8x8 sites fed by an argument, constants and intermediates (stats kernels shared by shape): right values, same bits."""
-    from opscope.host_stats import host_stats
+    from opscope.run.host_stats import host_stats
 
     plain = modules.build(CONST_WEIGHTS, runnable_target, inject=False)
     tapped = modules.build(CONST_WEIGHTS, runnable_target)
@@ -217,7 +218,7 @@ def test_normalized_histogram_is_scale_invariant_on_device(modules, dists, runna
 @pytest.mark.parametrize("dist", ("gaussian", "outlier", "quantized"))
 def test_fixed_range_histogram_drops_outside_and_keeps_hi(modules, dists, runnable_target, dist):
     """hist_normalize=false over [-2, 2] with 8 bins: numpy's rule, computed by the device."""
-    from opscope.host_stats import host_stats
+    from opscope.run.host_stats import host_stats
 
     config = StatConfig(hist_bins=8, hist_min=-2.0, hist_max=2.0, hist_normalize=False)
     built = modules.build(MATMUL, runnable_target, config=config)
@@ -319,8 +320,9 @@ def test_pack_and_outline_do_not_change_values(modules, dists, variant, dist):
     ({"hist_counts": "i8"}, "i8"),
 ], ids=["no-target", "llvm-cpu", "vulkan-spirv", "cuda", "llvm-cpu-forced-i32", "forced-i8"])
 def test_histogram_counts_follow_the_target(kw, counts):
-    """i8 lane counts only where the target counts them right (llvm-cpu), or when asked."""
-    module, _ = injected(CASES["matmul_64x128x32"][0], **kw)
+    """i8 lane counts only where the target counts them right (llvm-cpu), or when asked
+    (`opscope.inject` applies the target's layout, `Target.layout`)."""
+    module, _ = opscope.inject(CASES["matmul_64x128x32"][0], **kw)
     text = str(module)
     assert ("xi8>" in text) == (counts == "i8")
     assert "tensor<1x1x32x16xi32>" in text or counts == "i8"  # [tensors, slabs, bins, lanes]
@@ -336,7 +338,7 @@ def test_histogram_counts_follow_the_target(kw, counts):
 def test_row_lanes_follow_the_target(kw, lanes):
     """Lane partials per row (16 on llvm-cpu) only where the target asks, or when asked:
     the 64x128 lhs (a stack of one) is read as [1, 64, 8, 16], its row partials are [1, 64, 16]."""
-    module, _ = injected(CASES["matmul_64x128x32"][0], **kw)
+    module, _ = opscope.inject(CASES["matmul_64x128x32"][0], **kw)
     text = str(module)
     assert ("tensor<1x64x8x16xf32>" in text) == lanes
     assert ("tensor<1x64x16xf32>" in text) == lanes

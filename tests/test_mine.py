@@ -1,8 +1,8 @@
 """The value miner against real sketches: §12's outcomes, signal numbers, cross-step and opportunities.
 
-Sketches come from `opscope.host_stats` (the numpy reference of every sketch) on the seven
+Sketches come from `opscope.run.host_stats` (the numpy reference of every sketch) on the seven
 reference distributions, written as a tidy CSV the way the recorder writes it (f32
-shortest text) and read back through `opscope.tidy`. Every number the miner reports is
+shortest text) and read back through `opscope.record.tidy`. Every number the miner reports is
 checked against a direct numpy computation on the same f32 sketch values (rtol 1e-6);
 labels against an independent if-chain of §4.2's cascade and against the §12 table;
 counts exactly.
@@ -20,10 +20,12 @@ from test_tidy import f32_text, write_tidy_csv
 
 from opscope.dialect.lowering import ELEMSIG_SKEW
 from opscope.errors import OpscopeError
-from opscope.host_stats import host_stats
-from opscope.mine import EXPLOITS, mine, mine_paths, render
-from opscope.stat_config import StatConfig
-from opscope.tidy import empty_tidy, read_tidy
+from opscope.ir.stat_config import StatConfig
+from opscope.mining.render import render
+from opscope.mining.report import mine, mine_paths
+from opscope.mining.signals import EXPLOITS
+from opscope.record.tidy import empty_tidy, read_tidy
+from opscope.run.host_stats import host_stats
 
 RTOL = 1e-6
 ROLES = ("lhs", "rhs", "out")
@@ -445,7 +447,7 @@ def test_mine_rejects_frames_without_tidy_columns():
 
 def test_reads_what_opscope_record_writes(tmp_path):
     """A Recorder CSV, its sidecar and its Parquet export in one directory: mined once, costs found."""
-    from opscope.record import Recorder, write_parquet, write_site_costs
+    from opscope.record.recorder import Recorder, write_parquet, write_site_costs
 
     x = sample("sparse90", (64, 32), 3)
     sk = host_stats(x)

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir, passmanager
 
-from opscope.compile import check_compilable
-from opscope.demo import matmul_module
 from opscope.errors import OpscopeError
-from opscope.loading import new_context, parse_module
-from opscope.manifest import Manifest
+from opscope.ir.loading import new_context, parse_module
+from opscope.ir.manifest import Manifest
+from opscope.ir.pipeline import Pipeline, parse_pipeline, pass_to_text, run_pipeline
+from opscope.models.demo import matmul_module
 from opscope.passes import PASSES, get_pass_class
-from opscope.pipeline import Pipeline, parse_pipeline, pass_to_text, run_pipeline
+from opscope.run.compile import check_compilable
 
 REPO = Path(__file__).resolve().parent.parent
 ARGUMENTS = list(PASSES)

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from opscope.errors import OpscopeError
-from opscope.manifest import Manifest, SiteInfo, StatEntry
-from opscope.record import (
+from opscope.ir.manifest import Manifest, SiteInfo, StatEntry
+from opscope.record.recorder import (
     HEADER,
     SCHEMA,
     Recorder,

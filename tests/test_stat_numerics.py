@@ -1,4 +1,4 @@
-"""Every statistic the device computes equals the numpy reference (`opscope.host_stats`).
+"""Every statistic the device computes equals the numpy reference (`opscope.run.host_stats`).
 
 For each of the seven reference distributions and several site shapes (2-D matmuls
 16x24x8, 64x128x32 and 510x64x96, a rank-3 batch_matmul, a contraction `linalg.generic`
@@ -26,11 +26,11 @@ import pytest
 from distributions import DISTS
 from linalg_cases import CASES
 
-from opscope.compile import compile_module
-from opscope.demo import matmul_module, mlp_module
 from opscope.errors import OpscopeError
-from opscope.host_stats import host_stats
-from opscope.runtime import load
+from opscope.models.demo import matmul_module, mlp_module
+from opscope.run.compile import compile_module
+from opscope.run.host_stats import host_stats
+from opscope.run.runtime import load
 
 NP_DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 EXACT = ("nnz", "hist", "min", "max", "elemsig", "chan_maxabs")

@@ -10,13 +10,13 @@ import zipfile
 
 import pytest
 
-from opscope.compile import compile_module
-from opscope.demo import matmul_module, transformer_module
 from opscope.errors import OpscopeError
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import new_context, parse_module
-from opscope.runtime import load
-from opscope.targets import TARGETS, driver_available, get_target, runnable_targets
+from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.loading import new_context, parse_module
+from opscope.models.demo import matmul_module, transformer_module
+from opscope.run.compile import compile_module
+from opscope.run.runtime import load
+from opscope.run.targets import TARGETS, driver_available, get_target, runnable_targets
 
 # Target -> a marker in the name of the executable the vmfb embeds.
 EXECUTABLE_MARKER = {
@@ -132,7 +132,7 @@ def test_target_lookup_is_case_insensitive_with_underscores(spelling, name):
 
 
 def test_compiled_modules_are_cached_by_ir_and_flags(tmp_path, monkeypatch):
-    from opscope import compile as compile_mod
+    from opscope.run import compile as compile_mod
 
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compile_mod, "_MEMO", {})

@@ -19,7 +19,7 @@ import pytest
 from errors import one_line
 
 from opscope.errors import OpscopeError
-from opscope.tidy import COLUMNS, HEADER, SCHEMA, read_tidy, tidy_files
+from opscope.record.tidy import COLUMNS, HEADER, SCHEMA, read_tidy, tidy_files
 
 
 def f32_text(v: float) -> str:

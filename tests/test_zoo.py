@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from opscope import corpus, zoo
-from opscope.corpus import sentences
 from opscope.errors import OpscopeError
-from opscope.zoo import EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, ZOO, get_entry
+from opscope.models import corpus, zoo
+from opscope.models.corpus import sentences
+from opscope.models.zoo import EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, ZOO, get_entry
 
 
 def test_zoo_names_and_extras():
@@ -42,7 +42,7 @@ def test_steps_must_be_positive():
 
 
 def test_listing_the_zoo_imports_no_framework():
-    code = "import sys, opscope.zoo; print(sorted(m for m in ('torch', 'sklearn', 'transformers') if m in sys.modules))"
+    code = "import sys, opscope.models.zoo; print(sorted(m for m in ('torch', 'sklearn', 'transformers') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -97,10 +97,10 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     """Import → inject every site → compile → record → mine, as `opscope profile NAME` does;
     the tapped module's logits equal PyTorch eager's on every step."""
     torch = pytest.importorskip("torch", reason="the torch extra imports the tiny models")
-    from opscope import hf_models
-    from opscope.loading import parse_module
-    from opscope.profile import profile_module
-    from opscope.sites import find_sites
+    from opscope.drive.profile import profile_module
+    from opscope.ir.loading import parse_module
+    from opscope.ir.sites import find_sites
+    from opscope.models import huggingface
 
     steps = 2
     source, inputs, dist, display = get_entry(name).build(steps)
@@ -113,7 +113,7 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     assert {e.site for e in result.model.manifest.entries} == {s.name for s in sites}  # every site tapped
     assert not [s.name for s in sites if re.match(r"(matmul|batch_matmul|generic|contract)#", s.name)]  # named
     assert result.parity == 0.0  # original results bit-identical with and without injection
-    model, _ = hf_models.BUILDERS[name.removesuffix("-tiny")](batch=zoo.TINY_BATCH, seq=zoo.TINY_SEQ)
+    model, _ = huggingface.BUILDERS[name.removesuffix("-tiny")](batch=zoo.TINY_BATCH, seq=zoo.TINY_SEQ)
     for ids, mask in inputs:
         with torch.no_grad():
             want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()

@@ -10,7 +10,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import func
 
 from opscope.dialect import StatOp, stat
-from opscope.loading import new_context
+from opscope.ir.loading import new_context
 
 
 def run(f):

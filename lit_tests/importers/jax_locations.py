@@ -14,7 +14,7 @@ import numpy as np
 from iree.compiler import ir
 
 from opscope.importers import import_source
-from opscope.sites import find_sites
+from opscope.ir.sites import find_sites
 
 
 def run(f):

@@ -13,7 +13,7 @@ from iree.compiler import ir
 from onnx import TensorProto, helper, numpy_helper
 
 from opscope.importers.onnx_model import import_onnx
-from opscope.sites import find_sites
+from opscope.ir.sites import find_sites
 
 
 def run(f):

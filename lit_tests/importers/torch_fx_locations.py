@@ -12,7 +12,7 @@ import torch
 from iree.compiler import ir
 
 from opscope.importers.torch_fx import import_torch
-from opscope.sites import find_sites
+from opscope.ir.sites import find_sites
 
 
 def run(f):

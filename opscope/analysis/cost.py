@@ -3,20 +3,8 @@
 Nothing executes the model. Every top-level op of every `func.func` gets an `OpCost`;
 docs/analysis.md ("Cost model") has the rules with examples and measurements.
 
-FLOPs of a linalg structured op (named or generic): the iteration-domain size (loop sizes
-read off the indexing maps and operand shapes; `linalg.get_indexing_maps` answers for
-named ops too and their implicit body is in the IR, so nothing is generalized) times the
-body's arithmetic ops: 1 per arith add/sub/mul/div/rem/neg/max/min/cmpf and per math op
-on floats, 2 per `math.fma` (a multiply-add counts 2). Casts, select, constants, yield,
-linalg.index, tensor.extract and cf.assert count 0; integer arithmetic counts only in
-contractions and convolutions (quantized MACs, as `Site.flops`). Only per-point work
-counts: loop-invariant body ops (on captured values only) and ops feeding only an unread
-result count 0. Any other body op makes the FLOPs unknown.
-
-The two formula ops: `linalg.softmax` = 5 per input element (max, subtract, exp, sum,
-divide: what its decomposition counts); `iree_linalg_ext.attention`, with B, M, K1, K2, N
-read off its indexing maps, = 2·B·M·K1·K2 + 5·B·M·K2 + 2·B·M·K2·N (q·kᵀ, softmax, p·v)
-plus its score-modifier body per score. Top-level arith/math ops on tensors count per element.
+FLOPs are `opscope.ir.flops`'s (iteration domain × body arithmetic; softmax 5 per
+element; attention by its formula; top-level arith/math ops per element).
 
 Bytes, a floor (each operand read once, each result written once, perfect reuse inside an
 op, none across ops), dtype-aware (`numel · bits / 8` rounded up, i1 a byte): each
@@ -26,7 +14,7 @@ a tensor read with `tensor.extract` in the body is read at most once per domain 
 Scalars, leaves (function arguments, constants, `util.global.load`, `tensor.empty`) and
 views (`expand_shape`, `collapse_shape`, `cast`, `extract_slice`...) move 0; copies
 (`concat`, `pad`, `insert_slice`, `pack`...) read and write what they copy. Weight bytes
-are reads of weights (`opscope.const_expr.is_weight`). Ops computing constant expressions
+are reads of weights (`opscope.ir.const_expr.is_weight`). Ops computing constant expressions
 over weights (a weight's transpose) are hoisted by IREE, so they cost 0 per call
 (`hoist=False` gives their literal cost; `ModuleCost.hoisted` keeps it).
 
@@ -48,32 +36,17 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from opscope.analysis.labels import op_label
-from opscope.const_expr import is_const_expr, is_weight, memoized, owner
-from opscope.sites import location_name, loop_sizes
+from opscope.analysis.ledger import ledger_dict, ledger_text
+from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
+from opscope.ir.const_expr import is_const_expr, is_weight, memoized
+from opscope.ir.flops import (
+    ATTENTION, SOFTMAX, SOFTMAX_FLOPS, attention_dims, attention_op_flops, domain_size, indexing_maps, live_results,
+    scalar_op_flops, structured_flops,
+)
+from opscope.ir.sites import location_name, loop_sizes
 
-DEFAULT_RIDGE = 10.0  # FLOP/byte: below it an op is memory-bound (the reference's shapes ridge)
-SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, sum, divide
-ATTENTION = "iree_linalg_ext.attention"
-SOFTMAX = "linalg.softmax"
 SOURCE_DIALECTS = ("stablehlo.", "torch.", "tosa.", "mhlo.")  # what importers lower to linalg
 
-FLOAT_OPS = frozenset({
-    "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.negf",
-    "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.cmpf",
-})
-INT_OPS = frozenset({
-    "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.ceildivsi",
-    "arith.ceildivui", "arith.floordivsi", "arith.remsi", "arith.remui", "arith.maxsi", "arith.maxui",
-    "arith.minsi", "arith.minui", "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi",
-    "arith.shrui", "arith.cmpi",
-})
-FREE_OPS = frozenset({
-    "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
-    "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui",
-    "arith.bitcast", "arith.select", "arith.constant", "linalg.yield", "linalg.index",
-    "iree_linalg_ext.yield", "tensor.extract", "cf.assert",
-})
-TWO_FLOP_OPS = frozenset({"math.fma"})
 LEAVES = frozenset({"arith.constant", "util.global.load", "tensor.empty"})
 VIEWS = frozenset({
     "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.bitcast", "tensor.reshape",
@@ -90,7 +63,7 @@ class OpCost:
     """The static cost of one op: FLOPs, a bytes floor, and why anything is unknown."""
 
     index: int  # position in the function body walk (top-level ops)
-    name: str  # location name (`opscope.sites.location_name`), else f"{label}#{ordinal}"
+    name: str  # location name (`opscope.ir.sites.location_name`), else f"{label}#{ordinal}"
     label: str  # opscope.analysis.labels.op_label(op)
     domain: int | None  # iteration-space points (0: none, a leaf or view; None: a dynamic dim)
     flops: int | None  # None = unknown (dynamic, or an op we cannot model)
@@ -113,19 +86,6 @@ class OpCost:
         if not b or self.flops is None:
             return None
         return self.flops / b
-
-
-def roofline_class(cost: OpCost, ridge: float = DEFAULT_RIDGE) -> str:
-    """The roofline class at `ridge`: trivial (0 FLOPs), memory-bound (intensity < ridge), compute-bound, or unknown."""
-    if cost.flops is None:
-        return "unknown"
-    if cost.flops == 0:
-        return "trivial"
-    if cost.bytes is None:
-        return "unknown"
-    if cost.bytes == 0:
-        return "compute-bound"  # FLOPs on scalars only
-    return "memory-bound" if cost.flops / cost.bytes < ridge else "compute-bound"
 
 
 # -- tensor sizes ------------------------------------------------------------------------
@@ -202,105 +162,6 @@ def _distinct(values) -> list[ir.Value]:
     return out
 
 
-# -- FLOPs of a body -----------------------------------------------------------------------
-def _is_float(value: ir.Value) -> bool:
-    """A float (or complex) value or tensor of them."""
-    ty = value.type
-    if isinstance(ty, ir.ShapedType):
-        ty = ty.element_type
-    return isinstance(ty, (ir.FloatType, ir.ComplexType))
-
-
-def scalar_op_flops(op: ir.Operation, count_int: bool) -> int | None:
-    """FLOPs of one scalar op (see the module docstring), None when the op is not modelled."""
-    name = op.name
-    if name in FREE_OPS:
-        return 0
-    if name in FLOAT_OPS:
-        return 1
-    if name in TWO_FLOP_OPS:
-        return 2
-    if name in INT_OPS:
-        return 1 if count_int else 0
-    if name.startswith("math."):
-        operand = op.operands[0] if len(op.operands) else None
-        if operand is not None and not _is_float(operand):
-            return 1 if count_int else 0
-        return 1
-    return None
-
-
-def body_flops(op: ir.Operation, count_int: bool) -> tuple[int | None, str | None]:
-    """FLOPs of one execution of `op`'s body, or (None, why).
-
-    Only per-point work counts: an op that reads a block argument, `linalg.index` or
-    another such op (loop-invariant setup on captured values is hoisted by any compiler),
-    and that feeds a yielded value whose result is read (`live_results`). Ops in nested
-    regions count each time."""
-    block = op.regions[0].blocks[0]
-    inner_ops = [inner.operation for inner in block.operations]
-    wanted = _live_values(op, inner_ops)
-    varying = set(block.arguments)
-    total = 0
-    if wanted is not None:
-        for inner in reversed(inner_ops[:-1]):
-            if any(r in wanted for r in inner.results):
-                wanted.update(inner.operands)
-    for inner in inner_ops:
-        if inner.name != "linalg.index" and not any(v in varying for v in inner.operands):
-            continue
-        varying.update(inner.results)
-        if wanted is not None and inner.results and not any(r in wanted for r in inner.results):
-            continue
-        got, why = _inner_flops(inner, count_int)
-        if got is None:
-            return None, why
-        total += got
-    return total, None
-
-
-def _inner_flops(inner: ir.Operation, count_int: bool) -> tuple[int | None, str | None]:
-    """FLOPs of one body op and of every op in its nested regions, each counted once."""
-    f = scalar_op_flops(inner, count_int)
-    if f is None and not inner.regions:
-        return None, f"body op {inner.name} is not modelled"
-    total = f or 0
-    for region in inner.regions:
-        for block in region.blocks:
-            for nested in block.operations:
-                got, why = _inner_flops(nested.operation, count_int)
-                if got is None:
-                    return None, why
-                total += got
-    return total, None
-
-
-def live_results(op: ir.Operation) -> list[bool]:
-    """Which results count: those read by someone, or all of them when none or all are read."""
-    used = [any(True for _ in r.uses) for r in op.results]
-    return used if any(used) and not all(used) else [True] * len(used)
-
-
-def _live_values(op: ir.Operation, inner_ops: list[ir.Operation]) -> set | None:
-    """The yielded values of live results (`live_results`), None when every result is live."""
-    live = live_results(op)
-    yielded = list(inner_ops[-1].operands) if inner_ops else []
-    if all(live) or len(yielded) != len(live):
-        return None
-    return {v for v, keep in zip(yielded, live) if keep}
-
-
-# -- loop sizes ----------------------------------------------------------------------------
-def _maps(attr: ir.Attribute) -> list[ir.AffineMap]:
-    """An `indexing_maps` array attribute as affine maps."""
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(attr)]
-
-
-def _domain(sizes: list[int | None]) -> int | None:
-    """The iteration-space size, None when a loop size is unknown."""
-    return None if any(s is None for s in sizes) else prod(sizes)
-
-
 # -- one op --------------------------------------------------------------------------------
 @dataclass
 class _Raw:
@@ -322,16 +183,14 @@ def _structured(op: ir.Operation, maps_attr: ir.Attribute) -> _Raw:
     results, operands = list(op.results), list(op.operands)
     if not results:
         return _unknown(f"{op.name} on buffers is not modelled")
-    maps = _maps(maps_attr)
-    if len(maps) != len(operands):
-        return _unknown(f"{op.name}: {len(maps)} indexing maps for {len(operands)} operands")
+    n_maps = len(indexing_maps(maps_attr))
+    if n_maps != len(operands):
+        return _unknown(f"{op.name}: {n_maps} indexing maps for {len(operands)} operands")
     n_ins = len(operands) - len(results)
-    domain = _domain(loop_sizes(maps, operands))
+    domain, flops, body_why = structured_flops(op, maps_attr)
     region = op.regions[0] if op.regions and len(op.regions[0].blocks) else None
     args = list(region.blocks[0].arguments) if region is not None else []
-    count_int = linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op)
-    per_point, body_why = body_flops(op, count_int) if region is not None else (0, None)
-    raw = _Raw(domain, None if domain is None or per_point is None else domain * per_point)
+    raw = _Raw(domain, flops)
     for v in _distinct(operands[:n_ins]):
         if _arg_used(args, operands, v):
             raw.traffic.add_read(v)
@@ -380,42 +239,15 @@ def _captured_reads(block: ir.Block, domain: int | None, traffic: _Traffic) -> s
     return why
 
 
-def attention_dims(op: ir.Operation) -> tuple[int, int, int, int, int] | None:
-    """(B, M, K1, K2, N) of an `iree_linalg_ext.attention`, None when a size is dynamic."""
-    maps = _maps(op.attributes["indexing_maps"])
-    operands = list(op.operands)
-    n_out = len(op.results) or 1
-    q, k, v, o = (set(e.position for e in maps[i].results if isinstance(e, ir.AffineDimExpr))
-                  for i in (0, 1, 2, len(operands) - n_out))
-    sizes = loop_sizes(maps, operands)
-    groups = (q & k & v & o, (q & o) - k - v, (q & k) - v - o, (k & v) - q - o, (v & o) - q - k)
-    dims = []
-    for g in groups:
-        vals = [sizes[d] for d in g]
-        if any(s is None for s in vals):
-            return None
-        dims.append(prod(vals))
-    return tuple(dims)  # type: ignore[return-value]
-
-
-def attention_flops(b: int, m: int, k1: int, k2: int, n: int) -> int:
-    """2·B·M·K1·K2 (q·kᵀ) + 5·B·M·K2 (softmax) + 2·B·M·K2·N (p·v)."""
-    return 2 * b * m * k1 * k2 + SOFTMAX_FLOPS * b * m * k2 + 2 * b * m * k2 * n
-
-
 def _attention(op: ir.Operation) -> _Raw:
     """The attention formula; reads q, k, v and the mask, writes the output."""
     operands, results = list(op.operands), list(op.results)
     n_ins = len(operands) - len(results)
-    maps = _maps(op.attributes["indexing_maps"])
-    raw = _Raw(_domain(loop_sizes(maps, operands)))
+    raw = _Raw(domain_size(loop_sizes(indexing_maps(op.attributes["indexing_maps"]), operands)))
     dims = attention_dims(op)
     if dims is None:
         return _unknown(_dynamic_reason(operands + results) or "an attention size is not read off any operand")
-    b, m, _, k2, _ = dims
-    per_score, why = body_flops(op, False) if op.regions and len(op.regions[0].blocks) else (0, None)
-    raw.flops = None if per_score is None else attention_flops(*dims) + per_score * b * m * k2
-    raw.unknown = why
+    raw.flops, raw.unknown = attention_op_flops(op, dims)
     for v in _distinct(operands[:n_ins]):
         raw.traffic.add_read(v)
     for r in results:
@@ -670,14 +502,10 @@ class ModuleCost:
 
     def to_text(self, top: int = 12, ridge: float = DEFAULT_RIDGE) -> str:
         """The bytes-ledger report (§3.1)."""
-        from opscope.analysis.ledger import ledger_text  # the renderer reads this class
-
         return ledger_text(self, top, ridge)
 
     def to_dict(self, ridge: float = DEFAULT_RIDGE) -> dict:
         """A JSON-safe dict of totals, per-kind rows, the roofline split and every op (`--json`)."""
-        from opscope.analysis.ledger import ledger_dict
-
         return ledger_dict(self, ridge)
 
 

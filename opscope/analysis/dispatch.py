@@ -1,7 +1,7 @@
 """Per-dispatch view: the cost model attributed to the fused dispatches IREE will run.
 
 IREE's flow phase (global optimization, then dispatch-region formation) runs in-process
-with the target's flags (`opscope.targets`), stopping before any code generation
+with the target's flags (`opscope.run.targets`), stopping before any code generation
 (`--compile-to=flow`, ~0.1 s on a small stack); the result comes back as bytecode, so the
 ops inside each `flow.executable` keep their source locations (`layer0.ffn.up`). Per
 executable:
@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from opscope.analysis.cost import DEFAULT_RIDGE, op_cost, value_bytes
+from opscope.analysis.cost import op_cost, value_bytes
 from opscope.analysis.labels import op_label
+from opscope.analysis.roofline import DEFAULT_RIDGE
 from opscope.errors import OpscopeError
-from opscope.sites import location_name
+from opscope.ir.sites import location_name
 
 LOAD, STORE = "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store"
 ENCODING = "iree_encoding."  # set_encoding / unset_encoding: data tiling's relayouts
@@ -127,9 +128,9 @@ def _class(d: DispatchCost, ridge: float) -> str:
 
 def flow_module(source: ir.Module | str | bytes, target: str = "llvm-cpu") -> ir.Module:
     """`source` after IREE's dispatch-region formation for `target` (in-process, nothing compiled)."""
-    from opscope.compile import _compile, check_compilable, module_bytecode
-    from opscope.loading import parse_module
-    from opscope.targets import get_target
+    from opscope.ir.loading import module_bytecode, parse_module
+    from opscope.run.compile import _compile, check_compilable
+    from opscope.run.targets import get_target
 
     if isinstance(source, ir.Module):
         check_compilable(source)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opscope.analysis.cost import DEFAULT_RIDGE, OpCost, roofline_class
+from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 
 if TYPE_CHECKING:
-    from opscope.analysis.cost import ModuleCost
+    from opscope.analysis.cost import ModuleCost, OpCost
 
 FLOOR_NOTE = ("static floor: each operand read once, each result written once, perfect reuse inside an op, "
               "none across ops; diagnostic only")

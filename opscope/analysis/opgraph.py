@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from opscope.analysis.labels import op_label
-from opscope.const_expr import captures
-from opscope.sites import location_name
+from opscope.ir.const_expr import captures
+from opscope.ir.sites import location_name
 
 ARG, WEIGHT, CONST = "in", "w", "k"
 LEAF_LABELS = frozenset({ARG, WEIGHT, CONST})
@@ -196,7 +196,7 @@ class _Builder:
     def _visit_constant(self, op: ir.Operation, captured: list[ir.Value]) -> bool:
         """Record `op` as a constant expression (a `w`/`k` leaf) when it is one; True if so.
 
-        The rule of `opscope.const_expr.is_const_expr` (constants, immutable global loads,
+        The rule of `opscope.ir.const_expr.is_const_expr` (constants, immutable global loads,
         and linalg/tensor/arith ops over constants, a body's captured tensors included:
         Llama's padding mask reads `attention_mask` through a capture), evaluated forward
         during the graph walk so each value is decided once and fills are remembered.

@@ -1,6 +1,6 @@
 """GEMM shape histogram: which (batch, M, K, N, dtype) carry the FLOPs (autotune / dispatch-table targets).
 
-Matmul-like ops are `opscope.sites.find_sites`'s (their FLOPs are `Site.flops`,
+Matmul-like ops are `opscope.ir.sites.find_sites`'s (their FLOPs are `Site.flops`,
 2·batch·M·K·N, equal to the cost model's); `iree_linalg_ext.attention` ops are reported
 apart by (B, M, K1, K2, N, dtype) with the cost model's formula. Rows are sorted by FLOPs,
 descending (ties by count, then shape); a row's share is of the module's total FLOPs
@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from opscope.analysis.cost import ATTENTION, analyze, attention_dims, op_cost
+from opscope.analysis.cost import analyze, op_cost
 from opscope.analysis.ledger import human_count, percent
-from opscope.sites import find_sites
+from opscope.ir.flops import ATTENTION, attention_dims
+from opscope.ir.sites import find_sites
 
 
 @dataclass(frozen=True)

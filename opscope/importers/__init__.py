@@ -67,13 +67,13 @@ def import_source(source: Any, *, name: str | None = None, example_args: Sequenc
         from opscope.importers.jax_export import import_jax_export
 
         return import_jax_export(source, name=name)
+    if not (_is_torch_module(source) or callable(source)):
+        raise OpscopeError(f"cannot import {describe(source)}: expected a path ({', '.join(SUFFIXES)}) or a model")
     if example_args is None:
         raise OpscopeError(f"importing {describe(source)} needs example_args to trace it with")
     if _is_torch_module(source):
         return _load("torch_fx", "import_torch", "torch")(source, tuple(example_args), name=name)
-    if callable(source):
-        return _load("jax_export", "import_jax", "jax")(source, *example_args, name=name)
-    raise OpscopeError(f"cannot import {describe(source)}: expected a path ({', '.join(SUFFIXES)}) or a model")
+    return _load("jax_export", "import_jax", "jax")(source, *example_args, name=name)
 
 
 def _load(module: str, function: str, extra: str | None) -> Callable[..., ir.Module]:

@@ -17,7 +17,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.importers.stablehlo import lower_stablehlo
-from opscope.loading import new_context, parse_module
+from opscope.ir.loading import new_context, parse_module
 
 
 def require_jax():

@@ -4,7 +4,7 @@ JAX names every op with its name stack (transform wrappers such as `jit(f)`, the
 `jax.named_scope`s and flax module paths, the einsum spec, then the primitive) around a
 traceback. The stack's scopes are the module path (STYLE rule 19), so each op gets
 `NameLoc(<scopes joined by "/">)` around the innermost user frame; an op under no scope
-keeps only that frame, so `opscope.sites` names it `<kind>#<ordinal>`.
+keeps only that frame, so `opscope.ir.sites` names it `<kind>#<ordinal>`.
 """
 
 from __future__ import annotations

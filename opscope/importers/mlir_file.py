@@ -16,7 +16,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.stablehlo import SOURCE_DIALECTS as STABLEHLO_DIALECTS
 from opscope.importers.stablehlo import lower_stablehlo
-from opscope.loading import load_module, module_text, new_context
+from opscope.ir.loading import load_module, module_text, new_context
 
 TORCH_DIALECTS = ("torch.", "torch_c.", "tm_tensor.")
 MLIR_SUFFIXES = (".mlir", ".mlirbc")

@@ -18,7 +18,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.importers.torch_lowering import lower_torch
-from opscope.loading import new_context
+from opscope.ir.loading import new_context
 
 MIN_OPSET = 17  # the opset `iree-import-onnx --opset-version` is documented with
 

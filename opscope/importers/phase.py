@@ -14,7 +14,7 @@ from pathlib import Path
 
 from iree.compiler import ir, passmanager
 
-from opscope.compile import module_bytecode
+from opscope.ir.loading import module_bytecode
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import re
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.importers.phase import first_op, run_phase, save_input
 from opscope.importers.jax_names import rename_jax_sites, scope_path, typed, user_frame
-from opscope.sites import location_name
+from opscope.importers.phase import first_op, run_phase, save_input
+from opscope.ir.sites import location_name
 
 PIPELINE = "builtin.module(iree-stablehlo-input-transformation-pipeline)"
 SOURCE_DIALECTS = ("stablehlo.", "chlo.", "vhlo.")

@@ -21,7 +21,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.importers.torch_lowering import lower_torch
-from opscope.loading import new_context
+from opscope.ir.loading import new_context
 
 # aten ops decomposed after export: `aten.__and__.Tensor` (transformers-5 attention masks)
 # has no torch-mlir lowering; its decomposition is `bitwise_and`.

@@ -20,7 +20,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.importers.phase import first_op, run_phase, save_input
-from opscope.sites import location_name
+from opscope.ir.sites import location_name
 
 # IREE's TorchInput::BackendLegalOps: ops kept whole by decompose-complex-ops because
 # their decompositions lose structure (a reshape kind, a fused attention).

@@ -15,7 +15,6 @@ element (`canonicalize`, `cse`, `func.func(cse)`, `iree-...`) goes verbatim to
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, fields
 from typing import Any
 

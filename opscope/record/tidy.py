@@ -20,7 +20,7 @@ than 13 fields, or no final newline and a partial number) is skipped with a note
 on the "opscope" logger and appended to `notes`; the rest is read. Blank lines are skipped,
 as the reference's miners do.
 
-Fields are never quoted (neither recorder quotes; `opscope.record` owns the column list and
+Fields are never quoted (neither recorder quotes; `opscope.record.recorder` owns the column list and
 reads the `site,flops` sidecars, named `<csv>.sites` or `site_costs.csv`). Directories and
 globs take only *.csv and *.parquet files and leave sidecars and recorder journals out.
 """
@@ -37,12 +37,12 @@ from typing import Iterable
 
 import polars as pl
 
-from opscope import record
 from opscope.errors import OpscopeError
+from opscope.record import recorder
 
-COLUMNS: tuple[str, ...] = record.HEADER
+COLUMNS: tuple[str, ...] = recorder.HEADER
 HEADER = ",".join(COLUMNS)
-INT_COLUMNS: tuple[str, ...] = record.INT_COLUMNS
+INT_COLUMNS: tuple[str, ...] = recorder.INT_COLUMNS
 STR_COLUMNS: tuple[str, ...] = ("backend", "dist", "site", "role", "stat")
 SCHEMA: dict[str, pl.DataType] = {
     c: pl.Int64 if c in INT_COLUMNS else pl.Categorical if c in STR_COLUMNS else pl.Float32 for c in COLUMNS
@@ -130,7 +130,7 @@ def site_cost_files(files: Iterable[Path]) -> list[Path]:
 
 def is_site_costs(path: Path) -> bool:
     """Whether `path` is a sidecar (site costs by name or `site,flops` header, or a recorder journal)."""
-    if path.name == SITE_COSTS_NAME or path.name.endswith((SITES_SUFFIX, record.JOURNAL_SUFFIX)):
+    if path.name == SITE_COSTS_NAME or path.name.endswith((SITES_SUFFIX, recorder.JOURNAL_SUFFIX)):
         return True
     if path.suffix.lower() != ".csv":
         return False
@@ -139,7 +139,7 @@ def is_site_costs(path: Path) -> bool:
             first = f.readline(256)
     except OSError:
         return False
-    return first.decode("utf-8-sig", "replace").strip() == record.SITE_COSTS_HEADER
+    return first.decode("utf-8-sig", "replace").strip() == recorder.SITE_COSTS_HEADER
 
 
 def _resolve_one(spec: str | Path) -> list[Path]:

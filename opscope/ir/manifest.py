@@ -148,7 +148,7 @@ class Manifest:
 def _reference_order(entries: list[StatEntry], sites: list[SiteInfo]) -> list[StatEntry]:
     """Entries in the reference's order (site, then role lhs/rhs/out, then stat order),
     whatever order the lowering packed them in; unknown sites keep their IR order."""
-    from opscope.stat_config import STAT_ORDER
+    from opscope.ir.stat_config import STAT_ORDER
 
     site_rank = {s.name: i for i, s in enumerate(sites)}
     first_seen: dict[str, int] = {}

@@ -22,8 +22,8 @@ from typing import Iterator
 
 import numpy as np
 
-from opscope.demo import _Builder, _t
 from opscope.errors import OpscopeError
+from opscope.models.demo import _Builder, _t
 
 HIDDEN = 64
 CLASSES = 10

@@ -99,3 +99,10 @@ def module_text(module: ir.Module, debug_info: bool = False) -> str:
     buf = io.StringIO()
     module.operation.print(file=buf, enable_debug_info=debug_info)
     return buf.getvalue()
+
+
+def module_bytecode(module: ir.Module) -> bytes:
+    """The module as MLIR bytecode (keeps locations, unlike default text printing)."""
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    return buf.getvalue()

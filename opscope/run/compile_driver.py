@@ -15,12 +15,12 @@ import logging
 import sys
 from pathlib import Path
 
-from opscope.compile import _compile, check_compilable, module_bytecode
 from opscope.errors import OpscopeError
-from opscope.loading import load_module
-from opscope.manifest import Manifest
-from opscope.pipeline import run_pipeline
-from opscope.targets import Target
+from opscope.ir.loading import load_module, module_bytecode
+from opscope.ir.manifest import Manifest
+from opscope.ir.pipeline import run_pipeline
+from opscope.run.compile import _compile, check_compilable
+from opscope.run.targets import Target
 
 DEFAULT_PIPELINE = "inject-matmul-stats,lower-opscope"
 USAGE = "usage: opscope-compile [--opscope-pipeline=P] [--opscope-manifest=PATH] INPUT [iree-compile flags] -o OUTPUT"

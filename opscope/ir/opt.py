@@ -15,8 +15,8 @@ import re
 import sys
 
 from opscope.errors import OpscopeError
-from opscope.loading import module_text, new_context, parse_module
-from opscope.pipeline import parse_pipeline, run_pipeline
+from opscope.ir.loading import module_text, new_context, parse_module
+from opscope.ir.pipeline import parse_pipeline, run_pipeline
 
 SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)  # not \s: it would eat newlines
 EXPECTED = re.compile(r"//\s*expected-(error|warning|remark)\s*(@[+-]?\d+|@above|@below)?\s*\{\{(.*?)\}\}")
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"--emit-bytecode writes one module, but {name} has {len(outputs)} "
                     "(drop --split-input-file)"
                 )
-            from opscope.compile import module_bytecode
+            from opscope.ir.loading import module_bytecode
 
             data = module_bytecode(outputs[0])
             if args.output == "-":

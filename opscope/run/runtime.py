@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opscope.compile import CompiledModule
 from opscope.errors import OpscopeError
-from opscope.targets import require_runnable
+from opscope.run.compile import CompiledModule
+from opscope.run.targets import require_runnable
 
 _STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from opscope.dialect.lowering import ELEMSIG_SKEW
-from opscope.stat_config import ELEMSIG_MAX, StatConfig, plan_stats
+from opscope.ir.stat_config import ELEMSIG_MAX, StatConfig, plan_stats
 
 EPS_SCALE = np.float32(1e-12)
 EPS_RATIO = 1e-20

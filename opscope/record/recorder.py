@@ -40,7 +40,7 @@ import polars as pl
 from opscope.errors import OpscopeError
 
 if TYPE_CHECKING:
-    from opscope.manifest import Manifest
+    from opscope.ir.manifest import Manifest
 
 HEADER: tuple[str, ...] = ("run_id", "step", "backend", "dist", "M", "K", "N", "numel", "site", "role", "stat",
                            "idx", "value")

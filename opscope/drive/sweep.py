@@ -18,12 +18,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from opscope.data import DISTS, sample
-from opscope.demo import matmul_module
+from opscope.drive.synthetic import DISTS, sample
 from opscope.errors import OpscopeError
-from opscope.instrumented import InstrumentedModel
-from opscope.record import Recorder, write_site_costs
-from opscope.stat_config import StatConfig
+from opscope.ir.stat_config import StatConfig
+from opscope.models.demo import matmul_module
+from opscope.record.recorder import Recorder, write_site_costs
+from opscope.run.instrumented import InstrumentedModel
 
 SHAPES: tuple[tuple[int, int, int], ...] = ((128, 128, 128), (256, 64, 256), (64, 256, 128))
 SEEDS: tuple[int, ...] = (1, 2, 3)

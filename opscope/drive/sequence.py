@@ -22,11 +22,11 @@ from typing import Iterable, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from opscope.demo import matmul_module, pyramid_module
 from opscope.errors import OpscopeError
-from opscope.instrumented import InstrumentedModel
-from opscope.record import Recorder, write_site_costs
-from opscope.stat_config import StatConfig
+from opscope.ir.stat_config import StatConfig
+from opscope.models.demo import matmul_module, pyramid_module
+from opscope.record.recorder import Recorder, write_site_costs
+from opscope.run.instrumented import InstrumentedModel
 
 PYRAMID_WIDTHS = (64, 128, 64, 512, 64)
 PYRAMID_ROWS = 32

@@ -35,6 +35,12 @@ class Target:
     # (straight) where the backend reduces rows itself.
     row_lanes: int = 0
 
+    @property
+    def layout(self) -> dict:
+        """lower-opscope's kernel layout for this target, as keyword arguments of
+        `inject_matmul_stats` (`hist_counts`, `row_lanes`)."""
+        return {"hist_counts": self.hist_counts, "row_lanes": self.row_lanes}
+
 
 _CPU_TUNED = (
     "--iree-opt-level=O3",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import tempfile
@@ -19,7 +18,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.targets import Target, get_target
+from opscope.ir.loading import module_bytecode
+from opscope.run.targets import Target, get_target
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,6 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "opscope"
     )
     return Path(base) / "vmfb"
-
-
-def module_bytecode(module: ir.Module) -> bytes:
-    """The module as MLIR bytecode (keeps locations, unlike default text printing)."""
-    buf = io.BytesIO()
-    module.operation.write_bytecode(buf)
-    return buf.getvalue()
 
 
 def check_compilable(module: ir.Module) -> None:

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 from iree.compiler import ir
 
-from opscope.compile import compile_module, module_bytecode
 from opscope.errors import OpscopeError
-from opscope.instrument import inject_matmul_stats
-from opscope.loading import new_context, parse_module
-from opscope.manifest import Manifest
-from opscope.runtime import LoadedModule, load
-from opscope.stat_config import StatConfig
-from opscope.targets import get_target, require_runnable
+from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.loading import module_bytecode, new_context, parse_module
+from opscope.ir.manifest import Manifest
+from opscope.ir.stat_config import StatConfig
+from opscope.run.compile import compile_module
+from opscope.run.runtime import LoadedModule, load
+from opscope.run.targets import get_target, require_runnable
 
 
 def function_args(module: ir.Module, function: str | None = None) -> list[tuple[tuple[int, ...], str]]:
@@ -74,7 +74,7 @@ class InstrumentedModel:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
         args = function_args(module)
-        module, manifest = inject_matmul_stats(module, config, batch=batch, target=tgt.name)
+        module, manifest = inject_matmul_stats(module, config, batch=batch, **tgt.layout)
         if not manifest.entries:
             raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
         t0 = time.perf_counter()

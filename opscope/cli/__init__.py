@@ -1,0 +1,50 @@
+"""The `opscope` command, a thin layer over the Python API (`import opscope`): one module
+per command group, each adding its subcommands.
+
+* `recording`: the main job (`profile`) and the drivers (`sweep`, `seq`, `replay`);
+* `mining`: `mine`;
+* `ir_tools`: `demo`, `import`, `sites`, `targets`;
+* `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`).
+
+Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from opscope.cli import analysis, ir_tools, mining, recording
+from opscope.errors import OpscopeError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opscope", description="Which specialized kernels does a model deserve?")
+    sub = p.add_subparsers(dest="command")
+    recording.register(sub)
+    mining.register(sub)
+    ir_tools.register(sub)
+    analysis.register(sub)
+    ir_tools.register_targets(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="opscope: warning: %(message)s", level=logging.WARNING)
+    if not getattr(args, "fn", None):
+        args = parser.parse_args(["profile"])
+    try:
+        return args.fn(args)
+    except OpscopeError as e:
+        print(f"opscope: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `opscope ... | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

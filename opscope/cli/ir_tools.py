@@ -1,0 +1,93 @@
+"""IR tools: demo models as MLIR (`demo`), importing a model to linalg (`import`), listing
+its sites (`sites`), and the target table (`targets`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from opscope.errors import OpscopeError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add demo, import and sites."""
+    de = sub.add_parser("demo", help="print a demo model as MLIR (linalg on tensors)")
+    de.add_argument("kind", choices=("mlp", "transformer", "moe"))
+    de.add_argument("--layers", type=int, default=2)
+    de.add_argument("--d-model", type=int, default=64)
+    de.add_argument("--seq", type=int, default=16, help="tokens (rows)")
+    de.add_argument("-o", "--output", help="write to a file instead of stdout")
+    de.set_defaults(fn=_cmd_demo)
+
+    im = sub.add_parser("import", help="import a model (.onnx, .mlir in torch/StableHLO/linalg form) to linalg MLIR")
+    im.add_argument("source")
+    im.add_argument("-o", "--output", required=True, help="model.mlir (text with locations) or model.mlirbc")
+    im.set_defaults(fn=_cmd_import)
+
+    si = sub.add_parser("sites", help="list the matmul sites of a module")
+    si.add_argument("source")
+    si.set_defaults(fn=_cmd_sites)
+
+
+def register_targets(sub: argparse._SubParsersAction) -> None:
+    """Add targets (listed last in `opscope --help`)."""
+    ta = sub.add_parser("targets", help="list targets and whether they run here")
+    ta.set_defaults(fn=_cmd_targets)
+
+
+def _cmd_demo(args) -> int:
+    from opscope.models import demo
+
+    if args.kind == "mlp":
+        text = demo.mlp_module(args.layers, args.d_model, args.seq)
+    elif args.kind == "transformer":
+        text = demo.transformer_module(args.layers, args.d_model, args.seq)
+    else:
+        text = demo.moe_module(args.layers, args.d_model, args.seq)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _cmd_import(args) -> int:
+    from opscope.importers import import_source
+    from opscope.importers.mlir_file import write_mlir
+    from opscope.ir.sites import find_sites
+
+    path = Path(args.source)
+    if not path.exists():
+        raise OpscopeError(f"no such file: {path}")
+    module = import_source(path)
+    out = Path(args.output)
+    write_mlir(module, out)  # text keeps locations (the site names): default printing drops them
+    sites = find_sites(module)
+    print(f"imported {path} -> {out}: {len(sites)} matmul sites")
+    return 0
+
+
+def _cmd_sites(args) -> int:
+    from opscope.ir.loading import load_module
+    from opscope.ir.sites import find_sites
+
+    sites = find_sites(load_module(args.source))
+    if not sites:
+        print(f"{args.source}: no matmul sites")
+        return 0
+    print(f"{'site':32} {'kind':14} {'batch':>5} {'M':>6} {'K':>6} {'N':>6} {'FLOPs':>14}")
+    for s in sites:
+        flops = "dynamic" if s.dynamic else f"{s.flops:,}"
+        print(f"{s.name:32} {s.kind:14} {s.batch:5d} {s.m:6d} {s.k:6d} {s.n:6d} {flops:>14}")
+    return 0
+
+
+def _cmd_targets(args) -> int:
+    from opscope.run.targets import TARGETS, driver_available
+
+    for t in TARGETS.values():
+        why = driver_available(t.driver)
+        print(f"{t.name:13} {'runs here' if why is None else 'compiles only'}  {t.note}"
+              + (f" ({why})" if why else "") + f"; ridge {t.ridge:g} FLOP/B ({t.ridge_source})")
+    return 0

@@ -1,0 +1,28 @@
+"""Mining commands: `mine`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import opscope
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add mine."""
+    mi = sub.add_parser("mine", help="mine tidy CSV/Parquet sketches for exploitable structure")
+    mi.add_argument("source", nargs="+", help="tidy CSV/Parquet files, folders of them, or globs")
+    mi.add_argument("--costs", help="site,flops sidecar (default: <csv>.sites or site_costs.csv beside it)")
+    fmt = mi.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="machine-readable output")
+    fmt.add_argument("--markdown", action="store_true", help="a Markdown report")
+    mi.set_defaults(fn=_cmd_mine)
+
+
+def _cmd_mine(args) -> int:
+    from opscope.mining.render import render
+
+    logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are part of the report
+    report = opscope.mine(args.source, costs=args.costs)
+    print(render(report, "json" if args.json else "markdown" if args.markdown else "text"))
+    return 0

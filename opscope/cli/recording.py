@@ -1,0 +1,168 @@
+"""Recording commands: the main job (`profile`) and the drivers (`sweep`, `seq`, `replay`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import opscope
+from opscope.cli.arguments import add_target
+from opscope.errors import OpscopeError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add profile, sweep, seq and replay."""
+    pr = sub.add_parser("profile",
+                        help="the main job: inject sketches, run, record, mine, report (default: built-in model)")
+    pr.add_argument("source", nargs="?", help="a model file (.mlir/.mlirbc in linalg, StableHLO or torch form, "
+                    ".onnx) or a zoo name (digits, minilm, ...)")
+    add_target(pr)
+    pr.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
+    pr.add_argument("--out", help="run folder (default opscope-runs/<time>)")
+    pr.set_defaults(fn=_cmd_profile)
+
+    sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
+    add_target(sw)
+    sw.add_argument("--out", default="opscope.csv", help="CSV to write (default opscope.csv)")
+    sw.add_argument("--resume", action="store_true", help="continue an interrupted sweep in --out")
+    sw.add_argument("--force", action="store_true", help="overwrite --out")
+    sw.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
+    sw.add_argument("--shapes", help="MxKxN[,MxKxN...] (default the reference's three)")
+    sw.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
+    sw.set_defaults(fn=_cmd_sweep)
+
+    sq = sub.add_parser("seq", help="decode-like steps: drifting activations, fixed weight -> tidy CSV")
+    add_target(sq)
+    sq.add_argument("--out", default="opscope_seq.csv", help="CSV to write (default opscope_seq.csv)")
+    sq.add_argument("--steps", type=int, default=16)
+    sq.add_argument("--force", action="store_true", help="overwrite --out")
+    sq.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
+    sq.set_defaults(fn=_cmd_seq)
+
+    rp = sub.add_parser("replay", help="repeated inputs (pool) or a slow walk (pool 0) -> tidy CSV, then mine")
+    add_target(rp)
+    rp.add_argument("--out", default="opscope_replay.csv", help="CSV to write (default opscope_replay.csv)")
+    rp.add_argument("--steps", type=int, default=20)
+    rp.add_argument("--pool", type=int, default=4, help="distinct inputs replayed at random; 0 = slow random walk")
+    rp.add_argument("--force", action="store_true", help="overwrite --out")
+    rp.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
+    rp.set_defaults(fn=_cmd_replay)
+
+
+def _cmd_profile(args) -> int:
+    from opscope.mining.render import render
+
+    res = opscope.profile(args.source, target=args.target, steps=args.steps, out=args.out, say=print)
+    m = res.model
+    flops = sum(s.flops for s in m.manifest.sites)
+    print(f"  {len(m.manifest.sites)} matmul sites ({_flops(flops)}), {len(m.manifest.entries)} sketches "
+          f"per step; {_compile_time(m.compile_seconds, m.compile_cached)}; "
+          f"{res.steps} steps in {res.run_seconds:.2f} s; original results {_parity(res.parity)} with injection")
+    print()
+    print(render(res.report, "findings"))
+    out = res.out_dir
+    print(f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
+          f"(full tables; `opscope mine {out}` re-mines)")
+    return 0
+
+
+def _compile_time(seconds: float, cached: bool) -> str:
+    return "compiled module from the cache" if cached else f"compile {seconds:.1f} s"
+
+
+def _flops(n: int) -> str:
+    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} FLOP"
+
+
+def _parity(worst: float) -> str:
+    return "bit-identical" if worst == 0 else f"within {worst:.2g}"
+
+
+def _fresh(path: Path, force: bool) -> None:
+    """Refuse to overwrite recorded data unless told to."""
+    if path.exists() and path.stat().st_size:
+        if not force:
+            raise OpscopeError(f"{path} exists: pass --force to overwrite it (or --out elsewhere)")
+        path.unlink()  # and Recorder(mode="w") drops the stale journal
+
+
+def _parquet(args, csv: Path) -> None:
+    """With --parquet, also write the table as Parquet (zstd, same 13 columns) beside the CSV."""
+    if args.parquet:
+        from opscope.record.recorder import write_parquet
+
+        pq = csv.with_suffix(".parquet")
+        write_parquet(csv, pq)
+        print(f"  wrote {pq} ({pq.stat().st_size:,} bytes; the CSV is {csv.stat().st_size:,})")
+
+
+def _cmd_sweep(args) -> int:
+    from opscope.drive.sweep import SEEDS, SHAPES, plan, sweep
+
+    out = Path(args.out)
+    shapes = _shapes(args.shapes) if args.shapes else SHAPES
+    seeds = _seeds(args.seeds) if args.seeds else SEEDS
+    if not args.resume:
+        _fresh(out, args.force)
+    total = len(plan(shapes, seeds=seeds))
+    try:
+        res = sweep(out, args.target, shapes=shapes, seeds=seeds, resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
+        return 130
+    for shape, worst in res.parity.items():
+        print(f"  parity {'x'.join(map(str, shape))}: original result {_parity(worst)} with injection on {args.target}")
+    for shape, n in res.sketches_per_run.items():
+        print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
+    print(f"recorded {len(res.recorded)} runs" + (f", {len(res.skipped)} already done" if res.skipped else "")
+          + f" of {total} into {out} (site costs: {res.site_costs})")
+    _parquet(args, out)
+    return 0
+
+
+def _shapes(text: str) -> tuple[tuple[int, int, int], ...]:
+    try:
+        shapes = tuple(tuple(int(d) for d in s.lower().split("x")) for s in text.split(","))
+    except ValueError:
+        shapes = ()
+    if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
+        raise OpscopeError(f"--shapes wants MxKxN[,MxKxN...], got {text!r}")
+    return shapes
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        seeds = ()
+    if not seeds or min(seeds) < 0:
+        raise OpscopeError(f"--seeds wants non-negative integers N[,N...], got {text!r}")
+    return seeds
+
+
+def _cmd_seq(args) -> int:
+    from opscope.drive.sequence import seq
+
+    out = Path(args.out)
+    _fresh(out, args.force)
+    res = seq(out, args.target, steps=args.steps)
+    print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    _parquet(args, out)
+    return 0
+
+
+def _cmd_replay(args) -> int:
+    from opscope.drive.sequence import replay
+
+    out = Path(args.out)
+    _fresh(out, args.force)
+    res = replay(out, args.target, steps=args.steps, pool=args.pool)
+    print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    _parquet(args, out)
+    print()
+    print(opscope.mine(out, costs=res.site_costs).to_text())
+    return 0

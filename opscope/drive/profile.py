@@ -1,0 +1,237 @@
+"""The main job: tap every matmul of a model, run it step after step, record, mine, report.
+
+`profile` takes a model as a user names it (nothing, a zoo name, a file, MLIR, a module;
+`opscope.models.source`); `profile_module` is the whole loop on one module and writes a
+run folder:
+
+    sketches.csv     the tidy table (one row per sketch element; `opscope.record.recorder`)
+    site_costs.csv   `site,flops` of every tapped matmul
+    manifest.json    which function result holds which sketch (`opscope.ir.manifest`)
+    report.md        the mined findings (`opscope.mining`), also printed on the terminal
+
+`default_model` is what runs when given nothing: a 2-layer transformer-style stack built in
+MLIR by opscope, fed a realistic mix (`default_inputs`): a residual stream with two hot
+channels, dense Gaussian layer-0 weights, 90 %-pruned layer-1 FFN weights, int4-style
+quantized layer-1 attention weights; every step feeds a fresh batch of tokens through the
+same weights.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+from iree.compiler import ir
+
+from opscope.drive.sequence import record_steps
+from opscope.errors import OpscopeError
+from opscope.ir.loading import new_context, parse_module
+from opscope.ir.manifest import Manifest
+from opscope.ir.stat_config import StatConfig
+from opscope.mining.report import MineReport, mine_paths
+from opscope.models.demo import transformer_module
+from opscope.models.source import ModelSource, Source, open_model
+from opscope.run.instrumented import InstrumentedModel, function_args
+from opscope.run.targets import get_target, require_runnable
+
+DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
+CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
+RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
+
+
+DEFAULT_LAYERS = 2
+
+
+def default_model() -> str:
+    """The built-in model: 2 transformer-style layers, d_model 64, 32 tokens, 16 matmul sites."""
+    return transformer_module(layers=DEFAULT_LAYERS, d_model=64, seq=32)
+
+
+def _weight(rng: np.random.Generator, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A weight of the default mix, chosen by its argument name (see the module docstring)."""
+    w = rng.standard_normal(shape) / np.sqrt(shape[0])
+    if re.fullmatch(r"layer1_w[12]", name):  # magnitude-pruned FFN: keep the largest 10 %
+        w = np.where(np.abs(w) >= np.quantile(np.abs(w), 0.9), w, 0.0)
+    elif re.fullmatch(r"layer1_w[qkvo]", name):  # symmetric int4 weights, one scale per tensor
+        scale = np.abs(w).max() / 7.0
+        w = np.clip(np.round(w / scale), -7, 7) * scale
+    return w.astype(np.float32)
+
+
+def default_inputs(arg_names: list[str], arg_shapes: list[tuple[int, ...]], steps: int, seed: int = 0):
+    """Per step, the default mix: a fresh batch of activations (arg 0) and the same weights."""
+    rng = np.random.Generator(np.random.Philox(seed))
+    weights = [_weight(rng, n, s) for n, s in zip(arg_names[1:], arg_shapes[1:])]
+    for _ in range(steps):
+        x = rng.standard_normal(arg_shapes[0])
+        x[..., :2] *= 12.0  # two hot channels, as in real LLM residual streams
+        yield [x.astype(np.float32), *weights]
+
+
+def synthetic_inputs(arg_shapes: list[tuple[int, ...]], steps: int, seed: int = 0):
+    """For any module: argument 0 is a fresh N(0,1) batch per step (activations), the others
+    fixed 1/sqrt(fan-in) Gaussians (weights)."""
+    rng = np.random.Generator(np.random.Philox(seed))
+    fixed = [(rng.standard_normal(s) / np.sqrt(s[-2] if len(s) >= 2 else 1)).astype(np.float32)
+             for s in arg_shapes[1:]]
+    for _ in range(steps):
+        head = [rng.standard_normal(arg_shapes[0]).astype(np.float32)] if arg_shapes else []
+        yield head + fixed
+
+
+@dataclass
+class ProfileResult:
+    """One profile: where it was written, what it found, and what it cost.
+
+    The run folder holds `sketches` (the tidy table), `site_costs` (`site,flops`),
+    `manifest_path` and `report_path` (the mined report as Markdown); `report` is the same
+    report as polars frames, `model` the loaded instrumented model (call it again at will).
+    """
+
+    out_dir: Path
+    model: InstrumentedModel
+    report: MineReport
+    steps: int
+    rows: int
+    parity: float  # largest |Δ| of the original results, injected vs as is, on step 0 (0.0: bit-identical)
+    run_seconds: float  # the calls and their recording, not the compile or the parity check
+    name: str = "<model>"
+
+    @property
+    def sketches(self) -> Path:
+        return self.out_dir / CSV_NAME
+
+    @property
+    def site_costs(self) -> Path:
+        return self.out_dir / COSTS_NAME
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.out_dir / MANIFEST_NAME
+
+    @property
+    def report_path(self) -> Path:
+        return self.out_dir / REPORT_NAME
+
+    @property
+    def manifest(self) -> Manifest:
+        """Which function result holds which sketch (also saved as `manifest_path`)."""
+        return self.model.manifest
+
+    @property
+    def target(self) -> str:
+        return self.model.target
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.model.compile_seconds
+
+    @property
+    def compile_cached(self) -> bool:
+        """The compiled module came from the cache (`compile_seconds` is then a lookup)."""
+        return self.model.compile_cached
+
+    def __repr__(self) -> str:
+        return (f"ProfileResult({self.name!r} on {self.target}: {len(self.manifest.sites)} sites, {self.steps} steps, "
+                f"{self.rows:,} rows in {str(self.out_dir)!r}; {self.report.ranked.height} findings)")
+
+
+def default_out() -> Path:
+    """A fresh run folder under `opscope-runs/`, named by the time."""
+    return Path(RUNS_DIR) / time.strftime("%Y%m%d-%H%M%S")
+
+
+def profile(
+    source: Source | None = None,
+    out: str | Path | None = None,
+    target: str = "llvm-cpu",
+    steps: int = 4,
+    config: StatConfig = StatConfig(),
+    inputs: Iterable[list[np.ndarray]] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ProfileResult:
+    """The main job on any model: `source` is None (the built-in model and its input mix), a
+    zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
+
+    Writes the run folder `out` (default `opscope-runs/<time>`). `inputs` overrides the
+    model's per-step argument lists (default: the zoo's, else synthetic ones). `say` gets
+    one line naming the model before the compile (the CLI passes `print`). The target and
+    the run folder are checked before anything is imported or compiled.
+    """
+    tgt = get_target(target)
+    require_runnable(tgt)
+    if steps < 1:
+        raise OpscopeError(f"steps must be >= 1, got {steps}")
+    out = Path(out) if out is not None else default_out()
+    _check_fresh(out)
+    def named(name: str) -> None:
+        if say is not None:
+            say(f"opscope profile: {name} on {tgt.name}")
+
+    model = default_source(steps) if source is None else open_model(source, steps, named=named)
+    if source is None:
+        named(model.name)
+    return profile_module(model.module, out, tgt.name, steps, config, model.name, model.dist,
+                          model.inputs if inputs is None else inputs)
+
+
+def _check_fresh(out: Path) -> None:
+    """Refuse a run folder that already holds sketches."""
+    csv = out / CSV_NAME
+    if csv.exists() and csv.stat().st_size:
+        raise OpscopeError(f"{csv} exists: choose another --out")
+
+
+def profile_module(
+    source: str | bytes | ir.Module,
+    out_dir: str | Path,
+    target: str = "llvm-cpu",
+    steps: int = 4,
+    config: StatConfig = StatConfig(),
+    name: str = "<model>",
+    dist: str = "synthetic",
+    inputs=None,
+    batch: int = 0,
+) -> ProfileResult:
+    """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
+
+    `inputs` is an iterable of per-step argument lists; by default `synthetic_inputs`.
+    `batch` is lower-opscope's tensors per stats call (0: as many as a dispatch binds).
+    """
+    if steps < 1:
+        raise OpscopeError(f"steps must be >= 1, got {steps}")
+    out = Path(out_dir)
+    _check_fresh(out)
+    csv = out / CSV_NAME
+    model = InstrumentedModel.build(source, target, config, name=name, batch=batch)
+    if inputs is None:
+        for shape, elem in model.args:
+            if elem != "f32":
+                raise OpscopeError(f"{name}: profile generates f32 inputs; an argument of type {elem} needs "
+                                   "inputs of its own (a zoo model, or profile_module(..., inputs=...))")
+        inputs = synthetic_inputs([s for s, _ in model.args], steps)
+    out.mkdir(parents=True, exist_ok=True)
+    model.manifest.save(out / MANIFEST_NAME)
+    run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", False)
+    report = mine_paths(csv, costs=out / COSTS_NAME)
+    (out / REPORT_NAME).write_text(report.to_markdown())
+    return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name)
+
+
+def default_source(steps: int) -> ModelSource:
+    """The built-in model with `steps` batches of its default mix of distributions."""
+    text = default_model()
+    args = function_args(parse_module(text, new_context(), "default"))
+    names = ["x"] + [f"layer{i}_w{w}" for i in range(DEFAULT_LAYERS) for w in "qkvo12"]  # demo's order
+    return ModelSource(DEFAULT_NAME, text, default_inputs(names, [s for s, _ in args], steps), "default-mix")
+
+
+def profile_default(out_dir: str | Path, target: str = "llvm-cpu", steps: int = 4,
+                    config: StatConfig = StatConfig()) -> ProfileResult:
+    """The main job on the built-in model and its default mix of distributions."""
+    model = default_source(steps)
+    return profile_module(model.module, out_dir, target, steps, config, model.name, model.dist, model.inputs)

@@ -1,0 +1,255 @@
+"""Renderers of a `MineReport`: one class per output format, chosen by name.
+
+`text` (aligned, for a terminal), `markdown`, `json` (schema `opscope-mine/2`, fields in
+docs/mining.md) and `findings` (the short form `opscope profile` prints).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from opscope.errors import OpscopeError
+from opscope.mining.signals import DENSE
+from opscope.mining.temporal import NO_REUSE
+
+if TYPE_CHECKING:
+    from opscope.mining.report import MineReport
+
+JSON_SCHEMA = "opscope-mine/2"
+
+
+def _num(x: float | None, spec: str) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
+    return format(x, spec)
+
+
+def _pct(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else _num(x * 100, spec) + "%"
+
+
+def _fit(text: str, width: int = 48) -> str:
+    """A site name, shortened in the middle only when it is very long (its tail tells sites apart)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
+
+
+SIGNAL_HEAD = ["backend", "dist", "site", "role", "obs", "density", "zchan", "outlier", "histtop", "pos_cv",
+               "adj", "suggested exploit"]
+CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "sumsq cv", "verdict"]
+OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save",
+            "recommendation"]
+AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
+DENSE_NOTE = ("dense: none of the six sketch signals fired; low rank, for one, is not observable in "
+              "sketches (it needs a deep dump).")
+
+
+def _signal_rows(report: MineReport) -> list[list[str]]:
+    return [[r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["observations"]),
+             _num(r["density"], ".3f"), _num(r["zchan"], ".3f"), _num(r["outlier"], ".2f"),
+             _num(r["histtop"], ".3f"),
+             _num(r["pos_cv"], ".2f"), _num(r["adj"], ".2f"), r["suggestion"]]
+            for r in report.signals.iter_rows(named=True)]
+
+
+def _cross_rows(report: MineReport) -> list[list[str]]:
+    return [[str(r["run_id"]), r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["steps"]),
+             _num(r["l1_mean"], ".5g"), _num(r["l1_cv"], ".2e"), _num(r["sumsq_cv"], ".2e"), r["verdict"]]
+            for r in report.cross_step.iter_rows(named=True)]
+
+
+def _opp_rows(report: MineReport) -> list[list[str]]:
+    return [[str(r["run_id"]), r["backend"], r["dist"], _fit(r["site"]), str(r["steps"]),
+             _num(r["gflops"], ".3f"), _pct(r["cost_share"]), _pct(r["recur"], ".0f"),
+             _num(r["drift"], ".3f"), _pct(r["savings"]), r["recommendation"]]
+            for r in report.opportunities.iter_rows(named=True)]
+
+
+def _agg_rows(report: MineReport) -> list[list[str]]:
+    return [[str(r["run_id"]), r["backend"], r["dist"], str(r["sites"]), _pct(r["savings"])]
+            for r in report.aggregate.iter_rows(named=True)]
+
+
+def _summary(report: MineReport) -> str:
+    c = report.counts
+    parts = [f"{report.rows:,} rows"] + [f"{c[k]} {k if c[k] != 1 else k[:-1]}"
+                                         for k in ("runs", "steps", "backends", "dists", "sites") if k in c]
+    return ", ".join(parts)
+
+
+def _costs_line(report: MineReport) -> str:
+    if report.costs_source:
+        return f"FLOPs from {report.costs_source}"
+    return "no site,flops sidecar: cost shares and savings are 0 (rows ordered by reuse)"
+
+
+class TextRenderer:
+    """Aligned plain text for a terminal: numbers right-aligned, names left-aligned, '-' for no value."""
+
+    numeric = {"obs", "density", "zchan", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
+               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv"}
+
+    def table(self, head: list[str], rows: list[list[str]]) -> str:
+        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+        last = len(head) - 1
+
+        def line(cells):
+            out = [c.rjust(w) if head[i] in self.numeric else (c if i == last else c.ljust(w))
+                   for i, (c, w) in enumerate(zip(cells, widths))]
+            return "  ".join(out).rstrip()
+
+        return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+    def render(self, report: MineReport) -> str:
+        out = [f"opscope mine: {_summary(report)}"]
+        out += [f"note: {n}" for n in report.notes]
+        out.append("")
+        out.append("Value signals per (backend, dist, site, role), mean over observations (run × step):")
+        out.append(self.table(SIGNAL_HEAD, _signal_rows(report)) if report.signals.height
+                   else "  (no keys with value sketches)")
+        if report.signals.height and (report.signals["exploit"] == DENSE).any():
+            out.append(DENSE_NOTE)
+        out.append("")
+        out.append("Ranked exploitable sites (by sketch signal strength):")
+        if not report.ranked.height:
+            out.append("  (none — all sites look dense/structureless to the current sketches)")
+        for r in report.ranked.iter_rows(named=True):
+            out.append(f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
+                       f"{r['suggestion']}")
+        if report.cross_step is not None:
+            out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1 and sumsq per run, ordered by step):"]
+            out.append(self.table(CROSS_HEAD, _cross_rows(report)) if report.cross_step.height
+                       else "  (no series with two or more steps)")
+        if report.opportunities is not None:
+            out += ["", f"Temporal opportunities (lhs fingerprints per run; {_costs_line(report)}):"]
+            out.append(self.table(OPP_HEAD, _opp_rows(report)) if report.opportunities.height
+                       else "  (no lhs series with two or more steps)")
+            if report.aggregate is not None and report.aggregate.height:
+                out += ["", "Aggregate recoverable compute (Σ cost-share × reuse) per run:",
+                        self.table(AGG_HEAD, _agg_rows(report))]
+        return "\n".join(out) + "\n"
+
+
+class MarkdownRenderer:
+    """GitHub-flavoured Markdown: a heading and a table per section."""
+
+    def table(self, head: list[str], rows: list[list[str]]) -> str:
+        esc = [[c.replace("|", "\\|") for c in r] for r in [head] + rows]
+        return "\n".join(["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(r) + " |" for r in esc[1:]])
+
+    def render(self, report: MineReport) -> str:
+        out = ["# opscope mine", "", _summary(report), ""]
+        out += [f"> note: {n}" for n in report.notes] + ([""] if report.notes else [])
+        out += ["## Value signals", "", self.table(SIGNAL_HEAD, _signal_rows(report)), ""]
+        if report.signals.height and (report.signals["exploit"] == DENSE).any():
+            out += [DENSE_NOTE, ""]
+        out += ["## Ranked exploitable sites", ""]
+        if report.ranked.height:
+            out.append(self.table(["rank", "score", "backend", "dist", "site", "role", "exploit"],
+                                  [[str(r["rank"]), f"{r['score']:.2f}", r["backend"], r["dist"], r["site"],
+                                    r["role"], r["suggestion"]] for r in report.ranked.iter_rows(named=True)]))
+        else:
+            out.append("(none — all sites look dense/structureless to the current sketches)")
+        out.append("")
+        if report.cross_step is not None:
+            out += [f"## Cross-step temporal analysis ({report.steps} steps)", "",
+                    self.table(CROSS_HEAD, _cross_rows(report)), ""]
+        if report.opportunities is not None:
+            out += ["## Temporal opportunities", "", _costs_line(report), "",
+                    self.table(OPP_HEAD, _opp_rows(report)), ""]
+            if report.aggregate is not None:
+                out += ["### Aggregate recoverable compute per run", "",
+                        self.table(AGG_HEAD, _agg_rows(report)), ""]
+        return "\n".join(out)
+
+
+def _records(frame: pl.DataFrame | None) -> list[dict] | None:
+    """Frame rows as JSON-safe dicts: non-finite floats become null."""
+    if frame is None:
+        return None
+    return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+            for r in frame.to_dicts()]
+
+
+class JsonRenderer:
+    """A stable JSON document (schema `opscope-mine/2`, fields in docs/mining.md)."""
+
+    def render(self, report: MineReport) -> str:
+        doc = {
+            "schema": JSON_SCHEMA,
+            "rows": report.rows,
+            "steps": report.steps,
+            "counts": report.counts,
+            "notes": list(report.notes),
+            "site_costs": report.costs_source,
+            "signals": _records(report.signals),
+            "ranked": _records(report.ranked),
+            "cross_step": _records(report.cross_step),
+            "opportunities": _records(report.opportunities),
+            "aggregate": _records(report.aggregate),
+        }
+        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+class FindingsRenderer:
+    """The short form `opscope profile` prints: the top findings, what is stationary, what
+    temporal reuse is worth; the full tables go to report.md."""
+
+    top: int = 12
+
+    def render(self, report: MineReport) -> str:
+        one = report.counts.get("backends", 0) <= 1 and report.counts.get("dists", 0) <= 1
+
+        def where(r) -> str:
+            return f"{r['site']} {r['role']}" if one else f"{r['backend']}/{r['dist']}/{r['site']}/{r['role']}"
+
+        out = [f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"]
+        out += [f"  {r['rank']:>3}. [{r['score']:.2f}] {where(r)}: {r['suggestion']}"
+                for r in report.ranked.head(self.top).iter_rows(named=True)]
+        if report.ranked.height > self.top:
+            out.append(f"       ... {report.ranked.height - self.top} more in the full report")
+        if not report.ranked.height:
+            out.append("  (none: every tapped tensor looks dense to the current sketches)")
+        if report.cross_step is not None and report.cross_step.height:
+            st = report.cross_step.filter(pl.col("stationary"))
+            roles = st.group_by("role", maintain_order=True).agg(pl.len()).rows()
+            out += ["", f"Across {report.steps} steps: {st.height} of {report.cross_step.height} tensors are "
+                    "stationary (precompute / prepack): "
+                    + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
+                    + f"; {report.cross_step.height - st.height} change from step to step."]
+        if report.opportunities is not None and report.opportunities.height:
+            useful = report.opportunities.filter(pl.col("action") != NO_REUSE)
+            if not useful.height:
+                out += ["", f"No site's input repeats or drifts slowly across the {report.steps} steps: "
+                        "nothing to memoize or delta-compute."]
+            else:
+                out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
+                for r in useful.head(5).iter_rows(named=True):
+                    out.append(f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
+                               f"(saves {_pct(r['savings'])})")
+                if report.aggregate is not None:
+                    total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
+                    out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
+        return "\n".join(out) + "\n"
+
+
+RENDERERS: dict[str, type] = {"text": TextRenderer, "markdown": MarkdownRenderer, "json": JsonRenderer,
+                              "findings": FindingsRenderer}
+
+
+def render(report: MineReport, name: str = "text") -> str:
+    """The report in the named format (one of RENDERERS)."""
+    try:
+        renderer = RENDERERS[name.lower()]
+    except KeyError:
+        raise OpscopeError(f"mine: unknown output format {name!r} (choose one of: {', '.join(RENDERERS)})") from None
+    return renderer().render(report)

@@ -1,0 +1,99 @@
+"""The value miner (`opscope mine`): a tidy table in, a `MineReport` of polars frames out.
+
+`mine` runs the signals and rule cascade (`opscope.mining.signals`) and, with two or more
+steps, the cross-step and temporal sections (`opscope.mining.temporal`); `mine_paths`
+reads files, folders or globs first (`opscope.record.tidy`) with their `site,flops`
+sidecars. A report renders as text, Markdown or JSON (`opscope.mining.render`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import polars as pl
+
+from opscope.errors import OpscopeError
+from opscope.mining.keys import appearance_order
+from opscope.mining.render import render
+from opscope.mining.signals import classify, rank, value_signals
+from opscope.mining.temporal import aggregate, cross_step, opportunities
+from opscope.record.recorder import read_site_costs
+from opscope.record.tidy import COLUMNS, read_tidy, site_cost_files, tidy_files
+
+GIVEN_COSTS = "the site costs given"  # `costs_source` of a mapping passed in
+
+
+@dataclass(frozen=True)
+class MineReport:
+    """Everything `mine` found, as polars frames; render with `to_text`, `to_json`, `to_markdown`."""
+
+    rows: int
+    steps: int
+    signals: pl.DataFrame
+    ranked: pl.DataFrame
+    cross_step: pl.DataFrame | None = None
+    opportunities: pl.DataFrame | None = None
+    aggregate: pl.DataFrame | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    costs_source: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_text(self) -> str:
+        """An aligned plain-text report for a terminal."""
+        return render(self, "text")
+
+    def to_json(self) -> str:
+        """The report as JSON (schema `opscope-mine/2`, documented in docs/mining.md)."""
+        return render(self, "json")
+
+    def to_markdown(self) -> str:
+        """The report as GitHub-flavoured Markdown tables."""
+        return render(self, "markdown")
+
+
+def mine(df: pl.DataFrame, site_costs: dict[str, int] | None = None, *,
+         notes: Iterable[str] = (), costs_source: str | None = None) -> MineReport:
+    """Mine a tidy frame: signals and exploits per key, ranked list, and the multi-step sections."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise OpscopeError(f"mine: the frame lacks tidy columns {', '.join(missing)}")
+    df = df.select(COLUMNS)
+    order = appearance_order(df)
+    signals = classify(value_signals(df, order))
+    steps = df["step"].n_unique() if df.height else 0
+    counts = {"rows": df.height, "steps": steps}
+    if df.height:
+        counts.update({c: df[k].n_unique() for c, k in (("runs", "run_id"), ("backends", "backend"),
+                                                         ("dists", "dist"), ("sites", "site"))})
+    cross = opps = agg = None
+    if steps > 1:
+        cross = cross_step(df, order)
+        opps = opportunities(df, site_costs, order)
+        agg = aggregate(opps, order)
+    return MineReport(rows=df.height, steps=steps, signals=signals, ranked=rank(signals),
+                      cross_step=cross, opportunities=opps, aggregate=agg, counts=counts,
+                      costs_source=costs_source, notes=tuple(notes))
+
+
+def mine_paths(spec: str | Path | Iterable[str | Path],
+               costs: str | Path | Mapping[str, int] | None = None) -> MineReport:
+    """Read tidy files (file, dir, glob or list) and mine them. `costs` is a `site,flops`
+    sidecar or a site → FLOPs mapping; when None, the sidecars beside the files are read."""
+    notes: list[str] = []
+    files = tidy_files(spec, notes)
+    df = read_tidy(files, notes)
+    if isinstance(costs, Mapping):
+        return mine(df, dict(costs), notes=notes, costs_source=GIVEN_COSTS)
+    sources = [Path(costs)] if costs is not None else site_cost_files(files)
+    site_costs: dict[str, int] | None = None
+    if sources:
+        site_costs = {}
+        for src in sources:
+            for site, flops in read_site_costs(src).items():
+                if site in site_costs and site_costs[site] != flops:
+                    notes.append(f"{src}: site {site!r} has {flops} FLOPs, {site_costs[site]} in an earlier "
+                                 f"sidecar; the first is kept")
+                site_costs.setdefault(site, flops)
+    return mine(df, site_costs, notes=notes, costs_source=", ".join(str(s) for s in sources) or None)

@@ -1,0 +1,225 @@
+"""Across steps: stationary tensors, and temporal reuse of each site's input (§4.2, §3.10).
+
+Ports the cross-step half of `opscope-mine` and `optimize` of the reference design; only
+the pairwise fingerprint test uses numpy, batched over series. Decisions on the
+reference's quirks (§8 items 8-9), also in docs/mining.md:
+
+* Cross-step verdicts read l1 and sumsq (the reference: l1 only, so every softmax
+  output looked stationary). Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
+  fingerprints are per (run_id, backend, dist, site[, role]) (quirk 8; the reference
+  mixes runs and dists at one site). Only series with two or more steps are reported.
+  The fingerprint distance stays the reference's (normalised by the later step), but a
+  repeat must also match the moments [mean, sumsq, l1, nnz]: 16 sampled elements that
+  are all zero (an underflowed softmax, border pixels) otherwise make different inputs
+  look identical; and two all-zero samples in a row count as infinite drift, not zero
+  (the reference's distance is 0/(0 + 1e-9) there, which reads as "delta-compute").
+* Opportunities need a `site,flops` sidecar for their cost share; without one every
+  cost share is 0, so the list is ordered by reuse (recur or 1 - drift) after savings.
+  The aggregate Σ cost-share × reuse is per (run_id, backend, dist), so it stays ≤ 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from opscope.mining.keys import KEY, SERIES, appearance_order, order_by
+from opscope.mining.signals import CV_MEAN_MIN, DELTA_COMPUTE
+
+# Cross-step and temporal thresholds (§4.2, §3.10).
+STATIONARY_CV = 1e-4        # l1 cv across steps below this: stationary
+MATCH_THRESH = 1e-3         # fingerprint distance below this: a repeat
+MEMOIZE_RECUR = 0.2         # repeat fraction above this: memoize
+DELTA_DRIFT = 0.3           # mean step-to-step distance below this: delta compute
+FP_EPS = 1e-9
+
+FP_SCALARS: tuple[str, ...] = ("mean", "sumsq", "l1", "nnz")
+MEMOIZE, NO_REUSE = "memoize", "none"
+
+
+def _cv(mean: str, sd: str) -> pl.Expr:
+    return pl.when(pl.col(mean).abs() < CV_MEAN_MIN).then(0.0).otherwise(pl.col(sd) / pl.col(mean).abs())
+
+
+def cross_step(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """Per (run_id, backend, dist, site, role) with ≥ 2 steps: the cv of its l1 and sumsq
+    series and the verdict. Stationary needs both below STATIONARY_CV: the reference reads
+    l1 alone, which calls every softmax output stationary (its rows always sum to 1)."""
+    order = order if order is not None else appearance_order(df)
+    v, stat = pl.col("value").cast(pl.Float64), pl.col("stat")
+    series = (
+        df.lazy().filter(stat.is_in(["l1", "sumsq"]))
+        .group_by(["run_id", *KEY])
+        .agg(steps=pl.col("step").filter(stat == "l1").n_unique().cast(pl.Int64),
+             l1_mean=v.filter(stat == "l1").mean(), l1_sd=v.filter(stat == "l1").std(ddof=0),
+             sq_mean=v.filter(stat == "sumsq").mean(), sq_sd=v.filter(stat == "sumsq").std(ddof=0))
+        .filter(pl.col("steps") > 1)
+        .with_columns(pl.col(c).cast(pl.String) for c in KEY)
+        .with_columns(l1_cv=_cv("l1_mean", "l1_sd"), sumsq_cv=_cv("sq_mean", "sq_sd"))
+        .with_columns(stationary=(pl.col("l1_cv") < STATIONARY_CV)
+                      & (pl.col("sumsq_cv").is_null() | (pl.col("sumsq_cv") < STATIONARY_CV)))
+        .collect()
+    )
+    series = order_by(series, order, KEY).sort(["run_id", *(f"_{c}_order" for c in KEY)])
+    verdict = [("stationary across steps → precompute / prepack" if st
+                else f"drifting (l1 cv {cv:.2g}, sumsq cv {'-' if sq is None else format(sq, '.2g')}) "
+                "→ temporal coherence")
+               for st, cv, sq in series.select("stationary", "l1_cv", "sumsq_cv").iter_rows()]
+    return series.select("run_id", *KEY, "steps", "l1_mean", "l1_cv", "sumsq_cv", "stationary",
+                         pl.Series("verdict", verdict, dtype=pl.String))
+
+
+def fingerprints(df: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, backend, dist, site, step): the lhs fingerprint (elemsig, else moments ++ hist)."""
+    s, idx = pl.col("stat"), pl.col("idx")
+    fkey = [*SERIES, "step"]
+    slot = pl.when(s == "elemsig").then(idx)  # elemsig by idx; else mean, sumsq, l1, nnz, then hist by idx
+    for i, name in enumerate(FP_SCALARS):
+        slot = slot.when(s == name).then(pl.lit(i, dtype=pl.Int64))
+    slot = slot.otherwise(idx + len(FP_SCALARS))
+    return (
+        df.lazy()
+        .filter((pl.col("role") == "lhs") & s.is_in((*FP_SCALARS, "hist", "elemsig")))
+        .with_columns(_sig=(s == "elemsig").any().over(fkey))
+        .filter(pl.when(pl.col("_sig")).then(s == "elemsig").otherwise(s != "elemsig"))
+        .group_by(fkey)
+        .agg(vec=pl.col("value").cast(pl.Float64).sort_by(slot))
+        .with_columns(pl.col(c).cast(pl.String) for c in ("backend", "dist", "site"))
+        .sort(fkey)
+        .collect()
+    )
+
+
+def _distances(vectors: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairwise dist[b, i, j] = ‖s_i − s_j‖ / (‖s_i‖ + 1e-9) (∞ when lengths differ), and the norms."""
+    norms2 = np.einsum("bnd,bnd->bn", vectors, vectors)
+    norms = np.sqrt(norms2)
+    gram = np.einsum("bid,bjd->bij", vectors, vectors)
+    d2 = np.clip(norms2[:, :, None] + norms2[:, None, :] - 2.0 * gram, 0.0, None)
+    dist = np.sqrt(d2) / (norms[:, :, None] + FP_EPS)
+    dist[lengths[:, :, None] != lengths[:, None, :]] = np.inf
+    return dist, norms
+
+
+def recurrence(vectors: np.ndarray, lengths: np.ndarray, guard: np.ndarray | None = None,
+               guard_lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """recur and drift of a batch of step series `vectors[B, n, d]` (zero-padded to d; `lengths[B, n]`).
+
+    recur = fraction of steps i ≥ 1 whose fingerprint is within MATCH_THRESH of an earlier one
+    (and, with `guard`, whose guard vector is too); drift = mean over i ≥ 1 of dist(s_i, s_{i-1});
+    dist(a, b) = ‖a − b‖ / (‖a‖ + 1e-9), ∞ when the lengths differ (the reference's, normalised
+    by the later step).
+    """
+    n = vectors.shape[1]
+    dist, norms = _distances(vectors, lengths)
+    blind = norms == 0.0  # all samples zero (e.g. always-zero border pixels): says nothing
+    earlier = np.tril(np.ones((n, n), dtype=bool), -1)
+    match = ((dist < MATCH_THRESH) | (blind[:, :, None] & blind[:, None, :])) & earlier
+    if guard is not None:
+        match &= _distances(guard, guard_lengths)[0] < MATCH_THRESH
+    hits = match.any(axis=2)[:, 1:]
+    recur = hits.sum(axis=1) / (n - 1)
+    diff = vectors[:, 1:] - vectors[:, :-1]
+    step = np.sqrt(np.einsum("bnd,bnd->bn", diff, diff)) / (norms[:, 1:] + FP_EPS)
+    step[lengths[:, 1:] != lengths[:, :-1]] = np.inf
+    step[blind[:, 1:] & blind[:, :-1]] = np.inf  # no evidence of slow drift
+    return recur, step.mean(axis=1)
+
+
+def moment_guards(df: pl.DataFrame, fps: pl.DataFrame) -> pl.DataFrame:
+    """Per row of `fps`: [mean, sumsq, l1, nnz] of the same lhs (empty where missing).
+
+    An elemsig fingerprint samples 16 fixed positions; when those are all zero (an
+    underflowed softmax, a pruned tensor) different inputs look identical. A repeat must
+    match these moments too (the reference trusts the samples alone)."""
+    fkey = [*SERIES, "step"]
+    slot = pl.lit(0, dtype=pl.Int64)
+    for i, name in enumerate(FP_SCALARS):
+        slot = pl.when(pl.col("stat") == name).then(pl.lit(i, dtype=pl.Int64)).otherwise(slot)
+    mom = (
+        df.lazy()
+        .filter((pl.col("role") == "lhs") & pl.col("stat").is_in(FP_SCALARS))
+        .group_by(fkey)
+        .agg(guard=pl.col("value").cast(pl.Float64).sort_by(slot))
+        .with_columns(pl.col(c).cast(pl.String) for c in ("backend", "dist", "site"))
+        .collect()
+    )
+    return (fps.select(fkey).join(mom, on=fkey, how="left", maintain_order="left")
+            .with_columns(pl.col("guard").fill_null(pl.lit([], dtype=pl.List(pl.Float64)))))
+
+
+def _padded(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A list column as a zero-padded [rows, d] array and the row lengths."""
+    lengths = lists.list.len().to_numpy().astype(np.int64)
+    dmax = int(lengths.max()) if len(lengths) else 0
+    flat = np.zeros((len(lengths), max(dmax, 1)))
+    if len(lengths) and dmax:
+        values = lists.explode().drop_nulls().to_numpy().astype(np.float64)
+        rows = np.repeat(np.arange(len(lengths)), lengths)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        flat[rows, np.arange(len(values)) - np.repeat(offsets, lengths)] = values
+    return flat, lengths
+
+
+def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
+                  order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """§3.10 per (run_id, backend, dist, site) with ≥ 2 steps: recur, drift, action and cost-weighted savings."""
+    order = order if order is not None else appearance_order(df)
+    fps = fingerprints(df)
+    flat, lengths = _padded(fps["vec"])
+    gflat, glengths = _padded(moment_guards(df, fps)["guard"])
+    series_id = fps.select(pl.struct(SERIES).rle_id())[:, 0].to_numpy()
+    counts = np.bincount(series_id) if len(series_id) else np.zeros(0, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+    recur = np.full(len(counts), np.nan)
+    drift = np.full(len(counts), np.nan)
+    for n in np.unique(counts[counts >= 2]):
+        ids = np.flatnonzero(counts == n)
+        chunk = max(1, 4_000_000 // int(n * n + n * flat.shape[1]))
+        for lo in range(0, len(ids), chunk):
+            part = ids[lo:lo + chunk]
+            take = starts[part, None] + np.arange(n)
+            recur[part], drift[part] = recurrence(flat[take], lengths[take], gflat[take], glengths[take])
+
+    keys = fps.select(SERIES).unique(maintain_order=True) if len(counts) else fps.select(SERIES).head(0)
+    res = keys.with_columns(steps=pl.Series(counts, dtype=pl.Int64), recur=pl.Series(recur),
+                            drift=pl.Series(drift)).filter(pl.col("steps") >= 2)
+    costs = site_costs or {}
+    total = max(sum(costs.values()), 1)
+    cost_frame = pl.DataFrame({"site": list(costs), "flops": list(costs.values())},
+                              schema={"site": pl.String, "flops": pl.Int64})
+    rec, dr = pl.col("recur"), pl.col("drift")
+    res = (
+        res.join(cost_frame, on="site", how="left")
+        .with_columns(flops=pl.col("flops").fill_null(0))
+        .with_columns(gflops=pl.col("flops") / 1e9, cost_share=pl.col("flops") / total,
+                      action=pl.when(rec > MEMOIZE_RECUR).then(pl.lit(MEMOIZE))
+                      .when(dr < DELTA_DRIFT).then(pl.lit(DELTA_COMPUTE)).otherwise(pl.lit(NO_REUSE)),
+                      reuse=pl.when(rec > MEMOIZE_RECUR).then(rec)
+                      .when(dr < DELTA_DRIFT).then((1.0 - dr).clip(0.0, 1.0)).otherwise(0.0))
+        .with_columns(savings=pl.col("cost_share") * pl.col("reuse"))
+    )
+    res = order_by(res, order, ("backend", "dist", "site")).sort(
+        ["savings", "reuse", "run_id", "_backend_order", "_dist_order", "_site_order"],
+        descending=[True, True, False, False, False, False])
+    text = [recommendation(a, r, d) for a, r, d in res.select("action", "recur", "drift").iter_rows()]
+    return res.select(*SERIES, "steps", "flops", "gflops", "cost_share", "recur", "drift", "action",
+                      "reuse", "savings", pl.Series("recommendation", text, dtype=pl.String))
+
+
+def recommendation(action: str, recur: float, drift: float) -> str:
+    """The human label of a temporal action (the reference's wording)."""
+    if action == MEMOIZE:
+        return f"memoize — cache the {recur * 100:.0f}% repeated calls"
+    if action == DELTA_COMPUTE:
+        return f"delta-compute — linear op, tiny drift {drift:.2f}"
+    return "(input varies — no temporal reuse)"
+
+
+def aggregate(opps: pl.DataFrame, order: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Σ cost-share × reuse per (run_id, backend, dist): the recoverable fraction of that run's compute."""
+    agg = opps.group_by(["run_id", "backend", "dist"]).agg(sites=pl.len().cast(pl.Int64),
+                                                           savings=pl.col("savings").sum())
+    agg = order_by(agg, order, ("backend", "dist")).sort(["run_id", "_backend_order", "_dist_order"])
+    return agg.select("run_id", "backend", "dist", "sites", "savings")
