@@ -79,6 +79,7 @@ def profile(
     out: str | Path | None = None,
     config: StatConfig | None = None,
     inputs: Iterable[list[np.ndarray]] | None = None,
+    name: str | None = None,
     say: Callable[[str], None] | None = None,
 ) -> ProfileResult:
     """Profile a model: tap every matmul, compile for `target`, run `steps` calls, record
@@ -88,8 +89,9 @@ def profile(
     (`"digits"`, `"minilm"`, ...: real inputs included), a model file (.mlir/.mlirbc,
     .onnx, .pt2, .jaxexport), MLIR text or bytecode, or an `ir.Module`. Models without
     inputs of their own get a fresh N(0, 1) batch as argument 0 per step and fixed
-    weights for the others; `inputs` (one argument list per step) overrides that. `say`
-    receives a line naming the model before the compile (pass `print` to see it).
+    weights for the others; `inputs` (one argument list per step) overrides that. `name`
+    is what reports call the model; `say` receives a line naming the model before the
+    compile (pass `print` to see it).
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -98,7 +100,7 @@ def profile(
     from opscope.drive.profile import profile as run_profile
     from opscope.ir.stat_config import StatConfig
 
-    return run_profile(source, out, target, steps, config or StatConfig(), inputs, say)
+    return run_profile(source, out, target, steps, config or StatConfig(), inputs, say, name)
 
 
 def read_sketches(source: str | Path | Iterable[str | Path] | ProfileResult) -> pl.DataFrame:

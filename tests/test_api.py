@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_docs_api_examples_run(tmp_path, monkeypatch):
     """Every `>>>` example of docs/api.md, in an empty folder, gives the output shown."""
     pytest.importorskip("sklearn", reason="docs/api.md profiles the digits MLP (the digits extra)")
+    pytest.importorskip("torch", reason="docs/api.md imports a PyTorch model (the torch extra)")
     monkeypatch.chdir(tmp_path)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     result = doctest.testfile(str(REPO / "docs" / "api.md"), module_relative=False, optionflags=flags,

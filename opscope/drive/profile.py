@@ -137,7 +137,11 @@ class ProfileResult:
 
     def __repr__(self) -> str:
         return (f"ProfileResult({self.name!r} on {self.target}: {len(self.manifest.sites)} sites, {self.steps} steps, "
-                f"{self.rows:,} rows in {str(self.out_dir)!r}; {self.report.ranked.height} findings)")
+                f"{self.rows:,} rows in {str(self.out_dir)!r}; {_count(self.report.ranked.height, 'finding')})")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def default_out() -> Path:
@@ -153,14 +157,16 @@ def profile(
     config: StatConfig = StatConfig(),
     inputs: Iterable[list[np.ndarray]] | None = None,
     say: Callable[[str], None] | None = None,
+    name: str | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
 
     Writes the run folder `out` (default `opscope-runs/<time>`). `inputs` overrides the
     model's per-step argument lists (default: the zoo's, else synthetic ones). `say` gets
-    one line naming the model before the compile (the CLI passes `print`). The target and
-    the run folder are checked before anything is imported or compiled.
+    one line naming the model before the compile (the CLI passes `print`); `name` is what
+    reports call the model (default: the zoo's description, the file's path, `<model>`).
+    The target and the run folder are checked before anything is imported or compiled.
     """
     tgt = get_target(target)
     require_runnable(tgt)
@@ -172,9 +178,12 @@ def profile(
         if say is not None:
             say(f"opscope profile: {name} on {tgt.name}")
 
-    model = default_source(steps) if source is None else open_model(source, steps, named=named)
     if source is None:
+        model = default_source(steps)
+        model = ModelSource(name or model.name, model.module, model.inputs, model.dist)
         named(model.name)
+    else:
+        model = open_model(source, steps, name=name, named=named)
     return profile_module(model.module, out, tgt.name, steps, config, model.name, model.dist,
                           model.inputs if inputs is None else inputs)
 
