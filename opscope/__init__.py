@@ -100,7 +100,8 @@ def profile(
     from opscope.drive.profile import profile as run_profile
     from opscope.ir.stat_config import StatConfig
 
-    return run_profile(source, out, target, steps, config or StatConfig(), inputs, say, name)
+    return run_profile(source, out=out, target=target, steps=steps, config=config or StatConfig(), inputs=inputs,
+                       say=say, name=name)
 
 
 def read_sketches(source: str | Path | Iterable[str | Path] | ProfileResult) -> pl.DataFrame:

@@ -237,10 +237,3 @@ def default_source(steps: int) -> ModelSource:
     args = function_args(parse_module(text, new_context(), "default"))
     names = ["x"] + [f"layer{i}_w{w}" for i in range(DEFAULT_LAYERS) for w in "qkvo12"]  # demo's order
     return ModelSource(DEFAULT_NAME, text, default_inputs(names, [s for s, _ in args], steps), "default-mix")
-
-
-def profile_default(out_dir: str | Path, target: str = "llvm-cpu", steps: int = 4,
-                    config: StatConfig = StatConfig()) -> ProfileResult:
-    """The main job on the built-in model and its default mix of distributions."""
-    model = default_source(steps)
-    return profile_module(model.module, out_dir, target, steps, config, model.name, model.dist, model.inputs)
