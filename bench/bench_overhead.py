@@ -50,7 +50,7 @@ from opscope.ir.stat_config import StatConfig  # noqa: E402
 from opscope.models import demo  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.host_stats import host_stats  # noqa: E402
-from opscope.run.instrumented import function_args  # noqa: E402
+from opscope.ir.arguments import function_args  # noqa: E402
 from opscope.run.runtime import load  # noqa: E402
 from opscope.run.targets import get_target  # noqa: E402
 

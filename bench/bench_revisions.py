@@ -111,7 +111,7 @@ def bench_model(model: str, config: str, trees: dict[str, Path], workdir: Path, 
 
     from opscope.ir.loading import new_context, parse_module
     from opscope.models import demo
-    from opscope.run.instrumented import function_args
+    from opscope.ir.arguments import function_args
 
     paths = {"base": build(REPO, model, "base", workdir / f"{model}-base.vmfb", quick)}
     for label, tree in trees.items():

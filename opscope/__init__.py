@@ -78,7 +78,9 @@ def profile(
     steps: int = 4,
     out: str | Path | None = None,
     config: StatConfig | None = None,
-    inputs: Iterable[list[np.ndarray]] | None = None,
+    inputs: str | Path | Iterable[str | Path] | Iterable[list[np.ndarray]] | None = None,
+    text: str | Path | Iterable[str] | None = None,
+    tokenizer: str | Path | None = None,
     name: str | None = None,
     say: Callable[[str], None] | None = None,
 ) -> ProfileResult:
@@ -87,11 +89,18 @@ def profile(
 
     `source`: None (the built-in model and its realistic input mix), a zoo name
     (`"digits"`, `"minilm"`, ...: real inputs included), a model file (.mlir/.mlirbc,
-    .onnx, .pt2, .jaxexport), MLIR text or bytecode, or an `ir.Module`. Models without
-    inputs of their own get a fresh N(0, 1) batch as argument 0 per step and fixed
-    weights for the others; `inputs` (one argument list per step) overrides that. `name`
-    is what reports call the model; `say` receives a line naming the model before the
-    compile (pass `print` to see it).
+    .onnx, .pt2, .jaxexport), MLIR text or bytecode, or an `ir.Module`.
+
+    Inputs: a zoo model brings its own; others get inputs generated from their signature
+    (token ids below the vocabulary read from the embedding, masks of ones, a fresh
+    N(0, 1) float batch as argument 0 per step, fixed weights for other float arguments).
+    `inputs` gives them instead: input files (one `.npz`/`.safetensors` with arrays `arg0`,
+    `arg1`, ..., or one `.npy` per argument; a leading axis of S holds S steps) or an
+    iterable of per-step argument lists; `text` (a file, one sentence per line, or a list
+    of sentences) is tokenized by `tokenizer` (a local Hugging Face tokenizer folder) or
+    the zoo model's own. Given inputs are checked against the signature before compiling.
+    `name` is what reports call the model; `say` receives a line naming the model before
+    the compile (pass `print` to see it).
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -101,7 +110,7 @@ def profile(
     from opscope.ir.stat_config import StatConfig
 
     return run_profile(source, out=out, target=target, steps=steps, config=config or StatConfig(), inputs=inputs,
-                       say=say, name=name)
+                       say=say, name=name, text=text, tokenizer=tokenizer)
 
 
 def read_sketches(source: str | Path | Iterable[str | Path] | ProfileResult) -> pl.DataFrame:

@@ -20,7 +20,7 @@ from opscope.ir.manifest import Manifest
 from opscope.ir.sites import find_sites, location_name
 from opscope.ir.stat_config import STAT_ORDER, StatConfig, plan_stats
 from opscope.models.demo import matmul_module, random_inputs, transformer_module
-from opscope.run.instrumented import function_args
+from opscope.ir.arguments import function_args
 
 MATMUL = CASES["matmul_16x24x8"][0]
 TRANSFORMER = transformer_module(2, 32, 16)

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from opscope.errors import OpscopeError
+import opscope
+from opscope.cli.arguments import add_source
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,13 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     de.add_argument("-o", "--output", help="write to a file instead of stdout")
     de.set_defaults(fn=_cmd_demo)
 
-    im = sub.add_parser("import", help="import a model (.onnx, .mlir in torch/StableHLO/linalg form) to linalg MLIR")
-    im.add_argument("source")
+    im = sub.add_parser("import", help="import a model (.onnx, .pt2, .jaxexport, .mlir in torch/StableHLO/linalg "
+                        "form, a zoo name) to linalg MLIR")
+    add_source(im)
     im.add_argument("-o", "--output", required=True, help="model.mlir (text with locations) or model.mlirbc")
     im.set_defaults(fn=_cmd_import)
 
-    si = sub.add_parser("sites", help="list the matmul sites of a module")
-    si.add_argument("source")
+    si = sub.add_parser("sites", help="list the matmul sites of a model")
+    add_source(si)
     si.set_defaults(fn=_cmd_sites)
 
 
@@ -53,26 +55,21 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_import(args) -> int:
-    from opscope.importers import import_source
     from opscope.importers.mlir_file import write_mlir
     from opscope.ir.sites import find_sites
 
-    path = Path(args.source)
-    if not path.exists():
-        raise OpscopeError(f"no such file: {path}")
-    module = import_source(path)
+    module = opscope.load_model(args.source)
     out = Path(args.output)
     write_mlir(module, out)  # text keeps locations (the site names): default printing drops them
     sites = find_sites(module)
-    print(f"imported {path} -> {out}: {len(sites)} matmul sites")
+    print(f"imported {args.source} -> {out}: {len(sites)} matmul sites")
     return 0
 
 
 def _cmd_sites(args) -> int:
-    from opscope.ir.loading import load_module
     from opscope.ir.sites import find_sites
 
-    sites = find_sites(load_module(args.source))
+    sites = find_sites(opscope.load_model(args.source))
     if not sites:
         print(f"{args.source}: no matmul sites")
         return 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_target
+from opscope.cli.arguments import add_source, add_target
 from opscope.errors import OpscopeError
 
 
@@ -15,11 +15,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add profile, sweep, seq and replay."""
     pr = sub.add_parser("profile",
                         help="the main job: inject sketches, run, record, mine, report (default: built-in model)")
-    pr.add_argument("source", nargs="?", help="a model file (.mlir/.mlirbc in linalg, StableHLO or torch form, "
-                    ".onnx) or a zoo name (digits, minilm, ...)")
+    add_source(pr, optional=True, default="the built-in transformer")
     add_target(pr)
     pr.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
     pr.add_argument("--out", help="run folder (default opscope-runs/<time>)")
+    feed = pr.add_mutually_exclusive_group()
+    feed.add_argument("--inputs", nargs="+", metavar="FILE",
+                      help="the model's inputs: one .npz or .safetensors (arrays arg0, arg1, ...) or one .npy per "
+                           "argument; an extra leading axis holds one batch per step (default: generated from the "
+                           "signature: token ids below the vocabulary, masks of ones, N(0,1) floats)")
+    feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
+    pr.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text "
+                    "(default: the zoo model's own)")
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -53,7 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _cmd_profile(args) -> int:
     from opscope.mining.render import render
 
-    res = opscope.profile(args.source, target=args.target, steps=args.steps, out=args.out, say=print)
+    if args.tokenizer and not args.text:
+        raise OpscopeError("--tokenizer goes with --text")
+    res = opscope.profile(args.source, target=args.target, steps=args.steps, out=args.out, inputs=args.inputs,
+                          text=args.text, tokenizer=args.tokenizer, say=print)
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
     print(f"  {len(m.manifest.sites)} matmul sites ({_flops(flops)}), {len(m.manifest.entries)} sketches "

@@ -22,25 +22,29 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 from iree.compiler import ir
 
 from opscope.drive.sequence import record_steps
+from opscope.drive.inputs import check_steps, generate, load_tokenizer, read_files, read_sentences, tokenize
 from opscope.errors import OpscopeError
+from opscope.ir.arguments import arguments, function_args
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
 from opscope.models.source import ModelSource, Source, open_model
-from opscope.run.instrumented import InstrumentedModel, function_args
+from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
+# Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
+InputsSpec = Union[str, Path, Sequence[Union[str, Path]], Iterable[Sequence[np.ndarray]], None]
 
 
 DEFAULT_LAYERS = 2
@@ -70,17 +74,6 @@ def default_inputs(arg_names: list[str], arg_shapes: list[tuple[int, ...]], step
         x = rng.standard_normal(arg_shapes[0])
         x[..., :2] *= 12.0  # two hot channels, as in real LLM residual streams
         yield [x.astype(np.float32), *weights]
-
-
-def synthetic_inputs(arg_shapes: list[tuple[int, ...]], steps: int, seed: int = 0):
-    """For any module: argument 0 is a fresh N(0,1) batch per step (activations), the others
-    fixed 1/sqrt(fan-in) Gaussians (weights)."""
-    rng = np.random.Generator(np.random.Philox(seed))
-    fixed = [(rng.standard_normal(s) / np.sqrt(s[-2] if len(s) >= 2 else 1)).astype(np.float32)
-             for s in arg_shapes[1:]]
-    for _ in range(steps):
-        head = [rng.standard_normal(arg_shapes[0]).astype(np.float32)] if arg_shapes else []
-        yield head + fixed
 
 
 @dataclass
@@ -155,25 +148,34 @@ def profile(
     target: str = "llvm-cpu",
     steps: int = 4,
     config: StatConfig = StatConfig(),
-    inputs: Iterable[list[np.ndarray]] | None = None,
+    inputs: InputsSpec = None,
     say: Callable[[str], None] | None = None,
     name: str | None = None,
+    text: str | Path | Sequence[str] | None = None,
+    tokenizer: str | Path | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
 
-    Writes the run folder `out` (default `opscope-runs/<time>`). `inputs` overrides the
-    model's per-step argument lists (default: the zoo's, else synthetic ones). `say` gets
-    one line naming the model before the compile (the CLI passes `print`); `name` is what
-    reports call the model (default: the zoo's description, the file's path, `<model>`).
-    The target and the run folder are checked before anything is imported or compiled.
+    Writes the run folder `out` (default `opscope-runs/<time>`). Inputs, per step: the
+    zoo's own, else generated from the signature (`opscope.drive.inputs.generate`), unless
+    `inputs` gives them (input files: a path or a list of paths; or an iterable of argument
+    lists) or `text` does (a text file or a list of sentences, through `tokenizer`, a local
+    Hugging Face tokenizer folder, or the zoo model's own). Given inputs are checked
+    against the model's signature before the compile. `say` gets one line naming the model
+    before the compile (the CLI passes `print`); `name` is what reports call the model
+    (default: the zoo's description, the file's path, `<model>`). The target and the run
+    folder are checked before anything is imported or compiled.
     """
     tgt = get_target(target)
     require_runnable(tgt)
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
+    if inputs is not None and text is not None:
+        raise OpscopeError("give inputs or text, not both")
     out = Path(out) if out is not None else default_out()
     _check_fresh(out)
+
     def named(name: str) -> None:
         if say is not None:
             say(f"opscope profile: {name} on {tgt.name}")
@@ -184,8 +186,36 @@ def profile(
         named(model.name)
     else:
         model = open_model(source, steps, name=name, named=named)
-    return profile_module(model.module, out, tgt.name, steps, config, model.name, model.dist,
-                          model.inputs if inputs is None else inputs)
+    feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
+    return profile_module(model.module, out, tgt.name, steps, config, model.name, dist, feed)
+
+
+def resolve_inputs(model: ModelSource, steps: int, inputs: InputsSpec = None,
+                   text: str | Path | Sequence[str] | None = None,
+                   tokenizer: str | Path | None = None) -> tuple[list[list[np.ndarray]], str]:
+    """`steps` checked argument lists for `model` and the `dist` that labels them."""
+    args = arguments(model.module if isinstance(model.module, ir.Module)
+                     else parse_module(model.module, new_context(), model.name))
+    if text is not None:
+        sentences = [str(s) for s in text] if isinstance(text, (list, tuple)) else read_sentences(text)
+        if tokenizer is not None:
+            tok = load_tokenizer(tokenizer)
+        elif model.tokenizer is not None:
+            tok = model.tokenizer()
+        else:
+            raise OpscopeError(f"{model.name}: text needs a tokenizer: pass --tokenizer DIR (a local Hugging Face "
+                               "tokenizer folder)")
+        label = "text" if isinstance(text, (list, tuple)) else Path(text).name
+        return tokenize(sentences, tok, args, steps, label), label
+    if isinstance(inputs, (str, Path)) or (isinstance(inputs, (list, tuple)) and inputs
+                                           and all(isinstance(p, (str, Path)) for p in inputs)):
+        paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+        return read_files(paths, args, steps), Path(paths[0]).name
+    if inputs is not None:
+        return check_steps(inputs, args, steps), "inputs"
+    if model.inputs is not None:
+        return check_steps(model.inputs, args, steps, model.name), model.dist
+    return list(generate(args, steps)), model.dist
 
 
 def _check_fresh(out: Path) -> None:
@@ -208,8 +238,9 @@ def profile_module(
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
-    `inputs` is an iterable of per-step argument lists; by default `synthetic_inputs`.
-    `batch` is lower-opscope's tensors per stats call (0: as many as a dispatch binds).
+    `inputs` is an iterable of per-step argument lists; by default generated from the
+    signature (`opscope.drive.inputs.generate`). `batch` is lower-opscope's tensors per
+    stats call (0: as many as a dispatch binds).
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
@@ -218,11 +249,7 @@ def profile_module(
     csv = out / CSV_NAME
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch)
     if inputs is None:
-        for shape, elem in model.args:
-            if elem != "f32":
-                raise OpscopeError(f"{name}: profile generates f32 inputs; an argument of type {elem} needs "
-                                   "inputs of its own (a zoo model, or profile_module(..., inputs=...))")
-        inputs = synthetic_inputs([s for s, _ in model.args], steps)
+        inputs = generate(model.args, steps)
     out.mkdir(parents=True, exist_ok=True)
     model.manifest.save(out / MANIFEST_NAME)
     run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", False)

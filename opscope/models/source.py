@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from iree.compiler import ir
@@ -29,6 +29,7 @@ class ModelSource:
     module: str | bytes | ir.Module  # MLIR text or bytecode, or a module (canonical linalg or importable)
     inputs: Iterable[list[np.ndarray]] | None = None  # one argument list per step, when the model brings them
     dist: str = "synthetic"  # the tidy table's `dist` for those inputs
+    tokenizer: Callable[[], Any] | None = None  # loads the model's own tokenizer, when it has one
 
 
 def zoo_names() -> list[str]:
@@ -64,8 +65,9 @@ def open_model(source: Source, steps: int = 1, name: str | None = None,
     an `ir.Module`. `name` overrides the name reports give it; `named(name)` is called as
     soon as the name is known, before a file's import (which can take a while)."""
     if isinstance(source, str) and is_zoo_name(source):
-        module, inputs, dist, display = get_entry(source).build(steps)
-        return _named(ModelSource(name or display, module, inputs, dist), named)
+        entry = get_entry(source)
+        module, inputs, dist, display = entry.build(steps)
+        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer), named)
     if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and _is_mlir_text(source)):
         return _named(ModelSource(name or "<model>", source), named)
     if isinstance(source, (str, Path)):

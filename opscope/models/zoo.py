@@ -51,6 +51,7 @@ class ZooEntry:
     description: str
     extra: str | None
     build: Callable[[int], Built]
+    tokenizer: Callable[[], object] | None = None  # loads the model's own tokenizer (text models)
 
 
 def missing_extra(extra: str | None) -> bool:
@@ -136,9 +137,17 @@ def _tiny_builder(kind: str) -> Callable[[int], Built]:
     return build
 
 
-def _entry(name: str, description: str, extra: str | None, build: Callable[[int], Built]) -> ZooEntry:
+def _entry(name: str, description: str, extra: str | None, build: Callable[[int], Built],
+           tokenizer: Callable[[], object] | None = None) -> ZooEntry:
     """A registry entry whose `build` checks its extra first."""
-    return ZooEntry(name, description, extra, _gated(name, extra, build))
+    return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer)
+
+
+def _minilm_tokenizer():
+    """MiniLM's own tokenizer (offline, from its package)."""
+    from opscope.models.huggingface import minilm_tokenizer
+
+    return minilm_tokenizer()
 
 
 ZOO: dict[str, ZooEntry] = {
@@ -146,7 +155,7 @@ ZOO: dict[str, ZooEntry] = {
         _entry("digits", "MLP 64→64→10 trained on scikit-learn's digits, real 8×8 images",
                "digits", _build_digits),
         _entry("minilm", "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
-               "torch", _build_minilm),
+               "torch", _build_minilm, _minilm_tokenizer),
         _entry("gpt2-tiny", "GPT-2, random init, 2 layers, d 32, on random tokens", "torch", _tiny_builder("gpt2")),
         _entry("llama-tiny", "Llama (RoPE, SwiGLU, GQA), random init, 2 layers, d 32, on random tokens", "torch",
                _tiny_builder("llama")),

@@ -14,6 +14,7 @@ import numpy as np
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+from opscope.ir.arguments import Argument, arguments
 from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.manifest import Manifest
@@ -23,31 +24,13 @@ from opscope.run.runtime import LoadedModule, load
 from opscope.run.targets import get_target, require_runnable
 
 
-def function_args(module: ir.Module, function: str | None = None) -> list[tuple[tuple[int, ...], str]]:
-    """(shape, element type) of every argument of `function` (default: the first func.func)."""
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "func.func":
-            continue
-        if function is not None and ir.StringAttr(op.attributes["sym_name"]).value != function:
-            continue
-        fty = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-        args = []
-        for t in fty.inputs:
-            if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
-                raise OpscopeError(f"drivers feed static tensor arguments; argument type {t} is not one")
-            args.append((tuple(t.shape), str(t.element_type)))
-        return args
-    raise OpscopeError(f"no func.func{' @' + function if function else ''} in the module")
-
-
 @dataclass
 class InstrumentedModel:
     """One model, injected and compiled for `target`, loaded and ready to call."""
 
     manifest: Manifest
     target: str
-    args: list[tuple[tuple[int, ...], str]]
+    args: list[Argument]  # the model's own arguments (shape, element type, index bounds), before injection
     loaded: LoadedModule
     compile_seconds: float
     base_source: bytes
@@ -73,7 +56,7 @@ class InstrumentedModel:
         else:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
-        args = function_args(module)
+        args = arguments(module)
         module, manifest = inject_matmul_stats(module, config, batch=batch, **tgt.layout)
         if not manifest.entries:
             raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
