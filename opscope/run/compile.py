@@ -154,8 +154,10 @@ def _compile(
             detail = " ".join(str(e).split())
             raise OpscopeError(f"iree-compile rejected the flags: {detail}") from None
         errors: list[str] = []
+        log: list[str] = []
 
         def on_diag(d):
+            log.extend(_diagnostic_lines(d))
             if str(d.severity).endswith("ERROR"):
                 errors.append(f"{d.location}: {d.message}")
             return True
@@ -167,9 +169,8 @@ def _compile(
         src = Source.wrap_buffer(session, source)
         ok = inv.parse_source(src) and inv.execute()
         if not ok:
-            first = errors[0].splitlines()[0] if errors else "no diagnostic was produced"
-            where = f" for target '{tgt.name}'" if tgt.name != "iree-compile" else ""
-            raise OpscopeError(f"iree-compile failed{where}: {first}")
+            raise CompileFailed(tgt.name, errors[0] if errors else "no diagnostic was produced",
+                                _save_log(source, flags, log))
         out = Output.open_membuffer()
         if output == "vm":
             inv.output_vm_bytecode(out)
@@ -191,6 +192,38 @@ def _compile(
         finally:
             os.unlink(stats_path)
     return CompiledModule(vmfb, tgt, flags, stats)
+
+
+FIRST_ERROR_CHARS = 240  # of the first diagnostic in the one-line error; the log holds all of them
+
+
+class CompileFailed(OpscopeError):
+    """iree-compile refused a module: the first diagnostic in one line, every diagnostic in a file."""
+
+    def __init__(self, target: str, first: str, log: Path | None):
+        self.target, self.log = target, log
+        line = " ".join(first.split())
+        self.first = line if len(line) <= FIRST_ERROR_CHARS else line[: FIRST_ERROR_CHARS - 1] + "…"
+        where = f" for target '{target}'" if target != "iree-compile" else ""
+        super().__init__(f"iree-compile failed{where}: {self.first}" + (f" (all diagnostics: {log})" if log else ""))
+
+
+def _diagnostic_lines(d) -> list[str]:
+    """A diagnostic as text. (Its notes stay out: reading `Diagnostic.notes` inside the
+    handler aborts the interpreter in IREE 3.13, which runs it without the GIL.)"""
+    severity = str(d.severity).rsplit(".", 1)[-1].lower()
+    return [f"{severity}: {d.location}: {d.message}"]
+
+
+def _save_log(source: bytes, flags: tuple[str, ...], lines: list[str]) -> Path | None:
+    """Every diagnostic of a failed compile, with the flags, in a file named by the module's hash."""
+    digest = hashlib.sha256(source + "\0".join(flags).encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"opscope-iree-{digest}.log"
+    try:
+        path.write_text("iree-compile " + " ".join(flags) + "\n\n" + "\n".join(lines) + "\n")
+    except OSError:
+        return None
+    return path
 
 
 def _set_compile_to_phase(inv, phase: str) -> None:

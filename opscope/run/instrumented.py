@@ -19,9 +19,10 @@ from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
-from opscope.run.compile import compile_module
+from opscope.run.compile import CompileFailed, compile_module
 from opscope.run.runtime import LoadedModule, load
-from opscope.run.targets import get_target, require_runnable
+from opscope.run.targets import Target, get_target, require_runnable
+from opscope.run.ticker import ticking
 
 
 @dataclass
@@ -57,11 +58,16 @@ class InstrumentedModel:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
         args = arguments(module)
-        module, manifest = inject_matmul_stats(module, config, batch=batch, **tgt.layout)
+        with ticking(f"{name}: inject"):
+            module, manifest = inject_matmul_stats(module, config, batch=batch, **tgt.layout)
         if not manifest.entries:
             raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
         t0 = time.perf_counter()
-        compiled = compile_module(module, tgt)
+        try:
+            with ticking(f"{name}: compile {len(manifest.sites)} tapped sites for {tgt.name}"):
+                compiled = compile_module(module, tgt)
+        except CompileFailed as e:
+            raise _blame(e, base, tgt, name) from None
         seconds = time.perf_counter() - t0
         manifest.flags = list(compiled.flags)
         return cls(manifest, tgt.name, args, load(compiled), seconds, base, compiled.cached)
@@ -81,7 +87,9 @@ class InstrumentedModel:
         """Run the un-instrumented model on `inputs`; raise unless its results equal the
         instrumented run's original results (the reference's gate, |x−y| ≤ 1e-3·(1+max|·|)).
         Returns the largest absolute difference (0.0 when bit-identical)."""
-        base = load(compile_module(self.base_source, self.target)).invoke(self.function, *inputs)
+        with ticking(f"compile the untapped model for {self.target} (parity)"):
+            compiled = compile_module(self.base_source, self.target)
+        base = load(compiled).invoke(self.function, *inputs)
         worst = 0.0
         for i, (x, y) in enumerate(zip(base, self.original(outputs))):
             x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -94,3 +102,19 @@ class InstrumentedModel:
                     f"parity: result {i} differs after injection on {self.target} (max |Δ| {diff.max():.3g})")
             worst = max(worst, float(diff.max(initial=0.0)))
         return worst
+
+
+def _blame(failed: CompileFailed, base: bytes, target: Target, name: str) -> OpscopeError:
+    """Whose failure it is: compile the untapped model for the same target; when it fails
+    too, IREE cannot compile the model at all (an IREE limitation, not the taps)."""
+    try:
+        with ticking(f"{name}: compile the untapped model for {target.name}, to see whose failure it is"):
+            compile_module(base, target)
+    except CompileFailed as plain:
+        other = "; try --target llvm-cpu" if target.name != "llvm-cpu" else ""
+        return OpscopeError(
+            f"{name}: IREE cannot compile this model for {target.name}, with or without opscope's taps (an IREE "
+            f"limitation: plain iree-compile fails the same way{other}): {plain.first}"
+            + (f" (all diagnostics: {plain.log})" if plain.log else ""))
+    return OpscopeError(f"{name}: the untapped model compiles for {target.name} but the tapped one does not "
+                        f"(opscope's taps broke it; please report it with the log): {failed}")

@@ -1,0 +1,40 @@
+"""Elapsed time on the terminal while a long step runs (a compile can take a minute).
+
+`ticking("compile for llvm-cpu")` shows `compile for llvm-cpu: 12 s` on stderr, updated
+every half second, and clears it when the step ends; off the terminal (pipes, tests,
+notebooks) it shows nothing, as tqdm decides.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from tqdm import tqdm
+
+INTERVAL_S = 0.5
+
+
+@contextmanager
+def ticking(what: str, enabled: bool | None = None) -> Iterator[None]:
+    """Show `what` and the seconds it has taken until the block ends (`enabled`: None = on a terminal)."""
+    bar = tqdm(total=None, desc=what, bar_format="{desc}: {elapsed}", leave=False,
+               disable=None if enabled is None else not enabled)
+    if bar.disable:
+        yield
+        return
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(INTERVAL_S):
+            bar.refresh()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        bar.close()

@@ -1,0 +1,75 @@
+"""Feedback on long or failing compiles: elapsed time on a terminal, IREE's first
+diagnostic in one line with every diagnostic in a file, and whose failure it is."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import skip_unless_runnable
+from errors import one_line
+
+import opscope
+from opscope.errors import OpscopeError
+from opscope.models.demo import matmul_module
+from opscope.run import instrumented
+from opscope.run.compile import FIRST_ERROR_CHARS, CompileFailed, compile_module
+from opscope.run.ticker import ticking
+
+BF16 = matmul_module(64, 128, 32, dtype="bf16")  # IREE 3.13's SPIR-V cannot legalize its vector.bitcast
+
+
+def test_ticker_shows_elapsed_time_and_clears(capsys):
+    with ticking("compile 3 tapped sites for llvm-cpu", enabled=True):
+        time.sleep(0.7)
+    err = capsys.readouterr().err
+    assert "compile 3 tapped sites for llvm-cpu: 00:00" in err
+    assert err.endswith("\r")  # the line is cleared, not left behind
+
+
+def test_ticker_is_silent_off_a_terminal(capsys):
+    with ticking("compile"):  # pytest's stderr is no terminal
+        time.sleep(0.6)
+    assert capsys.readouterr().err == ""
+
+
+def test_compile_failure_is_one_short_line_and_a_log():
+    with pytest.raises(CompileFailed) as info:
+        compile_module("func.func @main() { %0 = arith.constant }", "llvm-cpu", use_cache=False)
+    message = one_line(info)
+    assert message.startswith("iree-compile failed for target 'llvm-cpu': ")
+    assert len(info.value.first) <= FIRST_ERROR_CHARS
+    log = Path(info.value.log)
+    assert message.endswith(f"(all diagnostics: {log})") and log.is_file()
+    text = log.read_text()
+    assert text.startswith("iree-compile --iree-hal-target-device=local") and "error: " in text
+
+
+def test_an_iree_limitation_is_named_as_such(tmp_path):
+    """The untapped model fails the same way: IREE's limitation, with a target that works."""
+    skip_unless_runnable("vulkan-spirv")
+    with pytest.raises(OpscopeError) as info:
+        opscope.profile(BF16, target="vulkan-spirv", out=tmp_path / "run", steps=1, name="bf16 matmul")
+    message = one_line(info)
+    assert message.startswith("bf16 matmul: IREE cannot compile this model for vulkan-spirv, with or without "
+                              "opscope's taps (an IREE limitation: plain iree-compile fails the same way; try "
+                              "--target llvm-cpu): ")
+    assert "failed to legalize operation 'vector.bitcast'" in message and "(all diagnostics: " in message
+
+
+def test_a_failure_of_the_taps_alone_is_ours(monkeypatch, tmp_path):
+    """When only the tapped module fails, the message says the taps broke it."""
+    real = instrumented.compile_module
+
+    def tapped_fails(module, target, *args, **kw):
+        if not isinstance(module, (bytes, str)):  # the tapped module; the untapped one arrives as bytes
+            raise CompileFailed("llvm-cpu", "error: made up for the test", None)
+        return real(module, target, *args, **kw)
+
+    monkeypatch.setattr(instrumented, "compile_module", tapped_fails)
+    with pytest.raises(OpscopeError) as info:
+        opscope.profile(matmul_module(8, 16, 4), out=tmp_path / "run", steps=1, name="mm")
+    assert one_line(info) == ("mm: the untapped model compiles for llvm-cpu but the tapped one does not (opscope's "
+                              "taps broke it; please report it with the log): iree-compile failed for target "
+                              "'llvm-cpu': error: made up for the test")
