@@ -98,6 +98,24 @@ def _map(dims: int, results: str) -> str:
     return f"affine_map<({_dims(dims)}) -> ({results})>"
 
 
+def channel_view(shape: tuple[int, ...], channel_dims: tuple[int, ...] | None = None
+                 ) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+    """How a tensor whose channels are `channel_dims` (default: the last dim) is read: the
+    permutation that moves them last, in order (None when they already are), and the viewed
+    shape: the other dims, then one channel dim of their product. An NCHW activation with
+    channel dims (1,) is read as NHWC; a grouped [N, G, C/G, H, W] one with (1, 2) as
+    [N, H, W, C]. Every statistic of the tensor reads this view."""
+    rank = len(shape)
+    dims = tuple(channel_dims) if channel_dims else ((rank - 1,) if rank else ())
+    others = tuple(d for d in range(rank) if d not in dims)
+    perm = others + dims
+    channels = 1
+    for d in dims:
+        channels *= shape[d]
+    view = tuple(shape[d] for d in others) + ((channels,) if dims else ())
+    return (None if perm == tuple(range(rank)) else perm), view
+
+
 @dataclass(frozen=True)
 class StatItem:
     """One requested statistic: kind plus its options (only hist has any)."""
@@ -174,8 +192,12 @@ class StatsKernel:
     """The stats kernel for `count` tensors of one type and one ordered list of statistics."""
 
     def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem], count: int = 1,
-                 per_dispatch: int = 0, hist_counts: str = "i32", row_lanes: int = 0):
+                 per_dispatch: int = 0, hist_counts: str = "i32", row_lanes: int = 0,
+                 channel_dims: tuple[int, ...] | None = None):
         self.shape = tuple(shape)
+        self.channel_dims = tuple(channel_dims) if channel_dims else None
+        # The tensors are read channel-last (`channel_view`): permuted, then channels merged.
+        self.perm, self.view = channel_view(self.shape, self.channel_dims)
         self.elem = elem
         self.items = list(items)
         self.count = count
@@ -189,7 +211,7 @@ class StatsKernel:
         self.numel = 1
         for d in self.shape:
             self.numel *= d
-        self.cols = self.shape[-1] if self.shape else 1
+        self.cols = self.view[-1] if self.view else 1
         self.rows = self.numel // self.cols if self.cols else 0
         kinds = [it.kind for it in self.items]
         if len(set(kinds)) != len(kinds):
@@ -207,7 +229,7 @@ class StatsKernel:
             "elemsig": min(ELEMSIG_MAX, self.numel),
             "chan_maxabs": self.cols,
             "pos_sumsq": self.rows,
-            "adj_sumsq": self.shape[0] - 1 if len(self.shape) == 2 else 0,
+            "adj_sumsq": self.view[0] - 1 if len(self.view) == 2 else 0,
         }[item.kind]
 
     @property
@@ -236,14 +258,20 @@ class StatsKernel:
 
     def check(self) -> str | None:
         """Why this kernel cannot be built, or None."""
-        rank = len(self.shape)
+        rank = len(self.view)
         if self.numel == 0:
             return "cannot compute statistics of an empty tensor"
+        if self.channel_dims is not None and (
+                len(set(self.channel_dims)) != len(self.channel_dims)
+                or not all(0 <= d < len(self.shape) for d in self.channel_dims)
+                or len(self.channel_dims) >= len(self.shape)):
+            return (f"channel_dims {list(self.channel_dims)} must be distinct dims of the rank-{len(self.shape)} "
+                    "tensor, leaving at least one position dim")
         for it in self.items:
             if it.kind in ("chan_maxabs", "chan_outlier", "pos_sumsq") and rank < 2:
                 return f"{it.kind} needs a tensor of rank >= 2, got rank {rank}"
-            if it.kind == "adj_sumsq" and (rank != 2 or self.shape[0] < 2):
-                return f"adj_sumsq needs a 2-D tensor with >= 2 rows, got {self.shape}"
+            if it.kind == "adj_sumsq" and (rank != 2 or self.view[0] < 2):
+                return f"adj_sumsq needs a 2-D tensor with >= 2 rows, got {self.view}"
         return None
 
     # -- the function --------------------------------------------------------------------
@@ -286,19 +314,28 @@ class StatsKernel:
         return "\n".join([head, *em.lines, ret, "}"])
 
     def _stack(self, em: _Emitter, xs: list[str]) -> str:
-        """The tensors `xs` as one [B, R, C] stack: a view for one, a concatenation for more."""
+        """The tensors `xs` as one [B, R, C] stack: a view for one, a concatenation for more
+        (each first transposed channel-last when its channels are not the last dim)."""
         R, C = self.rows, self.cols
-        src, rows_ty = _tensor(self.shape, self.elem), _tensor((R, C), self.elem)
-        one_ty = _tensor((1, R, C), self.elem)
-        rank = len(self.shape)
+        rows_ty, one_ty = _tensor((R, C), self.elem), _tensor((1, R, C), self.elem)
+        shape = self.shape if self.perm is None else tuple(self.shape[d] for d in self.perm)
+        src = _tensor(shape, self.elem)
+        rank = len(shape)
+        k = len(self.channel_dims) if self.channel_dims else 1  # trailing dims that make C
         ones = []
         for x in xs:
+            if self.perm is not None:
+                t = em.fresh("chan")
+                em.emit(f"{t} = linalg.transpose ins({x} : {_tensor(self.shape, self.elem)}) "
+                        f"outs({em.empty(src)} : {src}) permutation = [{', '.join(map(str, self.perm))}]")
+                x = t
             v = em.fresh("one")
-            if rank == 2:
+            if rank == 2 and k == 1:
                 em.emit(f"{v} = tensor.expand_shape {x} [[0, 1], [2]] output_shape [1, {R}, {C}] : {src} into {one_ty}")
-            elif rank > 2:  # leading dims to rows first: [a, b, C] -> [a·b, C] -> [1, a·b, C]
-                lead = ", ".join(str(i) for i in range(rank - 1))
-                em.emit(f"{v} = tensor.collapse_shape {x} [[{lead}], [{rank - 1}]] : {src} into {rows_ty}")
+            elif rank >= 2:  # leading dims to rows, channel dims to C: [a, b, C] -> [a·b, C] -> [1, a·b, C]
+                lead = ", ".join(str(i) for i in range(rank - k))
+                chans = ", ".join(str(i) for i in range(rank - k, rank))
+                em.emit(f"{v} = tensor.collapse_shape {x} [[{lead}], [{chans}]] : {src} into {rows_ty}")
                 w = em.fresh("one")
                 em.emit(f"{w} = tensor.expand_shape {v} [[0, 1], [2]] output_shape [1, {R}, {C}] : {rows_ty} into {one_ty}")
                 v = w

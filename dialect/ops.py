@@ -76,6 +76,8 @@ def _py_value(attr: ir.Attribute) -> object:
         return attr.value
     if isinstance(attr, ir.StringAttr):
         return attr.value
+    if isinstance(attr, ir.ArrayAttr):
+        return [_py_value(a) for a in attr]
     return str(attr)
 
 
@@ -86,6 +88,8 @@ def _options_attr(options: dict[str, object]) -> ir.DictAttr:
     for name, v in options.items():
         if isinstance(v, bool):
             attrs[name] = ir.BoolAttr.get(v)
+        elif isinstance(v, (list, tuple)):
+            attrs[name] = ir.ArrayAttr.get([ir.IntegerAttr.get(i64, int(x)) for x in v])
         elif isinstance(v, int):
             attrs[name] = ir.IntegerAttr.get(i64, v)
         elif isinstance(v, float):
@@ -150,6 +154,12 @@ def verify_stat(op: ir.Operation) -> str | None:
         return f"opscope.stat: dynamic shape {ty} is not supported (stat kernels are static-shaped)"
     if str(ty.element_type) not in FLOAT_TYPES:
         return f"opscope.stat: unsupported element type {ty.element_type} (expected f32, f16 or bf16)"
+    if "channel_dims" in view.options:
+        dims = view.options["channel_dims"]
+        if (not isinstance(dims, list) or not dims or not all(isinstance(d, int) for d in dims)
+                or len(set(dims)) != len(dims) or not all(0 <= d < ty.rank for d in dims) or len(dims) >= ty.rank):
+            return (f"opscope.stat: channel_dims must list distinct dims of the rank-{ty.rank} tensor and leave a "
+                    f"position dim, got {dims}")
     if view.kind == "hist":
         opts = view.options
         missing = {"bins", "lo", "hi", "normalize"} - set(opts)

@@ -3,7 +3,9 @@
 //
 // opscope.stat says *what* is recorded, never how: "record statistic `kind` of
 // %value, which is operand `role` of site `site`". `options` holds the kind's
-// parameters (hist: bins, lo, hi, normalize; every other kind: {}). The
+// parameters (hist: bins, lo, hi, normalize; every other kind: {}) and, for a tensor
+// whose channels are not its last dim (an NCHW convolution's operands), `channel_dims`:
+// every statistic reads the tensor with those dims moved last and merged. The
 // lower-opscope pass expands each op into linalg/tensor/arith/math and appends
 // the value as a function result described by result attributes.
 //

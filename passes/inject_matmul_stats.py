@@ -1,10 +1,12 @@
-"""`inject-matmul-stats`: record sketches of every matmul's lhs, rhs and out.
+"""`inject-matmul-stats`: record sketches of every matmul's and convolution's lhs, rhs and out.
 
-Matches every matmul-like site `opscope.ir.sites` finds (linalg.matmul in any indexing-map
-form, linalg.batch_matmul, linalg.contract, contraction `linalg.generic`s,
-`stablehlo.dot_general`) in the entry block of a `func.func`, and inserts after it one
-`opscope.stat` per sketch of §2.3 of the reference (roles lhs, rhs, out; 13 stats of a 2-D
-tensor in the reference's order). It only says *what* is recorded: the IR computes the
+Matches every site `opscope.ir.sites` finds (linalg.matmul in any indexing-map form,
+linalg.batch_matmul, linalg.contract, contraction `linalg.generic`s, `stablehlo.dot_general`,
+and every linalg convolution: input, filter, result) in the entry block of a `func.func`,
+and inserts after it one `opscope.stat` per sketch of §2.3 of the reference (roles lhs,
+rhs, out; 13 stats of a 2-D tensor in the reference's order). An operand whose channels
+are not its last dim (NCHW) carries `channel_dims` in every stat's options, so per-channel
+statistics read its channels. It only says *what* is recorded: the IR computes the
 same values, results are untouched; `lower-opscope` then makes the statistics results.
 Sites are filtered by `sites` (a name regex) and, from Python, by a `keep(site)` predicate
 (the reference's filtered form: compile cost grows with the number of taps).
@@ -111,11 +113,14 @@ class InjectMatmulStats:
                 ip = ir.InsertionPoint.after(site.op)
                 for role in ROLES:
                     value = site.value(role)
-                    for req in plan_stats(site.shape(role), config):
+                    channels = site.channels.get(role)
+                    for req in plan_stats(site.shape(role), config, channels):
                         options = {}
                         if req.kind == "hist":
                             options = {"bins": config.hist_bins, "lo": lo, "hi": hi,
                                        "normalize": config.hist_normalize}
+                        if channels:
+                            options["channel_dims"] = list(channels)
                         op = stat(value, req.kind, site.name, role, options, loc=site.op.location, ip=ip)
                         ip = ir.InsertionPoint.after(op)
 

@@ -94,7 +94,7 @@ class LowerOpscope:
             items = [_item(StatOp(o)) for o in slots[0].taps[0][2]]
             kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(slots),
                                  per_dispatch=self.batch, hist_counts=self.hist_counts,
-                                 row_lanes=self.row_lanes)
+                                 row_lanes=self.row_lanes, channel_dims=_channel_dims(slots[0].taps[0][2]))
             # Statistics of constant expressions (weights, their transposes) are never in an
             # outlined call: IREE hoists the value into a constant resource, which a
             # {noinline} kernel's stream conversion cannot take in IREE 3.13 ("failed to
@@ -167,10 +167,11 @@ class LowerOpscope:
         for (value, site, role), ops in groups:
             ty = ir.RankedTensorType(value.type)
             items = [_item(StatOp(o)) for o in ops]
-            problem = StatsKernel(tuple(ty.shape), str(ty.element_type), items).check()
+            dims = _channel_dims(ops)
+            problem = StatsKernel(tuple(ty.shape), str(ty.element_type), items, channel_dims=dims).check()
             if problem:
                 raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-            slots = calls.setdefault(f"{ty}|{items}|{_call_kind(value, ret)}", [])
+            slots = calls.setdefault(f"{ty}|{items}|{dims}|{_call_kind(value, ret)}", [])
             slot = next((sl for sl in slots if sl.value == value), None)
             if slot is None:
                 slots.append(_Slot(value, [(site, role, ops)]))
@@ -229,6 +230,15 @@ def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
                                    ip=ip if last is None else ir.InsertionPoint.after(last))
         operands.append(last.results[0])
     return operands, ir.InsertionPoint.after(last)
+
+
+def _channel_dims(ops) -> tuple[int, ...] | None:
+    """The channel dims the stat ops of one tapped tensor read it with (None: the last dim)."""
+    found = {tuple(StatOp(o).options.get("channel_dims", ())) for o in ops}
+    if len(found) > 1:
+        raise OpscopeError(f"lower-opscope: the statistics of one tensor disagree on channel_dims "
+                           f"({sorted(found)}) at {ops[0].location}")
+    return found.pop() or None
 
 
 def _item(view: StatOp) -> StatItem:

@@ -295,3 +295,52 @@ func.func @no_sites_no_change(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = arith.addf %a, %a : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+// A convolution is a site as its im2col GEMM: M = N*OH*OW = 2*4*4, K = C*KH*KW = 3*3*3,
+// N = F = 8. The input is tapped before its zero padding; the NCHW input and result have
+// their channels at dim 1 and the FCHW filter at dim 0, which every stat op says
+// (`channel_dims`), so per-channel statistics read channels and positions are pixels.
+
+// CHECK-LABEL: func.func @taps_conv_input_filter_result_by_channel(
+// CHECK-SAME:      %[[X:.+]]: tensor<2x3x4x4xf32>, %[[W:.+]]: tensor<8x3x3x3xf32>)
+// CHECK-SAME:      attributes {opscope.sites = [{batch = 1 : i64, flops = 13824 : i64, k = 27 : i64, kind = "conv_2d_nchw_fchw", m = 32 : i64, n = 8 : i64, name = "conv1"}]}
+// CHECK:       %[[OUT:.+]] = linalg.conv_2d_nchw_fchw
+// CHECK-NEXT:  "opscope.stat"(%[[X]]) {kind = "min", options = {channel_dims = [1]}, role = "lhs", site = "conv1"} : (tensor<2x3x4x4xf32>) -> ()
+// CHECK:       "opscope.stat"(%[[X]]) {kind = "hist", options = {bins = 32 : i64, channel_dims = [1], hi = 1.000000e+00 : f32, lo = -1.000000e+00 : f32, normalize = true}, role = "lhs", site = "conv1"}
+// CHECK:       "opscope.stat"(%[[X]]) {kind = "pos_sumsq", options = {channel_dims = [1]}, role = "lhs", site = "conv1"}
+// CHECK-NEXT:  "opscope.stat"(%[[W]]) {kind = "min", options = {channel_dims = [0]}, role = "rhs", site = "conv1"}
+// CHECK:       "opscope.stat"(%[[OUT]]) {kind = "pos_sumsq", options = {channel_dims = [1]}, role = "out", site = "conv1"}
+// CHECK-NOT:   adj_sumsq
+// CHECK:       return %[[OUT]]
+func.func @taps_conv_input_filter_result_by_channel(%x: tensor<2x3x4x4xf32>, %w: tensor<8x3x3x3xf32>) -> tensor<2x8x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<2x3x4x4xf32> to tensor<2x3x6x6xf32>
+  %empty = tensor.empty() : tensor<2x8x4x4xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %0 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%padded, %w : tensor<2x3x6x6xf32>, tensor<8x3x3x3xf32>) outs(%init : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32> loc("conv1")
+  return %0 : tensor<2x8x4x4xf32>
+}
+
+// -----
+
+// Channel-last layouts need nothing: an NHWC input, HWCF filter and NHWC result have their
+// channels last already. A depthwise convolution is `batch` = C GEMMs of K = KH*KW, N = 1.
+
+// CHECK-LABEL: func.func @channel_last_and_depthwise_convs(
+// CHECK-SAME:      {batch = 1 : i64, flops = 6912 : i64, k = 27 : i64, kind = "conv_2d_nhwc_hwcf", m = 16 : i64, n = 8 : i64, name = "nhwc"}
+// CHECK-SAME:      {batch = 8 : i64, flops = 1152 : i64, k = 9 : i64, kind = "depthwise_conv_2d_nhwc_hwc", m = 8 : i64, n = 1 : i64, name = "dw"}
+// CHECK:       linalg.conv_2d_nhwc_hwcf
+// CHECK-NEXT:  "opscope.stat"(%{{.+}}) {kind = "min", options = {}, role = "lhs", site = "nhwc"}
+// CHECK-NOT:   channel_dims
+// CHECK:       return
+func.func @channel_last_and_depthwise_convs(%x: tensor<1x6x6x3xf32>, %w: tensor<3x3x3x8xf32>, %o: tensor<1x4x4x8xf32>,
+                                            %dx: tensor<1x4x6x8xf32>, %dw: tensor<3x3x8xf32>, %do: tensor<1x2x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>) {
+  %0 = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x6x6x3xf32>, tensor<3x3x3x8xf32>) outs(%o : tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32> loc("nhwc")
+  %1 = linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%dx, %dw : tensor<1x4x6x8xf32>, tensor<3x3x8xf32>) outs(%do : tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> loc("dw")
+  return %0, %1 : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>
+}

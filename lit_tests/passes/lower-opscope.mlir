@@ -426,6 +426,39 @@ func.func @computes_large_tensors_one_at_a_time(%a: tensor<512x512xf32>, %b: ten
 
 // -----
 
+// A tensor whose channels are not its last dim is read channel-last: its kernel transposes
+// it (NCHW -> NHWC) and merges the channel dims, so chan_maxabs has C entries and pos_sumsq
+// one per pixel; a grouped [N, G, C/G, H, W] tensor's two channel dims become one of G*C/G.
+// Tensors of one type but other channel dims do not share a kernel.
+
+// CHECK-LABEL: func.func @reads_channels_where_the_stat_says(
+// CHECK-SAME:      -> (tensor<36xf32> {opscope.pack = [{length = 1 : i64, numel = 96 : i64, offset = 0 : i64, role = "lhs", site = "conv", stat = "min"}, {length = 3 : i64, numel = 96 : i64, offset = 1 : i64, role = "lhs", site = "conv", stat = "chan_maxabs"}, {length = 32 : i64, numel = 96 : i64, offset = 4 : i64, role = "lhs", site = "conv", stat = "pos_sumsq"}]}
+// CHECK-SAME:      tensor<29xf32> {opscope.pack = [{length = 1 : i64, numel = 96 : i64, offset = 0 : i64, role = "out", site = "fc", stat = "min"}, {length = 4 : i64, numel = 96 : i64, offset = 1 : i64, role = "out", site = "fc", stat = "chan_maxabs"}, {length = 24 : i64, numel = 96 : i64, offset = 5 : i64, role = "out", site = "fc", stat = "pos_sumsq"}]}
+// CHECK-SAME:      tensor<21xf32> {opscope.pack = [{length = 1 : i64, numel = 64 : i64, offset = 0 : i64, role = "lhs", site = "grp", stat = "min"}, {length = 4 : i64, numel = 64 : i64, offset = 1 : i64, role = "lhs", site = "grp", stat = "chan_maxabs"}, {length = 16 : i64, numel = 64 : i64, offset = 5 : i64, role = "lhs", site = "grp", stat = "pos_sumsq"}]}
+// CHECK:       func.func private @{{.+}}(%{{.+}}: tensor<2x3x4x4xf32>) -> tensor<36xf32>
+// CHECK:       linalg.transpose ins(%{{.+}} : tensor<2x3x4x4xf32>) outs(%{{.+}} : tensor<2x4x4x3xf32>) permutation = [0, 2, 3, 1]
+// CHECK-NEXT:  tensor.collapse_shape %{{.+}} {{\[}}[0, 1, 2], [3]] : tensor<2x4x4x3xf32> into tensor<32x3xf32>
+// CHECK:       func.func private @{{.+}}(%{{.+}}: tensor<2x3x4x4xf32>) -> tensor<29xf32>
+// CHECK-NOT:   linalg.transpose
+// CHECK:       tensor.collapse_shape %{{.+}} {{\[}}[0, 1, 2], [3]] : tensor<2x3x4x4xf32> into tensor<24x4xf32>
+// CHECK:       func.func private @{{.+}}(%{{.+}}: tensor<1x2x2x4x4xf32>) -> tensor<21xf32>
+// CHECK:       linalg.transpose ins(%{{.+}} : tensor<1x2x2x4x4xf32>) outs(%{{.+}} : tensor<1x4x4x2x2xf32>) permutation = [0, 3, 4, 1, 2]
+// CHECK-NEXT:  tensor.collapse_shape %{{.+}} {{\[}}[0, 1, 2], [3, 4]] : tensor<1x4x4x2x2xf32> into tensor<16x4xf32>
+func.func @reads_channels_where_the_stat_says(%x: tensor<2x3x4x4xf32>, %y: tensor<2x3x4x4xf32>, %g: tensor<1x2x2x4x4xf32>) {
+  "opscope.stat"(%x) {kind = "min", options = {channel_dims = [1]}, role = "lhs", site = "conv"} : (tensor<2x3x4x4xf32>) -> ()
+  "opscope.stat"(%x) {kind = "chan_maxabs", options = {channel_dims = [1]}, role = "lhs", site = "conv"} : (tensor<2x3x4x4xf32>) -> ()
+  "opscope.stat"(%x) {kind = "pos_sumsq", options = {channel_dims = [1]}, role = "lhs", site = "conv"} : (tensor<2x3x4x4xf32>) -> ()
+  "opscope.stat"(%y) {kind = "min", options = {}, role = "out", site = "fc"} : (tensor<2x3x4x4xf32>) -> ()
+  "opscope.stat"(%y) {kind = "chan_maxabs", options = {}, role = "out", site = "fc"} : (tensor<2x3x4x4xf32>) -> ()
+  "opscope.stat"(%y) {kind = "pos_sumsq", options = {}, role = "out", site = "fc"} : (tensor<2x3x4x4xf32>) -> ()
+  "opscope.stat"(%g) {kind = "min", options = {channel_dims = [1, 2]}, role = "lhs", site = "grp"} : (tensor<1x2x2x4x4xf32>) -> ()
+  "opscope.stat"(%g) {kind = "chan_maxabs", options = {channel_dims = [1, 2]}, role = "lhs", site = "grp"} : (tensor<1x2x2x4x4xf32>) -> ()
+  "opscope.stat"(%g) {kind = "pos_sumsq", options = {channel_dims = [1, 2]}, role = "lhs", site = "grp"} : (tensor<1x2x2x4x4xf32>) -> ()
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @function_without_stats_is_untouched(
 // CHECK-SAME:      %{{.+}}: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NOT:   call

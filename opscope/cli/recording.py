@@ -66,7 +66,7 @@ def _cmd_profile(args) -> int:
                           text=args.text, tokenizer=args.tokenizer, say=print)
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
-    print(f"  {len(m.manifest.sites)} matmul sites ({_flops(flops)}), {len(m.manifest.entries)} sketches "
+    print(f"  {_sites(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
           f"per step; {_compile_time(m.compile_seconds, m.compile_cached)}; "
           f"{res.steps} steps in {res.run_seconds:.2f} s; original results {_parity(res.parity)} with injection")
     print()
@@ -75,6 +75,16 @@ def _cmd_profile(args) -> int:
     print(f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
           f"(full tables; `opscope mine {out}` re-mines)")
     return 0
+
+
+def _sites(sites) -> str:
+    """`16 matmul sites`, or `4 sites (3 convolutions, 1 matmul)` when there are convolutions."""
+    convs = sum("conv" in s.kind for s in sites)
+    if not convs:
+        return f"{len(sites)} matmul sites"
+    mms = len(sites) - convs
+    return (f"{len(sites)} sites ({convs} convolution{'s' * (convs != 1)}, "
+            f"{mms} matmul{'s' * (mms != 1)})")
 
 
 def _compile_time(seconds: float, cached: bool) -> str:

@@ -1,10 +1,19 @@
-"""Site discovery: which ops of a module are matmuls, and what they are called.
+"""Site discovery: which ops of a module are matmuls or convolutions, and what they are called.
 
 A `Site` is data: kind, roles (lhs, rhs, out), batch/M/K/N read from the op's indexing
 maps (or `stablehlo.dot_general`'s dimension numbers), FLOPs = 2·batch·M·K·N counting all
 leading dims (the reference's dim-0-only M is a quirk we do not repeat), and a stable name
 taken from the op's location (`NameLoc` → `FusedLoc` → `CallSiteLoc`), else
 `<kind>#<ordinal>` with an ordinal per kind.
+
+A convolution (any linalg op `linalg.isa_convolution_op` accepts: named `conv_*`,
+depthwise, grouped, or a generic) is a site as its im2col GEMM: M = batch × output image,
+K = input channels × filter window, N = output channels, and `batch` the depthwise/group
+dims (each group its own GEMM), so FLOPs = 2·batch·M·K·N as for a matmul. Its roles are
+the input (lhs; the source of a zero `tensor.pad`, so padding is not counted as data),
+the filter (rhs) and the result (out); `Site.channels` says which dims are each operand's
+channels where they are not the last dim (NCHW: dim 1), so per-channel statistics read
+the right axis.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ class Site:
     k: int
     n: int
     dynamic: bool = False
+    channels: dict = field(default_factory=dict, compare=False)  # role -> channel dims, where not the last dim
 
     @property
     def flops(self) -> int:
@@ -156,9 +166,61 @@ def _dot_general_site(op: ir.Operation):
     return kind, values, b, m, k, n, dynamic
 
 
+def _conv_site(op: ir.Operation):
+    """A linalg convolution as its im2col GEMM, with each operand's channel dims."""
+    if not op.name.startswith("linalg.") or not linalg.isa_convolution_op(op):
+        return None
+    view = op.opview
+    ins, outs = list(view.inputs), list(view.outputs)
+    if len(ins) != 2 or len(outs) != 1 or len(op.results) != 1:  # quantized convs carry zero points
+        return None
+    maps_attr = linalg.get_indexing_maps(op)
+    if maps_attr is None:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in maps_attr]
+    dims = linalg.infer_convolution_dimensions(op)
+    sizes = loop_sizes(maps, ins + outs)
+
+    def size(*groups) -> int | None:
+        vals = [sizes[d] for g in groups for d in g]
+        return None if any(v is None for v in vals) else prod(vals)
+
+    depth, ichan, ochan = list(dims.depth), list(dims.input_channel), list(dims.output_channel)
+    b, m = size(depth), size(dims.batch, dims.output_image)
+    k, n = size(ichan, dims.filter_loop), size(ochan)
+    values = {"lhs": _unpadded(ins[0]), "rhs": ins[1], "out": op.results[0]}
+    channels = {}
+    for role, amap, loops in (("lhs", maps[0], depth + ichan), ("rhs", maps[1], depth + ochan),
+                              ("out", maps[2], depth + ochan)):
+        found = _result_positions(amap, loops)
+        if found and found != (len(amap.results) - 1,):
+            channels[role] = found
+    kind = op.name.removeprefix("linalg.")
+    return kind, values, b or 0, m or 0, k or 0, n or 0, None in (b, m, k, n), channels
+
+
+def _result_positions(amap: ir.AffineMap, loops: list[int]) -> tuple[int, ...]:
+    """The result positions of `amap` that are exactly one of the loop dims `loops`."""
+    return tuple(i for i, e in enumerate(amap.results) if isinstance(e, ir.AffineDimExpr) and e.position in loops)
+
+
+def _unpadded(value: ir.Value) -> ir.Value:
+    """The source of a `tensor.pad` with a zero constant, else `value`."""
+    if not isinstance(value, ir.OpResult) or value.owner.name != "tensor.pad":
+        return value
+    pad = value.owner
+    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    if isinstance(yielded, ir.OpResult) and yielded.owner.name == "arith.constant":
+        attr = yielded.owner.attributes["value"]
+        if isinstance(attr, ir.FloatAttr) and attr.value == 0.0:
+            return pad.operands[0]
+    return value
+
+
 def classify(op: ir.Operation):
-    """(kind, values, batch, m, k, n, dynamic) when `op` is a matmul-like site, else None."""
-    return _linalg_site(op) or _dot_general_site(op)
+    """(kind, values, batch, m, k, n, dynamic, channels) when `op` is a site, else None."""
+    found = _linalg_site(op) or _dot_general_site(op)
+    return found + ({},) if found else _conv_site(op)
 
 
 def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
@@ -175,7 +237,7 @@ def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
     sites: list[Site] = []
     ordinals: dict[str, int] = {}
     used: dict[str, int] = {}
-    for op, (kind, values, b, m, k, n, dynamic) in found:
+    for op, (kind, values, b, m, k, n, dynamic, channels) in found:
         name = location_name(op.location)
         if not name:
             name = f"{kind}#{ordinals.get(kind, 0)}"
@@ -185,5 +247,5 @@ def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
             name = f"{name}#{used[name]}"
         else:
             used[name] = 0
-        sites.append(Site(name, kind, op, values, b, m, k, n, dynamic))
+        sites.append(Site(name, kind, op, values, b, m, k, n, dynamic, channels))
     return sites

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from opscope.dialect.lowering import ELEMSIG_MAX
+from opscope.dialect.lowering import ELEMSIG_MAX, channel_view
 from opscope.dialect.ops import STAT_KINDS
 from opscope.errors import OpscopeError
 
@@ -61,8 +61,11 @@ class StatRequest:
     length: int
 
 
-def plan_stats(shape: tuple[int, ...], config: StatConfig) -> list[StatRequest]:
-    """The sketches a tensor of `shape` gets under `config`, in the reference's order."""
+def plan_stats(shape: tuple[int, ...], config: StatConfig,
+               channel_dims: tuple[int, ...] | None = None) -> list[StatRequest]:
+    """The sketches a tensor of `shape` gets under `config`, in the reference's order; a
+    tensor whose channels are `channel_dims` is planned as read channel-last (`channel_view`)."""
+    _, shape = channel_view(tuple(shape), channel_dims)
     rank = len(shape)
     numel = 1
     for d in shape:

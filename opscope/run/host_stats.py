@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from opscope.dialect.lowering import ELEMSIG_SKEW
+from opscope.dialect.lowering import ELEMSIG_SKEW, channel_view
 from opscope.ir.stat_config import ELEMSIG_MAX, StatConfig, plan_stats
 
 EPS_SCALE = np.float32(1e-12)
 EPS_RATIO = 1e-20
 
 
-def host_stats(x: np.ndarray, config: StatConfig = StatConfig()) -> dict[str, np.ndarray]:
-    """Every sketch `config` asks for, as float64 arrays, keyed by stat name in order."""
+def host_stats(x: np.ndarray, config: StatConfig = StatConfig(),
+               channel_dims: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+    """Every sketch `config` asks for, as float64 arrays, keyed by stat name in order; with
+    `channel_dims` the tensor is read channel-last, those dims moved last and merged
+    (`channel_view`), as the device reads an NCHW convolution's operands."""
     x32 = np.asarray(x).astype(np.float32)
+    perm, view = channel_view(x32.shape, channel_dims)
+    if perm is not None or view != x32.shape:
+        x32 = np.transpose(x32, perm or tuple(range(x32.ndim))).reshape(view)
     flat = x32.reshape(-1).astype(np.float64)
     n = flat.size
     out: dict[str, np.ndarray] = {}

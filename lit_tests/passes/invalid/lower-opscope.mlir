@@ -54,3 +54,20 @@ func.func @caller(%t: tensor<4x8xf32>) {
   func.call @callee(%t) : (tensor<4x8xf32>) -> ()
   return
 }
+
+// -----
+
+func.func @channel_dims_disagree(%t: tensor<2x3x4x4xf32>) {
+  "opscope.stat"(%t) {kind = "min", options = {channel_dims = [1]}, role = "lhs", site = "conv"} : (tensor<2x3x4x4xf32>) -> ()
+  // expected-error @-1 {{lower-opscope: the statistics of one tensor disagree on channel_dims ([(), (1,)])}}
+  "opscope.stat"(%t) {kind = "max", options = {}, role = "lhs", site = "conv"} : (tensor<2x3x4x4xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @channel_dims_out_of_range(%t: tensor<2x3x4x4xf32>) {
+  // expected-error @+1 {{opscope.stat: channel_dims must list distinct dims of the rank-4 tensor and leave a position dim, got [4]}}
+  "opscope.stat"(%t) {kind = "min", options = {channel_dims = [4]}, role = "lhs", site = "conv"} : (tensor<2x3x4x4xf32>) -> ()
+  return
+}
