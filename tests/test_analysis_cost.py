@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from iree.compiler import ir
 
-from opscope.analysis.cost import OpCost, analyze, is_hoisted, op_cost
+from opscope.analysis.cost import OpCost, analyze, body_costs, executions, is_hoisted, op_cost
 from opscope.analysis.ledger import human_bytes, human_count
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.analysis.shapes import shape_histogram
-from opscope.ir.flops import SOFTMAX_FLOPS, attention_flops
+from opscope.ir.flops import SOFTMAX_FLOPS, attention_flops, trip_count
 from opscope.ir.loading import parse_module
 from opscope.ir.sites import find_sites
 from opscope.models.demo import transformer_module
@@ -466,6 +467,216 @@ def test_empty_module_is_zeros_with_a_clear_note():
     assert json.loads(json.dumps(mc.to_dict()))["totals"]["ops"] == 0
     hist = shape_histogram(parse_module("module {}"))
     assert (hist.gemms, hist.attention, hist.total_flops) == ([], [], 0) and "none" in hist.to_text()
+
+
+# -- loops: trip count × body, or unknown ------------------------------------------------------
+T, J, B, I, H = 5, 3, 4, 8, 16  # outer trips, inner trips, batch, input width, hidden width
+LOOP = f"""
+util.global private @w = dense<1.0> : tensor<{I}x{H}xf32>
+func.func @main(%x: tensor<{T}x{B}x{I}xf32>, %h0: tensor<{B}x{H}xf32>, %u: tensor<{H}x{H}xf32>) -> tensor<{B}x{H}xf32> {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ct64 = arith.constant {T} : i64
+  %ct = arith.index_cast %ct64 : i64 to index
+  %cj = arith.constant {J} : index
+  %w = util.global.load @w : tensor<{I}x{H}xf32>
+  %r = scf.for %i = %c0 to %ct step %c1 iter_args(%h = %h0) -> (tensor<{B}x{H}xf32>) {{
+    %xs = tensor.extract_slice %x[%i, 0, 0] [1, {B}, {I}] [1, 1, 1] : tensor<{T}x{B}x{I}xf32> to tensor<{B}x{I}xf32>
+    %m = linalg.matmul ins(%xs, %w : tensor<{B}x{I}xf32>, tensor<{I}x{H}xf32>) outs(%h : tensor<{B}x{H}xf32>) -> tensor<{B}x{H}xf32> loc("cell.ih")
+    %e = tensor.empty() : tensor<{B}x{H}xf32>
+    %t = linalg.generic {{indexing_maps = [{ID2}, {ID2}], iterator_types = ["parallel", "parallel"]}}
+        ins(%m : tensor<{B}x{H}xf32>) outs(%e : tensor<{B}x{H}xf32>) {{
+      ^bb0(%a: f32, %o: f32):
+        %y = math.tanh %a : f32
+        linalg.yield %y : f32
+    }} -> tensor<{B}x{H}xf32> loc("cell.tanh")
+    %g = scf.for %j = %c0 to %cj step %c1 iter_args(%s = %t) -> (tensor<{B}x{H}xf32>) {{
+      %hh = linalg.matmul ins(%s, %u : tensor<{B}x{H}xf32>, tensor<{H}x{H}xf32>) outs(%s : tensor<{B}x{H}xf32>) -> tensor<{B}x{H}xf32> loc("cell.hh")
+      scf.yield %hh : tensor<{B}x{H}xf32>
+    }} loc("refine")
+    scf.yield %g : tensor<{B}x{H}xf32>
+  }} loc("lstm")
+  return %r : tensor<{B}x{H}xf32>
+}}
+"""
+
+
+def test_a_static_loop_counts_trip_count_times_its_body():
+    """An LSTM-like `scf.for` over tensor iter_args, with a nested `scf.for`: every body op
+    costed by the usual rules, times the trips of every loop around it."""
+    module = parse_module(LOOP)
+    mc = analyze(module)
+    loop = {c.name: c for c in mc.ops}["lstm"]
+    ih, tanh, hh = 2 * B * I * H, B * H, 2 * B * H * H  # FLOPs per execution
+    f32 = 4
+    ih_read, ih_written = (B * I + I * H + B * H) * f32, B * H * f32  # slice, weight, accumulator
+    tanh_read, tanh_written = B * H * f32, B * H * f32
+    hh_read, hh_written = (B * H + H * H + B * H) * f32, B * H * f32  # %s as input and as accumulator
+    assert (loop.label, loop.domain, loop.unknown) == ("scf.for", T, None)
+    assert loop.flops == T * (ih + tanh + J * hh) == 36_160
+    assert loop.bytes_read == T * (ih_read + tanh_read + J * hh_read) == 28_800
+    assert loop.bytes_written == T * (ih_written + tanh_written + J * hh_written) == 6_400
+    assert loop.bytes_weights == T * I * H * f32  # the global is read every step
+    assert mc.total_flops == loop.flops and mc.complete  # the constants, the load and the return cost 0
+    inner = {c.name: c for c in body_costs(_op(module, "lstm"))}
+    assert (inner["cell.ih"].flops, inner["cell.tanh"].flops, inner["refine"].flops, inner["refine"].domain) == (
+        ih, tanh, J * hh, J)
+    assert "loops counted as trip count × body: lstm ×5" in mc.to_text()
+    assert json.loads(json.dumps(mc.to_dict()))["totals"]["flops"] == 36_160
+    # GEMM shapes: each site × its executions, shares of a total that contains them
+    assert [executions(s.op) for s in find_sites(module)] == [(T, None), (T * J, None)]
+    hist = shape_histogram(module)
+    rows = [(g.m, g.k, g.n, g.count, g.runs, g.flops) for g in hist.gemms]
+    assert rows == [(B, H, H, 1, T * J, T * J * hh), (B, I, H, 1, T, T * ih)]
+    assert hist.gemm_flops == T * ih + T * J * hh == 35_840 and hist.total_flops == 36_160
+    assert [g.share for g in hist.gemms] == [T * J * hh / 36_160, T * ih / 36_160]
+    assert hist.uncounted == [] and "99.1 % of the module's 36.16 K" in hist.to_text()
+    assert "(30.72 K FLOPs, 15 runs)" in hist.to_text()
+
+
+def _op(module, name: str):
+    """The first op under `module` whose location name is `name`."""
+    from opscope.ir.sites import location_name
+
+    found = []
+    module.operation.walk(lambda op: (found.append(op.operation) if location_name(op.location) == name else None,
+                                      ir.WalkResult.ADVANCE)[1])
+    return found[0]
+
+
+@pytest.mark.parametrize("lb,ub,step,trips", [(0, 8, 1, 8), (1, 10, 4, 3), (5, 2, 1, 0), (3, 3, 2, 0)])
+def test_trip_count_reads_constant_bounds(lb, ub, step, trips):
+    src = f"""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %lb = arith.constant {lb} : i32
+  %ub = arith.constant {ub} : i32
+  %st = arith.constant {step} : i32
+  %r = scf.for %i = %lb to %ub step %st iter_args(%a = %x) -> (tensor<4xf32>) : i32 {{
+    %y = arith.addf %a, %a : tensor<4xf32>
+    scf.yield %y : tensor<4xf32>
+  }} loc("loop")
+  return %r : tensor<4xf32>
+}}
+"""
+    module = parse_module(src)
+    assert trip_count(_op(module, "loop")) == (trips, None)
+    assert costs(src)["loop"].flops == 4 * trips  # one addf per element per trip; 0 trips is 0, known
+
+
+LOOPS_WITHOUT_TRIP_COUNT = """
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %n: index) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %false = arith.constant false
+  %a = scf.for %i = %c0 to %n step %c1 iter_args(%h = %x) -> (tensor<4x8xf32>) {
+    %m = linalg.matmul ins(%h, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%h : tensor<4x8xf32>) -> tensor<4x8xf32> loc("step")
+    scf.yield %m : tensor<4x8xf32>
+  } loc("until_n")
+  %b = scf.while (%h = %x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+    scf.condition(%false) %h : tensor<4x8xf32>
+  } do {
+  ^bb0(%h2: tensor<4x8xf32>):
+    %m2 = linalg.matmul ins(%h2, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%h2 : tensor<4x8xf32>) -> tensor<4x8xf32> loc("wstep")
+    scf.yield %m2 : tensor<4x8xf32>
+  } loc("until_done")
+  %c = scf.for %i = %c0 to %c2 step %c1 iter_args(%h = %x) -> (tensor<4x8xf32>) {
+    %m3 = linalg.matmul ins(%h, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%h : tensor<4x8xf32>) -> tensor<4x8xf32> loc("known")
+    %q = "my.custom"(%m3) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("custom")
+    scf.yield %q : tensor<4x8xf32>
+  } loc("opaque_body")
+  %top = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%x : tensor<4x8xf32>) -> tensor<4x8xf32> loc("top")
+  return %a, %b, %c, %top : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+"""
+
+
+def test_loops_without_a_static_trip_count_are_unknown_and_their_sites_left_out():
+    module = parse_module(LOOPS_WITHOUT_TRIP_COUNT)
+    mc = analyze(module)
+    by_name = {c.name: c for c in mc.ops}
+    for name in ("until_n", "until_done", "opaque_body"):
+        c = by_name[name]
+        assert (c.flops, c.bytes_read, c.bytes_written, c.bytes_weights) == (None, None, None, None)
+        assert roofline_class(c) == "unknown"
+    assert by_name["opaque_body"].domain == 2  # its trips are known, its body is not
+    assert mc.unknown == [
+        ("scf.for", "until_n", "scf.for: no static trip count (upper bound not a constant)"),
+        ("scf.while", "until_done", "scf.while: no static trip count (it loops until its condition fails)"),
+        ("scf.for", "opaque_body", "body op custom: my.custom is not modelled"),
+    ]
+    top = 2 * 4 * 8 * 8
+    assert mc.total_flops == top and not mc.complete  # never guessed, never 0: listed and left out
+    text = mc.to_text()
+    assert "unknown (3):" in text and "until_done: scf.while: no static trip count" in text
+    assert "loops counted as trip count × body: opaque_body ×2" in text
+    hist = shape_histogram(module)
+    assert [(g.count, g.runs, g.flops, g.share) for g in hist.gemms] == [(1, 1, top, 1.0)]
+    assert hist.uncounted == [
+        "step: inside loop until_n: scf.for: no static trip count (upper bound not a constant)",
+        "wstep: inside loop until_done: scf.while: no static trip count (it loops until its condition fails)",
+        "known: its loop's FLOPs are unknown (body op custom: my.custom is not modelled)",
+    ]
+    text = hist.to_text()
+    assert "100.0 % of the module's 512" in text and "3 site(s) outside the module's FLOP total left out:" in text
+    assert json.loads(json.dumps(hist.to_dict()))["uncounted"] == hist.uncounted
+
+
+def test_no_share_exceeds_the_total_that_holds_it(transformer):
+    """Every GEMM/attention share and every per-kind percentage is ≤ 100 %, loops or not."""
+    for module in (transformer, parse_module(LOOP), parse_module(LOOPS_WITHOUT_TRIP_COUNT), parse_module(ATTENTION)):
+        mc = analyze(module)
+        hist = shape_histogram(module)
+        assert hist.gemm_flops + hist.attention_flops <= hist.total_flops == mc.total_flops
+        assert all(0 <= r.share <= 1 for r in [*hist.gemms, *hist.attention])
+        assert sum(r.flops for r in mc.by_label()) == mc.total_flops
+        assert sum(r.bytes for r in mc.by_label()) <= mc.total_bytes
+
+
+def test_hoisted_site_is_left_out_of_the_shares():
+    """A matmul of two weights is a constant expression: computed once at load, in no per-call total."""
+    src = """
+util.global private @a = dense<1.0> : tensor<4x8xf32>
+util.global private @b = dense<1.0> : tensor<8x8xf32>
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = util.global.load @a : tensor<4x8xf32>
+  %b = util.global.load @b : tensor<8x8xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %ab = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x8xf32>) outs(%c : tensor<4x8xf32>) -> tensor<4x8xf32> loc("folded")
+  %r = arith.addf %x, %ab : tensor<4x8xf32> loc("add")
+  return %r : tensor<4x8xf32>
+}
+"""
+    hist = shape_histogram(parse_module(src))
+    assert hist.gemms == [] and hist.total_flops == 32
+    assert hist.uncounted == ["folded: a hoisted constant expression (computed once at load, 0 per call)"]
+
+
+def test_a_weight_transpose_in_a_loop_body_is_hoisted_like_one_outside():
+    src = f"""
+util.global private @w = dense<1.0> : tensor<8x4xf32>
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %w = util.global.load @w : tensor<8x4xf32>
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%h = %x) -> (tensor<4x8xf32>) {{
+    %e = tensor.empty() : tensor<4x8xf32>
+    %wt = linalg.transpose ins(%w : tensor<8x4xf32>) outs(%e : tensor<4x8xf32>) permutation = [1, 0] loc("wt")
+    %y = arith.addf %h, %wt : tensor<4x8xf32> loc("add")
+    scf.yield %y : tensor<4x8xf32>
+  }} loc("loop")
+  return %r : tensor<4x8xf32>
+}}
+"""
+    mc = analyze(parse_module(src))
+    loop = {c.name: c for c in mc.ops}["loop"]
+    assert (loop.flops, loop.bytes_read, loop.bytes_written) == (3 * 32, 3 * 2 * 32 * 4, 3 * 32 * 4)  # the adds only
+    assert [(c.name, c.bytes_read, c.bytes_written) for c in mc.hoisted] == [("wt", 32 * 4, 32 * 4)]
+    literal = {c.name: c for c in analyze(parse_module(src), hoist=False).ops}["loop"]
+    assert literal.bytes_read == 3 * (32 * 4 + 2 * 32 * 4)  # the transpose read its weight every step
 
 
 # -- module view: rankings, kinds, roofline, renderers --------------------------------------------

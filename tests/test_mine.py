@@ -21,10 +21,14 @@ from test_tidy import f32_text, write_tidy_csv
 from opscope.dialect.lowering import ELEMSIG_SKEW
 from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
+from opscope.mining.keys import appearance_order
 from opscope.mining.render import render
 from opscope.mining.report import mine, mine_paths
 from opscope.mining.signals import EXPLOITS
-from opscope.record.tidy import empty_tidy, read_tidy
+from opscope.mining.temporal import (
+    MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, STATIONARY_CV, aggregate, cross_step, opportunities,
+)
+from opscope.record.tidy import SCHEMA, empty_tidy, read_tidy
 from opscope.run.host_stats import host_stats
 
 RTOL = 1e-6
@@ -295,6 +299,122 @@ def test_zero_samples_are_not_a_repeat(tmp_path):
     assert r["drift"] == float("inf") and r["action"] == "none"
 
 
+# -- hand-made tidy frames: what a verdict rests on, and how many steps it needs -------------------
+def tidy_frame(rows: list[tuple]) -> pl.DataFrame:
+    """13-field tidy rows as the typed frame `read_tidy` returns."""
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+
+
+def tensor_rows(step: int, l1: float, sumsq: float, elemsig: list[float] | None, run: int = 0,
+                site: str = "ctx", role: str = "lhs") -> list[tuple]:
+    """One tensor's l1, sumsq and (when given) elemsig rows at one step."""
+    head = (run, step, "llvm-cpu", "attn", 16, 16, 16, 256, site, role)
+    rows = [(*head, "l1", 0, l1), (*head, "sumsq", 0, sumsq)]
+    return rows + [(*head, "elemsig", i, v) for i, v in enumerate(elemsig or [])]
+
+
+def np_elemsig_cv(vectors: list[list[float]]) -> float:
+    """sqrt(mean over positions of the variance over steps) / mean |value|, on the f32 values."""
+    a = np.array(vectors, dtype=np.float32).astype(np.float64)
+    return float(np.sqrt(a.var(axis=0).mean()) / np.abs(a).mean())
+
+
+# A softmax's rows always sum to 1 (l1 = 16 rows) and here its sumsq does not move either; only
+# the 16 sampled probabilities show that the tensor changes from step to step.
+SOFTMAX_SAMPLES = [[0.5, 0.25, 0.125, 0.125] * 4, [0.25, 0.5, 0.125, 0.125] * 4,
+                   [0.125, 0.125, 0.5, 0.25] * 4, [0.125, 0.25, 0.125, 0.5] * 4]
+
+
+def test_conserved_l1_and_steady_sumsq_with_a_changing_elemsig_is_not_stationary():
+    rows = [r for step, sig in enumerate(SOFTMAX_SAMPLES) for r in tensor_rows(step, 16.0, 5.5, sig)]
+    (r,) = cross_step(tidy_frame(rows)).to_dicts()
+    assert (r["steps"], r["l1_cv"], r["sumsq_cv"]) == (4, 0.0, 0.0)
+    assert r["elemsig_cv"] == pytest.approx(np_elemsig_cv(SOFTMAX_SAMPLES), rel=1e-12)
+    assert r["elemsig_cv"] > STATIONARY_CV and r["basis"] == "l1+sumsq+elemsig"
+    assert r["stationary"] is False
+    assert r["verdict"] == f"drifting (l1 cv 0, sumsq cv 0, elemsig cv {r['elemsig_cv']:.2g}) → temporal coherence"
+
+
+def test_without_elemsig_the_verdict_says_what_it_rests_on():
+    no_sig = [r for step in range(4) for r in tensor_rows(step, 16.0, 5.5, None)]
+    zeros = [r for step in range(4) for r in tensor_rows(step, 16.0, 5.5, [0.0] * 16)]
+    partial = [r for step in range(4) for r in tensor_rows(step, 16.0, 5.5, SOFTMAX_SAMPLES[0] if step < 2 else None)]
+    for rows, why in ((no_sig, "no elemsig recorded"), (zeros, "elemsig samples all zero"),
+                      (partial, "elemsig recorded at 2 of 4 steps")):
+        (r,) = cross_step(tidy_frame(rows)).to_dicts()
+        assert (r["stationary"], r["basis"], r["elemsig_cv"]) == (True, "l1+sumsq", None), why
+        assert r["verdict"] == f"stationary across steps (l1+sumsq only: {why}) → precompute / prepack"
+    report = mine(tidy_frame(no_sig))
+    assert "Across 4 steps: 1 of 1 tensors are stationary (precompute / prepack): 1 lhs (1 of them without a " \
+           "usable elemsig fingerprint); 0 change from step to step." in render(report, "findings")
+
+
+def test_bit_identical_weights_stay_stationary():
+    w = [0.3, -1.25, 0.0, 2.0] * 4
+    (r,) = cross_step(tidy_frame([r for step in range(3) for r in tensor_rows(step, 13.0, 9.0, w, role="rhs")]))\
+        .to_dicts()
+    assert (r["steps"], r["l1_cv"], r["sumsq_cv"], r["basis"], r["stationary"]) == (
+        3, 0.0, 0.0, "l1+sumsq+elemsig", True)
+    assert r["elemsig_cv"] <= 1e-15  # identical values: a variance of rounding error at most
+    assert r["verdict"] == "stationary across steps → precompute / prepack"
+
+
+def two_runs(steps_a: int, steps_b: int) -> pl.DataFrame:
+    """Run 0 and run 1 of one site: a fixed weight (rhs) and a changing input (lhs) with a sidecar-less cost."""
+    rows: list[tuple] = []
+    for run, steps in ((0, steps_a), (1, steps_b)):
+        for step in range(steps):
+            rows += tensor_rows(step, 13.0, 9.0, [0.5] * 16, run=run, site="fc", role="rhs")
+            rows += tensor_rows(step, 10.0 + step, 20.0 + step, SOFTMAX_SAMPLES[step % 4], run=run, site="fc")
+    return tidy_frame(rows)
+
+
+def test_two_steps_give_no_verdict_in_any_format():
+    report = mine(two_runs(2, 2), {"fc": 1000})
+    cross = report.cross_step
+    assert cross["stationary"].to_list() == [None] * 4
+    assert cross["verdict"].to_list() == [f"too few steps (2 < {MIN_STEPS_STATIONARY})"] * 4
+    assert cross["l1_cv"].to_list()[:2] == [0.0, pytest.approx(0.5 / 10.5, rel=1e-12)]  # still measured
+    opps = report.opportunities
+    assert opps["steps"].to_list() == [2, 2] and opps["recur"].to_list() == [0.0, 0.0]
+    assert opps.select("action", "reuse", "savings").null_count().row(0) == (2, 2, 2)
+    assert opps["cost_share"].to_list() == [1.0, 1.0]
+    assert opps["recommendation"].to_list() == [f"too few steps (2 < {MIN_STEPS_REUSE})"] * 2
+    assert report.aggregate.rows() == [(0, "llvm-cpu", "attn", 1, None), (1, "llvm-cpu", "attn", 1, None)]
+    doc = json.loads(report.to_json())
+    assert [r["stationary"] for r in doc["cross_step"]] == [None] * 4
+    assert [(r["action"], r["reuse"], r["savings"]) for r in doc["opportunities"]] == [(None, None, None)] * 2
+    assert [r["savings"] for r in doc["aggregate"]] == [None, None]
+    for text in (report.to_text(), report.to_markdown()):
+        assert "too few steps (2 < 3)" in text and "too few steps (2 < 4)" in text
+        assert "stationary across" not in text and "memoize —" not in text and "delta-compute —" not in text
+    findings = render(report, "findings")
+    assert "are stationary (" not in findings and "nothing to memoize" not in findings
+    assert "Across 2 steps: too few steps (2 < 3) to say which of 4 tensors are stationary." in findings
+    assert "Temporal reuse: too few steps (2 < 4) to judge memoize or delta-compute for any site's input." in findings
+
+
+def test_verdicts_only_where_a_series_has_enough_steps():
+    """Run 0 has 4 steps, run 1 has 2: only run 0 is judged, and the findings count only it."""
+    report = mine(two_runs(4, 2), {"fc": 1000})
+    cross = report.cross_step
+    assert cross.select("run_id", "role", "stationary").rows() == [
+        (0, "rhs", True), (0, "lhs", False), (1, "rhs", None), (1, "lhs", None)]
+    # invariants: a verdict exactly where there are enough steps; stationary only below every threshold
+    assert ((cross["steps"] >= MIN_STEPS_STATIONARY) == cross["stationary"].is_not_null()).all()
+    for r in cross.filter(pl.col("stationary")).iter_rows(named=True):
+        assert max(r["l1_cv"], r["sumsq_cv"], r["elemsig_cv"]) < STATIONARY_CV
+    opps = report.opportunities
+    assert ((opps["steps"] >= MIN_STEPS_REUSE) == opps["action"].is_not_null()).all()
+    assert opps.select("run_id", "action").rows() == [(0, "none"), (1, None)]  # judged first, then by run
+    assert report.aggregate["savings"].to_list() == [0.0, None]
+    findings = render(report, "findings")
+    assert ("Across 4 steps: 1 of 2 tensors are stationary (precompute / prepack): 1 rhs; 1 change from step to "
+            "step. 2 more have too few steps (2 < 3).") in findings
+    assert ("No site's input repeats or drifts slowly across the 4 steps: nothing to memoize or delta-compute. "
+            "1 more has too few steps (2 < 4).") in findings
+
+
 PYRAMID = ((64, 128), (128, 64), (64, 512), (512, 64))
 ROWS_S = 32
 STEPS = 20
@@ -408,14 +528,28 @@ def test_every_section_on_empty_input():
     doc = json.loads(report.to_json())
     assert doc["signals"] == [] and doc["cross_step"] is None
     assert report.to_markdown().startswith("# opscope mine")
+    assert "Across" not in render(report, "findings")
+    # the temporal miners themselves, called directly on no rows
+    empty = empty_tidy()
+    cross = cross_step(empty)
+    assert cross.height == 0 and cross.columns == ["run_id", "backend", "dist", "site", "role", "steps", "l1_mean",
+                                                   "l1_cv", "sumsq_cv", "elemsig_cv", "basis", "stationary",
+                                                   "verdict"]
+    opps = opportunities(empty)
+    assert opps.height == 0 and "action" in opps.columns and "recommendation" in opps.columns
+    agg = aggregate(opps, appearance_order(empty))
+    assert agg.height == 0 and agg.columns == ["run_id", "backend", "dist", "sites", "savings"]
 
 
 def test_renderers(seq, replay):
     report = mine_paths([seq[0], replay[0]], costs=replay[0].with_name(replay[0].name + ".sites"))
     doc = json.loads(report.to_json())
-    assert list(doc) == ["schema", "rows", "steps", "counts", "notes", "site_costs", "signals", "ranked",
-                         "cross_step", "opportunities", "aggregate"]
-    assert doc["schema"] == "opscope-mine/2" and doc["rows"] == report.rows
+    assert list(doc) == ["schema", "rows", "steps", "min_steps", "counts", "notes", "site_costs", "signals",
+                         "ranked", "cross_step", "opportunities", "aggregate"]
+    assert doc["schema"] == "opscope-mine/3" and doc["rows"] == report.rows
+    assert doc["min_steps"] == {"stationary": MIN_STEPS_STATIONARY, "reuse": MIN_STEPS_REUSE}
+    assert list(doc["cross_step"][0]) == ["run_id", "backend", "dist", "site", "role", "steps", "l1_mean", "l1_cv",
+                                          "sumsq_cv", "elemsig_cv", "basis", "stationary", "verdict"]
     assert len(doc["signals"]) == report.signals.height and len(doc["opportunities"]) == report.opportunities.height
     assert set(doc["signals"][0]) == {"backend", "dist", "site", "role", "observations", "density", "zchan", "outlier",
                                       "histtop", "pos_cv", "adj", "exploit", "score", "suggestion"}
@@ -453,17 +587,17 @@ def test_reads_what_opscope_record_writes(tmp_path):
     sk = host_stats(x)
     path = tmp_path / "rec.csv"
     with Recorder(path, durable=False) as rec:
-        for step in range(3):
+        for step in range(MIN_STEPS_REUSE):
             rec.record_values(0, step, "llvm-cpu", "sparse90", 64, 32, 16,
                               {("fc1", "lhs", k): v for k, v in sk.items()}, {("fc1", "lhs"): x.size})
     write_site_costs(path.with_name("rec.csv.sites"), {"fc1": 65536})
     write_parquet(path, tmp_path / "rec.parquet")
     report = mine_paths(tmp_path)
     assert report.notes == (f"{path}: skipped, rec.parquet beside it holds its Parquet export",)
-    assert report.rows == 3 * sum(v.size for v in sk.values())
+    assert report.rows == MIN_STEPS_REUSE * sum(v.size for v in sk.values())
     assert report.costs_source == str(tmp_path / "rec.csv.sites")
     row = report.signals.row(0, named=True)
-    assert row["observations"] == 3 and row["exploit"] == "sparse-gemm"
+    assert row["observations"] == MIN_STEPS_REUSE and row["exploit"] == "sparse-gemm"
     assert row["density"] == pytest.approx(np.count_nonzero(x) / x.size, rel=RTOL)
     opp = report.opportunities.row(0, named=True)
     assert opp["recur"] == 1.0 and opp["action"] == "memoize" and opp["cost_share"] == 1.0

@@ -102,7 +102,7 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     from opscope.ir.sites import find_sites
     from opscope.models import huggingface
 
-    steps = 2
+    steps = 3  # stationarity needs 3 steps (docs/mining.md)
     source, inputs, dist, display = get_entry(name).build(steps)
     inputs = list(inputs)
     assert dist == "random-tokens" and [a.shape for a in inputs[0]] == [(zoo.TINY_BATCH, zoo.TINY_SEQ)] * 2

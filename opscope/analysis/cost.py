@@ -3,6 +3,12 @@
 Nothing executes the model. Every top-level op of every `func.func` gets an `OpCost`;
 docs/analysis.md ("Cost model") has the rules with examples and measurements.
 
+Loops: an `scf.for` with a static trip count (`opscope.ir.flops.trip_count`) costs trip
+count × its body, each body op costed by the same rules (nested loops too); its domain is
+its trip count. A loop without a static trip count (`scf.while`, non-constant bounds) is
+unknown with the reason, never guessed and never 0; so is `scf.forall`/`scf.parallel`.
+`executions(op)` says how many times the totals count any op, body ops included.
+
 FLOPs are `opscope.ir.flops`'s (iteration domain × body arithmetic; softmax 5 per
 element; attention by its formula; top-level arith/math ops per element).
 
@@ -19,7 +25,8 @@ over weights (a weight's transpose) are hoisted by IREE, so they cost 0 per call
 (`hoist=False` gives their literal cost; `ModuleCost.hoisted` keeps it).
 
 Unknown (None with a one-line reason, never guessed, always listed): a dynamic dim, an
-unmodelled op with tensor results (`iree_linalg_ext.sort`, a custom op...), a `func.call`.
+unmodelled op with tensor results (`iree_linalg_ext.sort`, a custom op...), a `func.call`,
+a loop without a static trip count, a loop whose body holds an unknown op.
 
 Deliberate differences from the reference's ledger (§3.1) and cost model (§3.14): exact
 FLOPs from bodies instead of a per-kind table (matmul over all leading dims, softmax 5 not
@@ -40,8 +47,8 @@ from opscope.analysis.ledger import ledger_dict, ledger_text
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.ir.const_expr import is_const_expr, is_weight, memoized
 from opscope.ir.flops import (
-    ATTENTION, SOFTMAX, SOFTMAX_FLOPS, attention_dims, attention_op_flops, domain_size, indexing_maps, live_results,
-    scalar_op_flops, structured_flops,
+    ATTENTION, FOR, SOFTMAX, SOFTMAX_FLOPS, WHILE, attention_dims, attention_op_flops, domain_size, indexing_maps,
+    live_results, scalar_op_flops, structured_flops, trip_count,
 )
 from opscope.ir.sites import location_name, loop_sizes
 
@@ -52,6 +59,8 @@ VIEWS = frozenset({
     "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.bitcast", "tensor.reshape",
     "tensor.extract_slice", "util.optimization_barrier",
 })
+UNMODELLED_LOOPS = frozenset({"scf.forall", "scf.parallel"})
+TERMINATORS = frozenset({"scf.yield", "scf.condition"})
 COPIES = frozenset({
     "tensor.concat", "tensor.pad", "tensor.insert_slice", "tensor.splat", "tensor.from_elements", "linalg.pack",
     "linalg.unpack",
@@ -307,11 +316,55 @@ def _copy(op: ir.Operation) -> _Raw:
     return raw
 
 
-def _raw_cost(op: ir.Operation) -> _Raw:
+def _times(x: int | None, n: int) -> int | None:
+    return None if x is None else x * n
+
+
+def _plus(total: int | None, x: int | None) -> int | None:
+    return None if total is None or x is None else total + x
+
+
+def body_costs(loop, *, hoist: bool = True) -> list[OpCost]:
+    """The costs of one iteration of an `scf.for`'s body ops, in order (terminator left out);
+    names as `analyze` gives them (location, else `label#position`)."""
+    loop = loop.operation if hasattr(loop, "operation") else loop
+    out = []
+    for i, inner in enumerate(loop.regions[0].blocks[0].operations):
+        inner = inner.operation
+        if inner.name not in TERMINATORS:
+            out.append(op_cost(inner, i, location_name(inner.location) or f"{op_label(inner)}#{i}", hoist=hoist))
+    return out
+
+
+def _loop(op: ir.Operation, hoist: bool) -> _Raw:
+    """An `scf.for`: trip count × the sum of its body ops' costs; unknown without a static trip count."""
+    trips, why = trip_count(op)
+    if trips is None:
+        return _unknown(why)
+    raw = _Raw(trips, 0)
+    t = raw.traffic
+    for c in body_costs(op, hoist=hoist):
+        raw.flops = _plus(raw.flops, c.flops)
+        t.read, t.written, t.weights = (_plus(t.read, c.bytes_read), _plus(t.written, c.bytes_written),
+                                        _plus(t.weights, c.bytes_weights))
+        if c.unknown is not None and raw.unknown is None:
+            raw.unknown = f"body op {c.name}: {c.unknown}"
+    raw.flops = _times(raw.flops, trips)
+    t.read, t.written, t.weights = _times(t.read, trips), _times(t.written, trips), _times(t.weights, trips)
+    return raw
+
+
+def _raw_cost(op: ir.Operation, hoist: bool = True) -> _Raw:
     """The literal cost of one op by its kind (see the module docstring)."""
     name = op.name
     if name in LEAVES or name in VIEWS:
         return _Raw(0, 0)
+    if name == FOR:
+        return _loop(op, hoist)
+    if name == WHILE:
+        return _unknown(trip_count(op)[1])
+    if name in UNMODELLED_LOOPS:
+        return _unknown(f"{name} is not modelled")
     if name == SOFTMAX:
         return _softmax(op)
     if name == ATTENTION:
@@ -351,9 +404,50 @@ def op_cost(op, index: int = 0, name: str | None = None, *, hoist: bool = True) 
     name = name or location_name(op.location) or f"{label}#{index}"
     if hoist and is_hoisted(op):
         return OpCost(index, name, label, 0, 0, 0, 0, 0)
-    raw = _raw_cost(op)
+    raw = _raw_cost(op, hoist)
     t = raw.traffic
     return OpCost(index, name, label, raw.domain, raw.flops, t.read, t.written, t.weights, raw.unknown)
+
+
+def executions(op, memo: dict | None = None) -> tuple[int | None, str | None]:
+    """How many times `analyze`'s totals count `op` per call of its function: 1 at the top
+    level, times the trip count of every `scf.for` around it; (None, why) when the totals
+    do not contain its FLOPs: they are unknown, it is a hoisted constant expression (0 per
+    call), or it sits in a loop without a static trip count or with an unknown body, in
+    another op with a region, or outside a top-level `func.func`. `memo` (a dict) keeps
+    the loops' costs between calls."""
+    op = op.operation if hasattr(op, "operation") else op
+    memo = {} if memo is None else memo
+    if is_hoisted(op):
+        return None, "a hoisted constant expression (computed once at load, 0 per call)"
+    runs, top, parent = 1, op, op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name not in (FOR, WHILE):
+            return None, f"inside {parent.name}, which the cost model does not enter"
+        trips, why = trip_count(parent)
+        if trips is None:
+            return None, f"inside loop {location_name(parent.location) or parent.name}: {why}"
+        runs *= trips
+        top, parent = parent, parent.parent
+    if parent is None or (parent.parent is not None and (parent.parent.name != "builtin.module"
+                                                          or parent.parent.parent is not None)):
+        return None, "outside the top-level func.funcs that analyze costs"
+    if top not in memo:
+        memo[top] = op_cost(top)
+    if memo[top].flops is None:
+        where = "its" if top == op else "its loop's"
+        return None, f"{where} FLOPs are unknown ({memo[top].unknown})"
+    return runs, None
+
+
+def _hoisted_in_loops(op: ir.Operation) -> list[ir.Operation]:
+    """Hoisted constant expressions inside the bodies of the `scf.for`s `op` is or holds."""
+    found = []
+    if op.name == FOR:
+        for inner in op.regions[0].blocks[0].operations:
+            inner = inner.operation
+            found += [inner] if is_hoisted(inner) else _hoisted_in_loops(inner)
+    return found
 
 
 # -- a module ------------------------------------------------------------------------------
@@ -542,6 +636,8 @@ def _analyze(module, hoist: bool) -> ModuleCost:
             name = location_name(op.location) or f"{label}#{ordinal}"
             if hoist and is_hoisted(op):
                 hoisted.append(op_cost(op, index, name, hoist=False))
+            elif hoist and op.name == FOR and trip_count(op)[0] is not None:
+                hoisted += [op_cost(inner, index, hoist=False) for inner in _hoisted_in_loops(op)]
             costs.append(op_cost(op, index, name, hoist=hoist))
         functions.append(FunctionCost(ir.StringAttr(fn.attributes["sym_name"]).value, costs))
     return ModuleCost(functions, hoisted)

@@ -3,7 +3,8 @@
 The report: totals (FLOPs, bytes moved, read/written, intensity), the weight share of the
 bytes, top ops by bytes and by FLOPs with their FLOP/B and roofline class, the per-kind
 breakdown, the memory- vs compute-bound split of bytes and FLOPs at a ridge, hoisted
-constant expressions, and every unknown op with why. Like the reference it warns that the
+constant expressions, the loops counted as trip count × body, and every unknown op with
+why. Every percentage is of a total that sums the same known parts it is a share of. Like the reference it warns that the
 bytes are a floor, not a forecast: they must not drive rewrite decisions on their own.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
+from opscope.ir.flops import FOR
 
 if TYPE_CHECKING:
     from opscope.analysis.cost import ModuleCost, OpCost
@@ -82,6 +84,10 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
         hf = sum(c.flops or 0 for c in cost.hoisted)
         lines.append(f"  hoisted constant expressions (weight transposes, broadcasts...): {len(cost.hoisted)} ops, "
                      f"{human_bytes(hb)}, {human_count(hf)} FLOPs once at load, 0 per call")
+    loops = [c for c in ops if c.label == FOR and c.domain is not None]
+    if loops:
+        lines.append(f"  loops counted as trip count × body: {', '.join(f'{c.name} ×{c.domain}' for c in loops[:top])}"
+                     + (" ..." if len(loops) > top else ""))
     header = f"  {'bytes':>11} {'FLOPs':>10} {'FLOP/B':>8}  {'class':13} {'kind':24} name"
     by_bytes = cost.top(top, by="bytes")
     if by_bytes:

@@ -4,9 +4,13 @@ Matmul-like ops are `opscope.ir.sites.find_sites`'s (their FLOPs are `Site.flops
 2·batch·M·K·N, equal to the cost model's); `iree_linalg_ext.attention` ops are reported
 apart by (B, M, K1, K2, N, dtype) with the cost model's formula. Rows are sorted by FLOPs,
 descending (ties by count, then shape); a row's share is of the module's total FLOPs
-(`analyze(module).total_flops`), so it says what tuning that shape could touch. Sites with
-a dynamic size are counted apart, never guessed. The reference's `gemm_shape_histogram`
-(§3.14) keys by (m, k, n) with m = lhs dim 0; ours keys by batch as well, and by dtype.
+(`analyze(module).total_flops`), so it says what tuning that shape could touch. A site
+counts as many times as the total counts it (`opscope.analysis.cost.executions`: × the
+trip count of each loop around it), so every share is of a total that contains it and
+none exceeds 100 %. Sites with a dynamic size, and sites the total does not contain (in a
+loop without a static trip count, hoisted, or with unknown FLOPs), are listed apart with
+why, never guessed. The reference's `gemm_shape_histogram` (§3.14) keys by (m, k, n) with
+m = lhs dim 0; ours keys by batch as well, and by dtype.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from opscope.analysis.cost import analyze, op_cost
+from opscope.analysis.cost import analyze, executions, op_cost
 from opscope.analysis.ledger import human_count, percent
+from opscope.ir.const_expr import memoized
 from opscope.ir.flops import ATTENTION, attention_dims
 from opscope.ir.sites import find_sites
 
@@ -30,9 +35,10 @@ class GemmShape:
     k: int
     n: int
     dtype: str
-    count: int
-    flops: int
+    count: int  # sites (ops) of this shape
+    flops: int  # per call of the module: each site's FLOPs × its executions
     share: float  # of the module's total FLOPs
+    runs: int = 0  # executions per call, all sites together (count × loop trip counts)
 
     @property
     def shape(self) -> str:
@@ -54,6 +60,7 @@ class AttentionShape:
     count: int
     flops: int
     share: float
+    runs: int = 0
 
     @property
     def shape(self) -> str:
@@ -69,6 +76,7 @@ class ShapeHistogram:
     attention: list[AttentionShape]
     total_flops: int  # the module's, every op
     dynamic: list[str] = field(default_factory=list)  # names of sites with a dynamic size
+    uncounted: list[str] = field(default_factory=list)  # "name: why" of static sites the total does not contain
 
     @property
     def gemm_flops(self) -> int:
@@ -86,7 +94,7 @@ class ShapeHistogram:
                  f"{percent(self.gemm_flops, self.total_flops)} of the module's {human_count(self.total_flops)}):"]
         for g in self.gemms[:top]:
             lines.append(f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {100 * g.share:6.2f} %  "
-                         f"({human_count(g.flops)} FLOPs)")
+                         f"({human_count(g.flops)} FLOPs{_runs(g.count, g.runs)})")
         if len(self.gemms) > top:
             lines.append(f"  ... {len(self.gemms) - top} more")
         if not self.gemms:
@@ -96,10 +104,15 @@ class ShapeHistogram:
                          f"{percent(self.attention_flops, self.total_flops)}):")
             for a in self.attention[:top]:
                 lines.append(f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {100 * a.share:6.2f} %  "
-                             f"({human_count(a.flops)} FLOPs)")
+                             f"({human_count(a.flops)} FLOPs{_runs(a.count, a.runs)})")
         if self.dynamic:
             lines.append(f"{len(self.dynamic)} site(s) with a dynamic size left out: {', '.join(self.dynamic[:5])}"
                          + (" ..." if len(self.dynamic) > 5 else ""))
+        if self.uncounted:
+            lines.append(f"{len(self.uncounted)} site(s) outside the module's FLOP total left out:")
+            lines += [f"  {u}" for u in self.uncounted[:top]]
+            if len(self.uncounted) > top:
+                lines.append(f"  ... {len(self.uncounted) - top} more")
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict:
@@ -107,11 +120,18 @@ class ShapeHistogram:
         return {
             "total_flops": self.total_flops,
             "gemms": [{"batch": g.batch, "m": g.m, "k": g.k, "n": g.n, "dtype": g.dtype, "count": g.count,
-                       "flops": g.flops, "share": g.share} for g in self.gemms],
+                       "runs": g.runs, "flops": g.flops, "share": g.share} for g in self.gemms],
             "attention": [{"b": a.b, "m": a.m, "k1": a.k1, "k2": a.k2, "n": a.n, "dtype": a.dtype,
-                           "count": a.count, "flops": a.flops, "share": a.share} for a in self.attention],
+                           "count": a.count, "runs": a.runs, "flops": a.flops, "share": a.share}
+                          for a in self.attention],
             "dynamic": list(self.dynamic),
+            "uncounted": list(self.uncounted),
         }
+
+
+def _runs(count: int, runs: int) -> str:
+    """', 5 runs' when loops run the shape's sites more often than once each, else ''."""
+    return "" if runs == count else f", {runs} runs"
 
 
 def dtype_of(types: list[str]) -> str:
@@ -141,37 +161,56 @@ def _attention_ops(module) -> list[ir.Operation]:
 
 
 def shape_histogram(module, total_flops: int | None = None) -> ShapeHistogram:
-    """The GEMM and attention shape histograms of `module` (`total_flops` defaults to `analyze`'s)."""
+    """The GEMM and attention shape histograms of `module`. `total_flops` defaults to
+    `analyze(module).total_flops`; a caller that has it already (the CLI) passes that
+    number, which is what makes every share ≤ 100 %."""
+    with memoized():  # constant-expression answers shared by the hoisting checks
+        return _histogram(module, total_flops)
+
+
+def _histogram(module, total_flops: int | None) -> ShapeHistogram:
     total = analyze(module).total_flops if total_flops is None else total_flops
     gemm: dict[tuple, list[int]] = {}
-    dynamic = []
+    dynamic: list[str] = []
+    uncounted: list[str] = []
+    memo: dict = {}
     for s in find_sites(module):
         if s.dynamic:
             dynamic.append(s.name)
             continue
+        runs, why = executions(s.op, memo)
+        if runs is None:
+            uncounted.append(f"{s.name}: {why}")
+            continue
         key = (s.batch, s.m, s.k, s.n, dtype_of([s.element_type(r) for r in ("lhs", "rhs", "out")]))
-        acc = gemm.setdefault(key, [0, 0])
+        acc = gemm.setdefault(key, [0, 0, 0])
         acc[0] += 1
-        acc[1] += s.flops
+        acc[1] += s.flops * runs
+        acc[2] += runs
     att: dict[tuple, list[int]] = {}
     for op in _attention_ops(module):
         dims = attention_dims(op)
-        flops = op_cost(op).flops
-        if dims is None or flops is None:
-            dynamic.append(op_cost(op).name)
+        cost = op_cost(op)
+        if dims is None or cost.flops is None:
+            dynamic.append(cost.name)
+            continue
+        runs, why = executions(op, memo)
+        if runs is None:
+            uncounted.append(f"{cost.name}: {why}")
             continue
         operands = list(op.operands)
         types = [_element(v) for v in operands[:3]] + [_element(op.results[0])]
-        acc = att.setdefault((*dims, dtype_of(types)), [0, 0])
+        acc = att.setdefault((*dims, dtype_of(types)), [0, 0, 0])
         acc[0] += 1
-        acc[1] += flops
+        acc[1] += cost.flops * runs
+        acc[2] += runs
 
     def share(f: int) -> float:
         """`f` over the module's FLOPs."""
         return f / total if total else 0.0
 
-    gemms = [GemmShape(*k, c, f, share(f)) for k, (c, f) in gemm.items()]
+    gemms = [GemmShape(*k, c, f, share(f), r) for k, (c, f, r) in gemm.items()]
     gemms.sort(key=lambda g: (-g.flops, -g.count, g.batch, g.m, g.k, g.n, g.dtype))
-    attention = [AttentionShape(*k, c, f, share(f)) for k, (c, f) in att.items()]
+    attention = [AttentionShape(*k, c, f, share(f), r) for k, (c, f, r) in att.items()]
     attention.sort(key=lambda a: (-a.flops, -a.count, a.b, a.m, a.k1, a.k2, a.n, a.dtype))
-    return ShapeHistogram(gemms, attention, total, dynamic)
+    return ShapeHistogram(gemms, attention, total, dynamic, uncounted)

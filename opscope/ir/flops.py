@@ -15,6 +15,10 @@ divide: what its decomposition counts); `iree_linalg_ext.attention`, with B, M, 
 read off its indexing maps, = 2·B·M·K1·K2 + 5·B·M·K2 + 2·B·M·K2·N (q·kᵀ, softmax, p·v)
 plus its score-modifier body per score. Top-level arith/math ops on tensors count per element.
 
+Loops: `trip_count` reads an `scf.for`'s iterations off constant bounds and step (through
+index casts); the cost model counts such a loop as trip count × its body. An `scf.while`,
+or an `scf.for` with a bound that is not a constant, has no static trip count (None, why).
+
 This is the IR stage's answer (sites and their FLOPs); `opscope.analysis.cost` adds bytes
 and whole-module totals on top of it.
 """
@@ -31,6 +35,9 @@ from opscope.ir.sites import loop_sizes
 SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, sum, divide
 ATTENTION = "iree_linalg_ext.attention"
 SOFTMAX = "linalg.softmax"
+FOR = "scf.for"
+WHILE = "scf.while"
+INT_CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 
 FLOAT_OPS = frozenset({
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.negf",
@@ -209,3 +216,40 @@ def op_flops(op: ir.Operation) -> int | None:
         if maps is not None and len(indexing_maps(maps)) == len(op.operands):
             return structured_flops(op, maps)[1]
     return None
+
+
+# -- loops ---------------------------------------------------------------------------------
+def constant_int(value: ir.Value, depth: int = 0) -> int | None:
+    """The integer an `arith.constant` (seen through integer/index casts) gives `value`, else None."""
+    if isinstance(value, ir.BlockArgument) or depth > 8:
+        return None
+    op = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    if op.name == "arith.constant":
+        attr = op.attributes["value"]
+        return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
+    if op.name in INT_CASTS:
+        return constant_int(op.operands[0], depth + 1)
+    return None
+
+
+def trip_count(op: ir.Operation) -> tuple[int | None, str | None]:
+    """Iterations of an `scf.for` with constant lower bound, upper bound and step:
+    ceil((ub - lb) / step), 0 when ub <= lb; (None, a one-line reason) for an `scf.for`
+    whose bounds are not constants, an `scf.while` (it runs until its condition fails),
+    or any other op."""
+    op = op.operation if hasattr(op, "operation") else op
+    if op.name == WHILE:
+        return None, "scf.while: no static trip count (it loops until its condition fails)"
+    if op.name != FOR:
+        return None, f"{op.name} is not a loop with a trip count"
+    bounds = [constant_int(v) for v in list(op.operands)[:3]]
+    missing = [what for what, b in zip(("lower bound", "upper bound", "step"), bounds) if b is None]
+    if missing:
+        return None, f"scf.for: no static trip count ({' and '.join(missing)} not a constant)"
+    lb, ub, step = bounds
+    if "unsignedCmp" in op.attributes:  # bounds compare as unsigned: read negative constants that way
+        width = getattr(op.operands[0].type, "width", 64) if not isinstance(op.operands[0].type, ir.IndexType) else 64
+        lb, ub = (b % (1 << width) for b in (lb, ub))
+    if step <= 0:
+        return None, f"scf.for: step {step} is not positive"
+    return (max(0, -(-(ub - lb) // step))), None

@@ -1,7 +1,8 @@
 """Renderers of a `MineReport`: one class per output format, chosen by name.
 
-`text` (aligned, for a terminal), `markdown`, `json` (schema `opscope-mine/2`, fields in
-docs/mining.md) and `findings` (the short form `opscope profile` prints).
+`text` (aligned, for a terminal), `markdown`, `json` (schema `opscope-mine/3`, fields in
+docs/mining.md) and `findings` (the short form `opscope profile` prints). Series with too
+few steps for a verdict say "too few steps (n < k)" in every format; JSON has null there.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import polars as pl
 
 from opscope.errors import OpscopeError
 from opscope.mining.signals import DENSE
-from opscope.mining.temporal import NO_REUSE
+from opscope.mining.temporal import MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, NO_REUSE, too_few
 
 if TYPE_CHECKING:
     from opscope.mining.report import MineReport
 
-JSON_SCHEMA = "opscope-mine/2"
+JSON_SCHEMA = "opscope-mine/3"
 
 
 def _num(x: float | None, spec: str) -> str:
@@ -44,7 +45,8 @@ def _fit(text: str, width: int = 48) -> str:
 
 SIGNAL_HEAD = ["backend", "dist", "site", "role", "obs", "density", "zchan", "outlier", "histtop", "pos_cv",
                "adj", "suggested exploit"]
-CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "sumsq cv", "verdict"]
+CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "sumsq cv", "elemsig cv",
+              "verdict"]
 OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save",
             "recommendation"]
 AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
@@ -62,7 +64,8 @@ def _signal_rows(report: MineReport) -> list[list[str]]:
 
 def _cross_rows(report: MineReport) -> list[list[str]]:
     return [[str(r["run_id"]), r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["steps"]),
-             _num(r["l1_mean"], ".5g"), _num(r["l1_cv"], ".2e"), _num(r["sumsq_cv"], ".2e"), r["verdict"]]
+             _num(r["l1_mean"], ".5g"), _num(r["l1_cv"], ".2e"), _num(r["sumsq_cv"], ".2e"),
+             _num(r["elemsig_cv"], ".2e"), r["verdict"]]
             for r in report.cross_step.iter_rows(named=True)]
 
 
@@ -95,7 +98,7 @@ class TextRenderer:
     """Aligned plain text for a terminal: numbers right-aligned, names left-aligned, '-' for no value."""
 
     numeric = {"obs", "density", "zchan", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
-               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv"}
+               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv", "elemsig cv"}
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
@@ -125,11 +128,13 @@ class TextRenderer:
             out.append(f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
                        f"{r['suggestion']}")
         if report.cross_step is not None:
-            out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1 and sumsq per run, ordered by step):"]
+            out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1, sumsq and elemsig per run, "
+                    f"ordered by step; a verdict needs {MIN_STEPS_STATIONARY} steps):"]
             out.append(self.table(CROSS_HEAD, _cross_rows(report)) if report.cross_step.height
                        else "  (no series with two or more steps)")
         if report.opportunities is not None:
-            out += ["", f"Temporal opportunities (lhs fingerprints per run; {_costs_line(report)}):"]
+            out += ["", f"Temporal opportunities (lhs fingerprints per run; an action needs {MIN_STEPS_REUSE} steps; "
+                    f"{_costs_line(report)}):"]
             out.append(self.table(OPP_HEAD, _opp_rows(report)) if report.opportunities.height
                        else "  (no lhs series with two or more steps)")
             if report.aggregate is not None and report.aggregate.height:
@@ -162,9 +167,11 @@ class MarkdownRenderer:
         out.append("")
         if report.cross_step is not None:
             out += [f"## Cross-step temporal analysis ({report.steps} steps)", "",
+                    f"l1, sumsq and elemsig per run; a verdict needs {MIN_STEPS_STATIONARY} steps.", "",
                     self.table(CROSS_HEAD, _cross_rows(report)), ""]
         if report.opportunities is not None:
-            out += ["## Temporal opportunities", "", _costs_line(report), "",
+            out += ["## Temporal opportunities", "",
+                    f"{_costs_line(report)}; an action needs {MIN_STEPS_REUSE} steps.", "",
                     self.table(OPP_HEAD, _opp_rows(report)), ""]
             if report.aggregate is not None:
                 out += ["### Aggregate recoverable compute per run", "",
@@ -181,13 +188,14 @@ def _records(frame: pl.DataFrame | None) -> list[dict] | None:
 
 
 class JsonRenderer:
-    """A stable JSON document (schema `opscope-mine/2`, fields in docs/mining.md)."""
+    """A stable JSON document (schema `opscope-mine/3`, fields in docs/mining.md)."""
 
     def render(self, report: MineReport) -> str:
         doc = {
             "schema": JSON_SCHEMA,
             "rows": report.rows,
             "steps": report.steps,
+            "min_steps": {"stationary": MIN_STEPS_STATIONARY, "reuse": MIN_STEPS_REUSE},
             "counts": report.counts,
             "notes": list(report.notes),
             "site_costs": report.costs_source,
@@ -198,6 +206,31 @@ class JsonRenderer:
             "aggregate": _records(report.aggregate),
         }
         return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _too_few(count: int, frame: pl.DataFrame, needed: int) -> str:
+    """' N more have too few steps (n < k).' for the series left without a verdict, else ''."""
+    if not count:
+        return ""
+    short = frame.filter(pl.col("steps") < needed)["steps"].max()
+    return f" {count} more {'has' if count == 1 else 'have'} {too_few(short, needed)}."
+
+
+def _stationary_line(report: MineReport) -> str:
+    """The findings' sentence on stationary tensors; never a count drawn from too few steps."""
+    cross = report.cross_step
+    judged = cross.filter(pl.col("stationary").is_not_null())
+    if not judged.height:
+        return (f"Across {report.steps} steps: {too_few(cross['steps'].max(), MIN_STEPS_STATIONARY)} to say which "
+                f"of {cross.height} tensors are stationary.")
+    st = judged.filter(pl.col("stationary"))
+    roles = st.group_by("role", maintain_order=True).agg(pl.len()).rows()
+    weak = st.filter(~pl.col("basis").str.contains("elemsig")).height
+    return (f"Across {report.steps} steps: {st.height} of {judged.height} tensors are stationary "
+            "(precompute / prepack): " + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
+            + (f" ({weak} of them without a usable elemsig fingerprint)" if weak else "")
+            + f"; {judged.height - st.height} change from step to step."
+            + _too_few(cross.height - judged.height, cross, MIN_STEPS_STATIONARY))
 
 
 class FindingsRenderer:
@@ -220,17 +253,18 @@ class FindingsRenderer:
         if not report.ranked.height:
             out.append("  (none: every tapped tensor looks dense to the current sketches)")
         if report.cross_step is not None and report.cross_step.height:
-            st = report.cross_step.filter(pl.col("stationary"))
-            roles = st.group_by("role", maintain_order=True).agg(pl.len()).rows()
-            out += ["", f"Across {report.steps} steps: {st.height} of {report.cross_step.height} tensors are "
-                    "stationary (precompute / prepack): "
-                    + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
-                    + f"; {report.cross_step.height - st.height} change from step to step."]
+            out += ["", _stationary_line(report)]
         if report.opportunities is not None and report.opportunities.height:
-            useful = report.opportunities.filter(pl.col("action") != NO_REUSE)
-            if not useful.height:
+            opps = report.opportunities
+            judged = opps.filter(pl.col("action").is_not_null())
+            useful = judged.filter(pl.col("action") != NO_REUSE)
+            few = _too_few(opps.height - judged.height, opps, MIN_STEPS_REUSE)
+            if not judged.height:
+                out += ["", f"Temporal reuse: {too_few(opps['steps'].max(), MIN_STEPS_REUSE)} to judge memoize "
+                        "or delta-compute for any site's input."]
+            elif not useful.height:
                 out += ["", f"No site's input repeats or drifts slowly across the {report.steps} steps: "
-                        "nothing to memoize or delta-compute."]
+                        "nothing to memoize or delta-compute." + few]
             else:
                 out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
                 for r in useful.head(5).iter_rows(named=True):
@@ -239,6 +273,8 @@ class FindingsRenderer:
                 if report.aggregate is not None:
                     total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
                     out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
+                if few:
+                    out.append(" " + few)
         return "\n".join(out) + "\n"
 
 

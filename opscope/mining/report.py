@@ -45,7 +45,7 @@ class MineReport:
         return render(self, "text")
 
     def to_json(self) -> str:
-        """The report as JSON (schema `opscope-mine/2`, documented in docs/mining.md)."""
+        """The report as JSON (schema `opscope-mine/3`, documented in docs/mining.md)."""
         return render(self, "json")
 
     def to_markdown(self) -> str:

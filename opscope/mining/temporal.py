@@ -4,8 +4,15 @@ Ports the cross-step half of `opscope-mine` and `optimize` of the reference desi
 the pairwise fingerprint test uses numpy, batched over series. Decisions on the
 reference's quirks (§8 items 8-9), also in docs/mining.md:
 
-* Cross-step verdicts read l1 and sumsq (the reference: l1 only, so every softmax
-  output looked stationary). Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
+* Stationarity reads l1, sumsq and the elemsig fingerprint (16 sampled elements): all
+  three must stay put (cv < STATIONARY_CV). The reference reads l1 only, so every softmax
+  output looked stationary; sumsq alone is fooled too where it barely moves. Where no
+  usable elemsig was recorded (none, or all 16 samples zero), the verdict says it rests on
+  l1+sumsq only.
+* Verdicts need enough steps: stationarity MIN_STEPS_STATIONARY, memoize/delta-compute
+  MIN_STEPS_REUSE; below them a series says "too few steps (n < k)" and its verdict and
+  action are null (never a guess from one comparison).
+* Cross-step and temporal sections keep run_id apart: the l1 series and the lhs
   fingerprints are per (run_id, backend, dist, site[, role]) (quirk 8; the reference
   mixes runs and dists at one site). Only series with two or more steps are reported.
   The fingerprint distance stays the reference's (normalised by the later step), but a
@@ -27,24 +34,63 @@ from opscope.mining.keys import KEY, SERIES, appearance_order, order_by
 from opscope.mining.signals import CV_MEAN_MIN, DELTA_COMPUTE
 
 # Cross-step and temporal thresholds (§4.2, §3.10).
-STATIONARY_CV = 1e-4        # l1 cv across steps below this: stationary
+STATIONARY_CV = 1e-4        # l1, sumsq and elemsig cv across steps all below this: stationary
 MATCH_THRESH = 1e-3         # fingerprint distance below this: a repeat
 MEMOIZE_RECUR = 0.2         # repeat fraction above this: memoize
 DELTA_DRIFT = 0.3           # mean step-to-step distance below this: delta compute
 FP_EPS = 1e-9
 
+# The fewest steps a verdict is drawn from (docs/mining.md, "How many steps a verdict needs").
+# Stationarity is all-or-nothing: 3 steps give two independent step-to-step comparisons, so a
+# tensor that matched its neighbour once by chance must match again. Memoize and
+# delta-compute are a rate and a mean over the n - 1 transitions: 4 steps give three, so
+# recur can read 0, 33, 67 or 100 % instead of 0/50/100 % and drift is a mean of three.
+MIN_STEPS_STATIONARY = 3
+MIN_STEPS_REUSE = 4
+
 FP_SCALARS: tuple[str, ...] = ("mean", "sumsq", "l1", "nnz")
 MEMOIZE, NO_REUSE = "memoize", "none"
+ELEMSIG = "elemsig"
+
+
+def too_few(steps: int, needed: int) -> str:
+    """What a series below a minimum number of steps says instead of a verdict or action."""
+    return f"too few steps ({steps} < {needed})"
 
 
 def _cv(mean: str, sd: str) -> pl.Expr:
     return pl.when(pl.col(mean).abs() < CV_MEAN_MIN).then(0.0).otherwise(pl.col(sd) / pl.col(mean).abs())
 
 
+def _elemsig_spread(df: pl.DataFrame) -> pl.LazyFrame:
+    """Per (run_id, backend, dist, site, role): the elemsig fingerprint's change across steps.
+
+    `sig_steps` = the fewest steps any of its sampled positions was recorded at;
+    `elemsig_cv` = sqrt(mean over positions of the variance over steps) / mean |value|,
+    null when every sample is zero (it then says nothing about change)."""
+    v = pl.col("value").cast(pl.Float64)
+    return (
+        df.lazy().filter(pl.col("stat") == ELEMSIG)
+        .group_by(["run_id", *KEY, "idx"])
+        .agg(var=v.var(ddof=0), absmean=v.abs().mean(), n=pl.col("step").n_unique())
+        .group_by(["run_id", *KEY])
+        .agg(sig_steps=pl.col("n").min().cast(pl.Int64), spread=pl.col("var").mean().sqrt(),
+             scale=pl.col("absmean").mean())
+        .with_columns(pl.col(c).cast(pl.String) for c in KEY)
+        .with_columns(elemsig_cv=pl.when(pl.col("scale") < CV_MEAN_MIN).then(None)
+                      .otherwise(pl.col("spread") / pl.col("scale")))
+        .select("run_id", *KEY, "sig_steps", "elemsig_cv")
+    )
+
+
 def cross_step(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """Per (run_id, backend, dist, site, role) with ≥ 2 steps: the cv of its l1 and sumsq
-    series and the verdict. Stationary needs both below STATIONARY_CV: the reference reads
-    l1 alone, which calls every softmax output stationary (its rows always sum to 1)."""
+    """Per (run_id, backend, dist, site, role) with ≥ 2 steps: the cv of its l1, sumsq and
+    elemsig series, what the verdict rests on, and the verdict.
+
+    Stationary needs MIN_STEPS_STATIONARY steps and every cv below STATIONARY_CV (l1 alone
+    calls every softmax output stationary: its rows always sum to 1). `basis` names the
+    sketches read (`l1+sumsq+elemsig`, or fewer where one was not recorded or its samples
+    are all zero); with too few steps `stationary` is null and the verdict says so."""
     order = order if order is not None else appearance_order(df)
     v, stat = pl.col("value").cast(pl.Float64), pl.col("stat")
     series = (
@@ -55,18 +101,46 @@ def cross_step(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -
              sq_mean=v.filter(stat == "sumsq").mean(), sq_sd=v.filter(stat == "sumsq").std(ddof=0))
         .filter(pl.col("steps") > 1)
         .with_columns(pl.col(c).cast(pl.String) for c in KEY)
-        .with_columns(l1_cv=_cv("l1_mean", "l1_sd"), sumsq_cv=_cv("sq_mean", "sq_sd"))
-        .with_columns(stationary=(pl.col("l1_cv") < STATIONARY_CV)
-                      & (pl.col("sumsq_cv").is_null() | (pl.col("sumsq_cv") < STATIONARY_CV)))
+        .join(_elemsig_spread(df), on=["run_id", *KEY], how="left")
+        .with_columns(l1_cv=_cv("l1_mean", "l1_sd"), sumsq_cv=_cv("sq_mean", "sq_sd"),
+                      elemsig_cv=pl.when(pl.col("sig_steps") >= pl.col("steps")).then(pl.col("elemsig_cv")))
+        .with_columns(stationary=pl.when(pl.col("steps") < MIN_STEPS_STATIONARY).then(None).otherwise(
+            (pl.col("l1_cv") < STATIONARY_CV)
+            & (pl.col("sumsq_cv").is_null() | (pl.col("sumsq_cv") < STATIONARY_CV))
+            & (pl.col("elemsig_cv").is_null() | (pl.col("elemsig_cv") < STATIONARY_CV))))
         .collect()
     )
     series = order_by(series, order, KEY).sort(["run_id", *(f"_{c}_order" for c in KEY)])
-    verdict = [("stationary across steps → precompute / prepack" if st
-                else f"drifting (l1 cv {cv:.2g}, sumsq cv {'-' if sq is None else format(sq, '.2g')}) "
-                "→ temporal coherence")
-               for st, cv, sq in series.select("stationary", "l1_cv", "sumsq_cv").iter_rows()]
-    return series.select("run_id", *KEY, "steps", "l1_mean", "l1_cv", "sumsq_cv", "stationary",
+    rows = series.select("steps", "stationary", "l1_cv", "sumsq_cv", "elemsig_cv", "sig_steps").iter_rows()
+    basis, verdict = [], []
+    for n, st, cv, sq, sig, sig_steps in rows:
+        b = "l1" + ("" if sq is None else "+sumsq") + ("" if sig is None else "+elemsig")
+        basis.append(b)
+        if st is None:
+            verdict.append(too_few(n, MIN_STEPS_STATIONARY))
+        elif st:
+            why = "" if sig is not None else f" ({b} only: {_no_elemsig(n, sig_steps)})"
+            verdict.append(f"stationary across steps{why} → precompute / prepack")
+        else:
+            verdict.append(f"drifting (l1 cv {cv:.2g}, sumsq cv {_g(sq)}, elemsig cv {_g(sig)}) "
+                           "→ temporal coherence")
+    return series.select("run_id", *KEY, "steps", "l1_mean", "l1_cv", "sumsq_cv", "elemsig_cv",
+                         pl.Series("basis", basis, dtype=pl.String), "stationary",
                          pl.Series("verdict", verdict, dtype=pl.String))
+
+
+def _no_elemsig(steps: int, sig_steps: int | None) -> str:
+    """Why a series has no usable elemsig fingerprint."""
+    if sig_steps is None:
+        return "no elemsig recorded"
+    if sig_steps < steps:
+        return f"elemsig recorded at {sig_steps} of {steps} steps"
+    return "elemsig samples all zero"
+
+
+def _g(x: float | None) -> str:
+    """A cv in a verdict: two significant digits, '-' when absent."""
+    return "-" if x is None else format(x, ".2g")
 
 
 def fingerprints(df: pl.DataFrame) -> pl.DataFrame:
@@ -163,7 +237,10 @@ def _padded(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
                   order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """§3.10 per (run_id, backend, dist, site) with ≥ 2 steps: recur, drift, action and cost-weighted savings."""
+    """§3.10 per (run_id, backend, dist, site) with ≥ 2 steps: recur, drift, action and cost-weighted savings.
+
+    Below MIN_STEPS_REUSE steps recur and drift are still measured, but `action`, `reuse`
+    and `savings` are null and the recommendation says "too few steps (n < k)"."""
     order = order if order is not None else appearance_order(df)
     fps = fingerprints(df)
     flat, lengths = _padded(fps["vec"])
@@ -189,27 +266,31 @@ def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
     total = max(sum(costs.values()), 1)
     cost_frame = pl.DataFrame({"site": list(costs), "flops": list(costs.values())},
                               schema={"site": pl.String, "flops": pl.Int64})
-    rec, dr = pl.col("recur"), pl.col("drift")
+    rec, dr, few = pl.col("recur"), pl.col("drift"), pl.col("steps") < MIN_STEPS_REUSE
     res = (
         res.join(cost_frame, on="site", how="left")
         .with_columns(flops=pl.col("flops").fill_null(0))
         .with_columns(gflops=pl.col("flops") / 1e9, cost_share=pl.col("flops") / total,
-                      action=pl.when(rec > MEMOIZE_RECUR).then(pl.lit(MEMOIZE))
+                      action=pl.when(few).then(pl.lit(None, dtype=pl.String))
+                      .when(rec > MEMOIZE_RECUR).then(pl.lit(MEMOIZE))
                       .when(dr < DELTA_DRIFT).then(pl.lit(DELTA_COMPUTE)).otherwise(pl.lit(NO_REUSE)),
-                      reuse=pl.when(rec > MEMOIZE_RECUR).then(rec)
+                      reuse=pl.when(few).then(pl.lit(None, dtype=pl.Float64))
+                      .when(rec > MEMOIZE_RECUR).then(rec)
                       .when(dr < DELTA_DRIFT).then((1.0 - dr).clip(0.0, 1.0)).otherwise(0.0))
         .with_columns(savings=pl.col("cost_share") * pl.col("reuse"))
     )
     res = order_by(res, order, ("backend", "dist", "site")).sort(
         ["savings", "reuse", "run_id", "_backend_order", "_dist_order", "_site_order"],
-        descending=[True, True, False, False, False, False])
-    text = [recommendation(a, r, d) for a, r, d in res.select("action", "recur", "drift").iter_rows()]
+        descending=[True, True, False, False, False, False], nulls_last=True)
+    text = [recommendation(a, r, d, n) for a, r, d, n in res.select("action", "recur", "drift", "steps").iter_rows()]
     return res.select(*SERIES, "steps", "flops", "gflops", "cost_share", "recur", "drift", "action",
                       "reuse", "savings", pl.Series("recommendation", text, dtype=pl.String))
 
 
-def recommendation(action: str, recur: float, drift: float) -> str:
-    """The human label of a temporal action (the reference's wording)."""
+def recommendation(action: str | None, recur: float, drift: float, steps: int = MIN_STEPS_REUSE) -> str:
+    """The human label of a temporal action (the reference's wording); no action: too few steps."""
+    if action is None:
+        return too_few(steps, MIN_STEPS_REUSE)
     if action == MEMOIZE:
         return f"memoize — cache the {recur * 100:.0f}% repeated calls"
     if action == DELTA_COMPUTE:
@@ -218,8 +299,12 @@ def recommendation(action: str, recur: float, drift: float) -> str:
 
 
 def aggregate(opps: pl.DataFrame, order: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Σ cost-share × reuse per (run_id, backend, dist): the recoverable fraction of that run's compute."""
-    agg = opps.group_by(["run_id", "backend", "dist"]).agg(sites=pl.len().cast(pl.Int64),
-                                                           savings=pl.col("savings").sum())
+    """Σ cost-share × reuse per (run_id, backend, dist): the recoverable fraction of that run's compute.
+
+    `sites` counts the run's listed sites; the sum is over those with an action (enough
+    steps), null when none has one."""
+    sav = pl.col("savings")
+    agg = opps.group_by(["run_id", "backend", "dist"]).agg(
+        sites=pl.len().cast(pl.Int64), savings=pl.when(sav.is_not_null().any()).then(sav.sum()))
     agg = order_by(agg, order, ("backend", "dist")).sort(["run_id", "_backend_order", "_dist_order"])
     return agg.select("run_id", "backend", "dist", "sites", "savings")
