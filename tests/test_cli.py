@@ -69,7 +69,9 @@ def test_profile_default_model(opscope, tmp_path):
     assert out[0].startswith("opscope profile: built-in transformer") and out[0].endswith("on llvm-cpu")
     assert "16 matmul sites" in out[1] and "624 sketches per step" in out[1]
     assert "original results bit-identical with injection" in out[1]
-    assert out[3].startswith("Top findings (")
+    assert out[3] == ("Tapped sites: 99.5% of the module's 6.85 M FLOPs per call; not tapped: generic<maximumf> 0.2%, "
+                      "softmax 0.1%, generic<addf> 0.1%.")  # the ReLUs, softmaxes and residual adds
+    assert out[5].startswith("Top findings (")
     # the default mix plants 90 %-pruned layer-1 FFN weights: both must be found
     findings = "\n".join(out)
     assert "layer1.ffn.up rhs: sparse-GEMM (skip 90% zeros)" in findings
@@ -83,7 +85,9 @@ def test_profile_default_model(opscope, tmp_path):
     assert rows[0] == "run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value"
     assert len(rows) - 1 == 3 * sum(e.length for e in manifest.entries)
     costs = (run_dir / "site_costs.csv").read_text().splitlines()
-    assert costs[0] == "site,flops" and costs[1] == f"layer0.attn.q,{2 * 32 * 64 * 64}" and len(costs) == 17
+    assert costs[0] == "site,flops" and costs[1] == f"layer0.attn.q,{2 * 32 * 64 * 64}" and len(costs) == 17 + 5
+    assert costs[17:] == ["(module),6850560", "(unknown ops),0", "(untapped) generic<maximumf>,16384",
+                          "(untapped) softmax,10240", "(untapped) generic<addf>,8192"]
     report = (run_dir / "report.md").read_text()
     assert report.startswith("# opscope mine") and "## Ranked exploitable sites" in report
 

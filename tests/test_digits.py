@@ -66,7 +66,7 @@ def test_images_are_real_and_do_not_repeat():
 
 def test_mlir_has_two_named_sites(profiled):
     assert [s.name for s in profiled.model.manifest.sites] == ["fc1", "fc2"]
-    assert [shape for shape, _ in profiled.model.args] == [(BATCH, 64), (64, 64), (64,), (64, 10), (10,)]
+    assert [a.shape for a in profiled.model.args] == [(BATCH, 64), (64, 64), (64,), (64, 10), (10,)]
     assert profiled.parity == 0.0
 
 

@@ -21,7 +21,7 @@ from opscope.drive.sweep import SHAPES, plan, site_name, sweep
 from opscope.drive.synthetic import DISTS, sample
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import mine_paths
-from opscope.record.recorder import HEADER, read_site_costs
+from opscope.record.recorder import HEADER, MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
 from opscope.run.host_stats import host_stats
 from tests.test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
 
@@ -139,9 +139,13 @@ def test_seq_weight_stationary_activations_drift(tmp_path, runnable_target):
 def test_replay_pool_memoizes_walk_delta_computes(tmp_path, pool, want):
     out = tmp_path / f"replay{pool}.csv"
     res = replay(out, steps=12, pool=pool, progress=False)
-    costs = read_site_costs(res.site_costs)
+    all_costs = read_site_costs(res.site_costs)
+    costs = {s: f for s, f in all_costs.items() if is_site_row(s)}
     assert costs == {"fc0": 2 * 32 * 64 * 128, "fc1": 2 * 32 * 128 * 64,
                      "fc2": 2 * 32 * 64 * 512, "fc3": 2 * 32 * 512 * 64}
+    relu = 32 * (128 + 64 + 512 + 64)  # one maximumf per element after each matmul: not tapped
+    assert {s: f for s, f in all_costs.items() if not is_site_row(s)} == {
+        MODULE_ROW: sum(costs.values()) + relu, UNKNOWN_ROW: 0, UNTAPPED_PREFIX + "generic<maximumf>": relu}
     report = mine_paths(out)
     opps = report.opportunities.to_dicts()
     assert {o["site"] for o in opps} == set(costs)

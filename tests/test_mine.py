@@ -545,7 +545,7 @@ def test_renderers(seq, replay):
     report = mine_paths([seq[0], replay[0]], costs=replay[0].with_name(replay[0].name + ".sites"))
     doc = json.loads(report.to_json())
     assert list(doc) == ["schema", "rows", "steps", "min_steps", "counts", "notes", "site_costs", "signals",
-                         "ranked", "cross_step", "opportunities", "aggregate"]
+                         "ranked", "cross_step", "opportunities", "aggregate", "coverage"]
     assert doc["schema"] == "opscope-mine/3" and doc["rows"] == report.rows
     assert doc["min_steps"] == {"stationary": MIN_STEPS_STATIONARY, "reuse": MIN_STEPS_REUSE}
     assert list(doc["cross_step"][0]) == ["run_id", "backend", "dist", "site", "role", "steps", "l1_mean", "l1_cv",

@@ -22,10 +22,12 @@ from typing import Iterable, Iterator
 import numpy as np
 from tqdm import tqdm
 
+from opscope.analysis.coverage import coverage
 from opscope.errors import OpscopeError
+from opscope.ir.loading import new_context, parse_module
 from opscope.ir.stat_config import StatConfig
 from opscope.models.demo import matmul_module, pyramid_module
-from opscope.record.recorder import Recorder, write_site_costs
+from opscope.record.recorder import MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, Recorder, write_site_costs
 from opscope.run.instrumented import InstrumentedModel
 
 PYRAMID_WIDTHS = (64, 128, 64, 512, 64)
@@ -97,7 +99,7 @@ def record_steps(
 ) -> SequenceResult:
     """Call `model` once per step on `inputs`, record each step as (run 0, step t) into `out`
     (M/K/N `mkn`, or each site's own when None), check parity on step 0, and write the
-    `site,flops` sidecar `costs`."""
+    `site,flops` sidecar `costs` with the module rows (`module_rows`)."""
     rows, parity, seconds = 0, 0.0, 0.0
     with Recorder(out, mode="w") as rec:
         for t, args in enumerate(tqdm(islice(inputs, steps), total=steps, desc=desc, unit="step",
@@ -108,8 +110,18 @@ def record_steps(
             seconds += time.perf_counter() - t0
             if t == 0:
                 parity = model.check_parity(args, outputs)
-    write_site_costs(costs, model.manifest)
+    write_site_costs(costs, model.manifest, module_rows(model))
     return SequenceResult(out, steps, rows, parity, costs, seconds)
+
+
+def module_rows(model: InstrumentedModel) -> dict[str, int]:
+    """The sidecar's module rows for `model`: its FLOPs per call, the ops the cost model
+    cannot count, and the FLOPs of every kind of op no tapped site covers
+    (`opscope.analysis.coverage`), so cost shares are of the whole module."""
+    cov = coverage(parse_module(model.base_source, new_context()), [s.name for s in model.manifest.sites])
+    rows = {MODULE_ROW: cov.module_flops, UNKNOWN_ROW: cov.unknown_ops}
+    rows.update({UNTAPPED_PREFIX + label: flops for label, flops in cov.untapped.items()})
+    return rows
 
 
 def _sidecar(out: Path) -> Path:

@@ -88,6 +88,34 @@ def _summary(report: MineReport) -> str:
     return ", ".join(parts)
 
 
+def coverage_line(report: MineReport, kinds: int = 3) -> str | None:
+    """`Tapped sites: 99.5% of the module's 6.85 M FLOPs per call; not tapped: softmax 0.2%, ...`,
+    naming the `kinds` largest untapped kinds of op (0: none); None without a module total."""
+    cov = report.coverage
+    if cov is None:
+        return None
+    module = report.counts["module_flops"]
+    rest = cov.slice(1)
+    text = f"Tapped sites: {_pct(cov['share'][0])} of the module's {_count(module)} FLOPs per call"
+    if rest.height and kinds:
+        shown = ", ".join(f"{w} {_pct(s)}" for w, s in rest.head(kinds).select("what", "share").iter_rows())
+        extra = rest.height - kinds
+        more = f" and {extra} more kind{'s' * (extra != 1)}" if extra > 0 else ""
+        text += f"; not tapped: {shown}{more}"
+    unknown = report.counts.get("unknown_ops", 0)
+    if unknown:
+        text += f"; {unknown} op{'s' * (unknown != 1)} of unknown FLOPs not counted"
+    return text + "."
+
+
+def _count(n: float) -> str:
+    """FLOPs in base 1000 with up to 3 significant digits: `6.85 M`, `512`."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)}"
+
+
 def _costs_line(report: MineReport) -> str:
     if report.costs_source:
         return f"FLOPs from {report.costs_source}"
@@ -114,6 +142,8 @@ class TextRenderer:
     def render(self, report: MineReport) -> str:
         out = [f"opscope mine: {_summary(report)}"]
         out += [f"note: {n}" for n in report.notes]
+        if report.coverage is not None:
+            out += ["", coverage_line(report, kinds=len(report.coverage))]
         out.append("")
         out.append("Value signals per (backend, dist, site, role), mean over observations (run × step):")
         out.append(self.table(SIGNAL_HEAD, _signal_rows(report)) if report.signals.height
@@ -154,6 +184,10 @@ class MarkdownRenderer:
     def render(self, report: MineReport) -> str:
         out = ["# opscope mine", "", _summary(report), ""]
         out += [f"> note: {n}" for n in report.notes] + ([""] if report.notes else [])
+        if report.coverage is not None:
+            out += ["## Coverage", "", coverage_line(report, kinds=0), "",
+                    self.table(["what", "FLOPs", "share of the module"],
+                               [[w, f"{f:,}", _pct(s)] for w, f, s in report.coverage.iter_rows()]), ""]
         out += ["## Value signals", "", self.table(SIGNAL_HEAD, _signal_rows(report)), ""]
         if report.signals.height and (report.signals["exploit"] == DENSE).any():
             out += [DENSE_NOTE, ""]
@@ -204,6 +238,7 @@ class JsonRenderer:
             "cross_step": _records(report.cross_step),
             "opportunities": _records(report.opportunities),
             "aggregate": _records(report.aggregate),
+            "coverage": _records(report.coverage),
         }
         return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -245,7 +280,9 @@ class FindingsRenderer:
         def where(r) -> str:
             return f"{r['site']} {r['role']}" if one else f"{r['backend']}/{r['dist']}/{r['site']}/{r['role']}"
 
-        out = [f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"]
+        line = coverage_line(report)
+        out = ([line, ""] if line else []) + [
+            f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"]
         out += [f"  {r['rank']:>3}. [{r['score']:.2f}] {where(r)}: {r['suggestion']}"
                 for r in report.ranked.head(self.top).iter_rows(named=True)]
         if report.ranked.height > self.top:

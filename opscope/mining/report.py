@@ -19,7 +19,7 @@ from opscope.mining.keys import appearance_order
 from opscope.mining.render import render
 from opscope.mining.signals import classify, rank, value_signals
 from opscope.mining.temporal import aggregate, cross_step, opportunities
-from opscope.record.recorder import read_site_costs
+from opscope.record.recorder import MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
 from opscope.record.tidy import COLUMNS, read_tidy, site_cost_files, tidy_files
 
 GIVEN_COSTS = "the site costs given"  # `costs_source` of a mapping passed in
@@ -36,6 +36,7 @@ class MineReport:
     cross_step: pl.DataFrame | None = None
     opportunities: pl.DataFrame | None = None
     aggregate: pl.DataFrame | None = None
+    coverage: pl.DataFrame | None = None  # what of the module's FLOPs the tapped sites hold (`coverage`)
     counts: dict[str, int] = field(default_factory=dict)
     costs_source: str | None = None
     notes: tuple[str, ...] = ()
@@ -72,9 +73,30 @@ def mine(df: pl.DataFrame, site_costs: dict[str, int] | None = None, *,
         cross = cross_step(df, order)
         opps = opportunities(df, site_costs, order)
         agg = aggregate(opps, order)
+    cov = coverage(site_costs)
+    if cov is not None:
+        counts["module_flops"] = site_costs[MODULE_ROW]
+        counts["unknown_ops"] = site_costs.get(UNKNOWN_ROW, 0)
     return MineReport(rows=df.height, steps=steps, signals=signals, ranked=rank(signals),
-                      cross_step=cross, opportunities=opps, aggregate=agg, counts=counts,
+                      cross_step=cross, opportunities=opps, aggregate=agg, coverage=cov, counts=counts,
                       costs_source=costs_source, notes=tuple(notes))
+
+
+def coverage(site_costs: dict[str, int] | None) -> pl.DataFrame | None:
+    """What the tapped sites hold of the module's FLOPs, and every untapped kind of op, when
+    the sidecar says the module's FLOPs (`MODULE_ROW`): rows `what`, `flops`, `share` of the
+    module, the tapped sites first, then the untapped op kinds, largest first."""
+    costs = site_costs or {}
+    module = costs.get(MODULE_ROW)
+    if not module:
+        return None
+    tapped = sum(f for s, f in costs.items() if is_site_row(s))
+    untapped = sorted(((s.removeprefix(UNTAPPED_PREFIX), f) for s, f in costs.items()
+                       if s.startswith(UNTAPPED_PREFIX)), key=lambda kv: (-kv[1], kv[0]))
+    rows = [("tapped sites", tapped), *untapped]
+    return pl.DataFrame({"what": [w for w, _ in rows], "flops": [f for _, f in rows],
+                         "share": [f / module for _, f in rows]},
+                        schema={"what": pl.String, "flops": pl.Int64, "share": pl.Float64})
 
 
 def mine_paths(spec: str | Path | Iterable[str | Path],

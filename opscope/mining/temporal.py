@@ -32,6 +32,7 @@ import polars as pl
 
 from opscope.mining.keys import KEY, SERIES, appearance_order, order_by
 from opscope.mining.signals import CV_MEAN_MIN, DELTA_COMPUTE
+from opscope.record.recorder import MODULE_ROW, is_site_row
 
 # Cross-step and temporal thresholds (§4.2, §3.10).
 STATIONARY_CV = 1e-4        # l1, sumsq and elemsig cv across steps all below this: stationary
@@ -262,8 +263,10 @@ def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
     keys = fps.select(SERIES).unique(maintain_order=True) if len(counts) else fps.select(SERIES).head(0)
     res = keys.with_columns(steps=pl.Series(counts, dtype=pl.Int64), recur=pl.Series(recur),
                             drift=pl.Series(drift)).filter(pl.col("steps") >= 2)
-    costs = site_costs or {}
-    total = max(sum(costs.values()), 1)
+    all_costs = site_costs or {}
+    costs = {s: f for s, f in all_costs.items() if is_site_row(s)}
+    # Shares of the whole module when the sidecar says its FLOPs, else of the sites listed.
+    total = max(all_costs.get(MODULE_ROW) or sum(costs.values()), 1)
     cost_frame = pl.DataFrame({"site": list(costs), "flops": list(costs.values())},
                               schema={"site": pl.String, "flops": pl.Int64})
     rec, dr, few = pl.col("recur"), pl.col("drift"), pl.col("steps") < MIN_STEPS_REUSE

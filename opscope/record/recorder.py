@@ -304,14 +304,28 @@ def _recover_without_journal(path: Path) -> tuple[int, list[tuple[int, int, int]
 
 
 # -- site costs sidecar -----------------------------------------------------------------
-def write_site_costs(path: str | Path, sites: Manifest | Mapping[str, int]) -> None:
-    """Write the `site,flops` sidecar: a manifest's sites in its order, or a mapping sorted by name.
+# Rows of the sidecar that are not sites (a name in parentheses: no site is called that):
+MODULE_ROW = "(module)"  # the whole module's FLOPs per call: cost shares are of the module, not the sites
+UNKNOWN_ROW = "(unknown ops)"  # how many ops the cost model cannot count (in no FLOP total)
+UNTAPPED_PREFIX = "(untapped) "  # + an op label: FLOPs of that kind of op no tapped site covers
+
+
+def is_site_row(name: str) -> bool:
+    """A sidecar row that names a site (not the module total or an untapped op kind)."""
+    return not name.startswith("(")
+
+
+def write_site_costs(path: str | Path, sites: Manifest | Mapping[str, int],
+                     module: Mapping[str, int] | None = None) -> None:
+    """Write the `site,flops` sidecar: a manifest's sites in its order, or a mapping sorted by name,
+    then the `module` rows (`MODULE_ROW`, `UNKNOWN_ROW`, `UNTAPPED_PREFIX` + label) as given.
 
     Site names are sanitized like the CSV's; the first flops seen for a name wins."""
     if isinstance(sites, Mapping):
         pairs = sorted(sites.items())
     else:
         pairs = [(s.name, s.flops) for s in sites.sites]
+    pairs += [(name.replace(",", " "), f) for name, f in (module or {}).items()]
     flops: dict[str, int] = {}
     for name, f in pairs:
         if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 0:
