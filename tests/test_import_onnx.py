@@ -1,11 +1,15 @@
 """ONNX importer: canonical modules compile on llvm-cpu and match onnxruntime, with and without taps.
 
 Tolerance rtol = atol = 1e-4: both sides compute in f32 and differ only in reduction order
-and fused elementwise rounding (measured: 0.0 on the MLP, ≤ 1e-6 on the block).
+and fused elementwise rounding (measured: 0.0 on the MLP, ≤ 1e-6 on the block). Both torch
+exporters are covered: the legacy one names sites by node names, the default (dynamo) one by
+its `pkg.torch.onnx.name_scopes` metadata.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 
 import numpy as np
@@ -68,6 +72,28 @@ def test_torch_onnx_export_matches_onnxruntime(block_onnx):
     assert [s.name for s in find_sites(module)] == ["up", "down"]  # from the legacy '/up/MatMul' node names
     want = ort.InferenceSession(str(path)).run(None, {"x": x})
     plain, tapped, manifest = _run_both(module, [x])
+    np.testing.assert_allclose(plain[0], want[0], **TOL)
+    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    assert {e.site for e in manifest.entries} == {"up", "down"}
+
+
+def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
+    """torch 2.13's default exporter (dynamo=True, needs onnxscript) names nodes `node_MatMul_3`; the sites
+    read the module path from `pkg.torch.onnx.name_scopes`, as the FX route names them."""
+    pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    path, x = tmp_path / "block.onnx", torch.randn(2, 4, 16)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Block().eval(), (x,), str(path), dynamo=True, input_names=["x"])
+    scopes = [p.value for n in onnx.load(str(path)).graph.node if n.op_type == "MatMul"
+              for p in n.metadata_props if p.key == "pkg.torch.onnx.name_scopes"]
+    assert scopes == ["['', 'up', 'linear']", "['', 'down', 'linear_1']"]  # module paths, then the FX node
+    module = import_onnx(path)
+    assert [s.name for s in find_sites(module)] == ["up", "down"]
+    want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
+    plain, tapped, manifest = _run_both(module, [x.numpy()])
     np.testing.assert_allclose(plain[0], want[0], **TOL)
     np.testing.assert_allclose(tapped[0], want[0], **TOL)
     assert {e.site for e in manifest.entries} == {"up", "down"}

@@ -3,8 +3,10 @@
 
 # ONNX site names (STYLE rule 19): IREE's ONNX importer locates each op by
 # `NameLoc(node.name)`; opscope wraps it in `NameLoc(<module path>)`, read from the node's
-# `pkg.torch.onnx.name_scopes` metadata (torch's dynamo exporter) or from a legacy exporter's
-# `/encoder/layer.0/.../MatMul` node name. A node with neither keeps its own name.
+# `pkg.torch.onnx.name_scopes` metadata (torch's dynamo exporter writes the module paths, then
+# the FX node's own name, which is dropped) or from a legacy exporter's
+# `/encoder/layer.0/.../MatMul` node name. A node with neither keeps its own name. An
+# LSTM/GRU/RNN node is unrolled over its steps: `<path>.l0.ih`, then `<path>.l0.t<step>`.
 
 import gc
 
@@ -24,11 +26,11 @@ def run(f):
     return f
 
 
-def show(nodes, weights):
-    """Each site's name, kind and printed location, for a graph x[2,8] → nodes → y."""
+def show(nodes, weights, x=(2, 8), y=(2, 4)):
+    """Each site's name, kind and printed location, for a graph x → nodes → y."""
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y))],
         [numpy_helper.from_array(np.ones(s, np.float32), n) for n, s in weights.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -51,7 +53,7 @@ def legacy_node_names():
 @run
 def name_scopes_metadata():
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name="node_MatMul_3")
-    helper.set_metadata_props(node, {"pkg.torch.onnx.name_scopes": "['', 'blocks.1', 'blocks.1.mlp.fc']"})
+    helper.set_metadata_props(node, {"pkg.torch.onnx.name_scopes": "['', 'blocks.1', 'blocks.1.mlp.fc', 'linear_3']"})
     # CHECK: blocks.1.mlp.fc matmul loc("blocks.1.mlp.fc"("node_MatMul_3"))
     show([node], {"w": (8, 4)})
 
@@ -61,3 +63,14 @@ def name_scopes_metadata():
 def plain_node_name():
     # CHECK: proj matmul loc("proj")
     show([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], {"w": (8, 4)})
+
+
+# CHECK-LABEL: TEST: lstm_unrolled_by_step
+@run
+def lstm_unrolled_by_step():
+    # One legacy-exported layer over 2 steps: the input projection, then one recurrent matmul a step.
+    lstm = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="/enc/rnn/LSTM", hidden_size=4)
+    # CHECK: enc.rnn.l0.ih batch_matmul loc("enc.rnn.l0.ih"("/enc/rnn/LSTM/ih/MatMul_0"))
+    # CHECK-NEXT: enc.rnn.l0.t0 matmul loc("enc.rnn.l0.t0"("/enc/rnn/LSTM/t0/MatMul_0"))
+    # CHECK-NEXT: enc.rnn.l0.t1 matmul loc("enc.rnn.l0.t1"("/enc/rnn/LSTM/t1/MatMul_0"))
+    show([lstm], {"W": (1, 16, 8), "R": (1, 16, 4)}, x=(2, 3, 8), y=(2, 1, 3, 4))

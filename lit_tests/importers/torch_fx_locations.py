@@ -101,3 +101,22 @@ def root_ops_keep_their_line():
 
     # CHECK: matmul#0 matmul loc("{{.*}}torch_fx_locations.py":{{[0-9]+}}:0)
     show(Bare(), torch.randn(2, 8))
+
+
+# CHECK-LABEL: TEST: lstm_unrolled_by_step
+@run
+def lstm_unrolled_by_step():
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(8, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    # torch's decomposition unrolls aten.lstm over the 2 steps; the name-steps phase names each
+    # matmul by layer and step, around the LSTM module's callsite.
+    # CHECK: rnn.l0.ih batch_matmul loc("rnn.l0.ih"(callsite("{{.*}}rnn.py":{{[0-9]+}}:0 at "{{.*}}torch_fx_locations.py"
+    # CHECK-NEXT: rnn.l0.t0 batch_matmul loc("rnn.l0.t0"(callsite("{{.*}}rnn.py":{{[0-9]+}}:0 at "{{.*}}torch_fx_locations.py"
+    # CHECK-NEXT: rnn.l0.t1 batch_matmul loc("rnn.l0.t1"(callsite("{{.*}}rnn.py":{{[0-9]+}}:0 at "{{.*}}torch_fx_locations.py"
+    show(Tagger(), torch.randn(3, 2, 8))

@@ -3,10 +3,12 @@
 Phases, in order: load (file with its external data, bytes or a ModelProto), upgrade
 (`onnx.version_converter` to `MIN_OPSET` when the default-domain opset is older: torch-mlir's
 ONNX patterns target current op signatures), infer (checker + shape inference, as
-`iree-import-onnx` does), import (`onnx_importer.NodeImporter`, which locates every op by
-`NameLoc(node.name)`), name (wrap that in `NameLoc(<module path>)` from the node's
-`pkg.torch.onnx.name_scopes` metadata or a legacy `/encoder/layer.0/.../MatMul` node name),
-lower (`torch_lowering.lower_torch`). The function is renamed `@main`.
+`iree-import-onnx` does), unroll (`onnx_rnn.unroll_recurrent`: LSTM/GRU/RNN nodes become
+their per-step subgraph, so every step's matmul is a site; shapes are inferred again),
+import (`onnx_importer.NodeImporter`, which locates every op by `NameLoc(node.name)`), name
+(wrap that in `NameLoc(<module path>)` from the node's `pkg.torch.onnx.name_scopes` metadata
+(torch's dynamo exporter) or a legacy `/encoder/layer.0/.../MatMul` node name), lower
+(`torch_lowering.lower_torch`). The function is renamed `@main`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+from opscope.importers.onnx_rnn import SCOPE_KEY, unroll_recurrent
+from opscope.importers.torch_fx import normalize_path
 from opscope.importers.torch_lowering import lower_torch
 from opscope.ir.loading import new_context
 
@@ -92,15 +96,26 @@ def infer_shapes(model, label: str):
 
 
 def scope_of(node) -> str:
-    """A node's module path: its `pkg.torch.onnx.name_scopes` metadata, else its legacy node name's folders."""
-    for prop in getattr(node, "metadata_props", ()):
-        if prop.key == "pkg.torch.onnx.name_scopes":
-            try:
-                scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
-                scopes = [prop.value]
-            parts = [s for s in scopes if s]
-            return parts[-1] if parts else ""
+    """A node's module path: the unroll phase's `opscope.scope`, else the module scopes of its
+    `pkg.torch.onnx.name_scopes` metadata, else its legacy node name's folders.
+
+    torch's dynamo exporter writes name_scopes as the node's `nn_module_stack` paths followed by
+    the FX node's own name (`['', 'encoder', ..., 'encoder.layer.0.attention.self.query',
+    'linear_3']`, torch/onnx/_internal/exporter/_core.py `_get_node_namespace`): the module path
+    is the entry before that last one ('' for an op the root module ran).
+    """
+    props = {p.key: p.value for p in getattr(node, "metadata_props", ())}
+    if props.get(SCOPE_KEY):
+        return props[SCOPE_KEY]
+    if "pkg.torch.onnx.name_scopes" in props:
+        try:
+            scopes = ast.literal_eval(props["pkg.torch.onnx.name_scopes"])
+        except (ValueError, SyntaxError):
+            scopes = [props["pkg.torch.onnx.name_scopes"]]
+        if not isinstance(scopes, (list, tuple)):
+            scopes = [str(scopes)]
+        modules = [str(s) for s in scopes[:-1] if s]  # the last entry names the FX node, not a module
+        return normalize_path(modules[-1]) if modules else ""
     if node.name.startswith("/") and node.name.count("/") >= 2:
         return ".".join(p for p in node.name.split("/")[1:-1] if p)
     return ""
@@ -138,6 +153,8 @@ def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Contex
     model = load_model(path_or_model, label)
     model = upgrade_opset(model, label)
     model = infer_shapes(model, label)
+    if unroll_recurrent(model, scope_of, label):
+        model = infer_shapes(model, label)
     ctx = context or new_context()
     info = onnx_importer.ModelInfo(model)
     module = info.create_module(context=ctx)

@@ -20,6 +20,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.importers.phase import first_op, run_phase, save_input
+from opscope.ir.loading import new_context
 from opscope.ir.sites import location_name
 
 # IREE's TorchInput::BackendLegalOps: ops kept whole by decompose-complex-ops because
@@ -158,11 +159,38 @@ def _first_torch_op(module: ir.Module, skip: tuple[str, ...] = ()) -> ir.Operati
 
 
 def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
-    """Run one phase; a failure names the first diagnostic's op and location and saves a reproducer."""
+    """Run one phase; a failure names the first diagnostic's op and location and saves a reproducer.
+
+    When a conversion gives up on a `torch.operator` (an ONNX op onnx-to-torch has no pattern for, e.g.
+    `onnx.Softsign` on IREE 3.13), the op it stands for is read from the phase's input and named instead.
+    """
     run = run_phase(module, pipeline)
     if run.failed:
         msg = run.message.split(": %")[0].split(": \"")[0][:200]
         where = describe_location(run.location) if run.location else "an unknown location"
         path = save_input(run.input, "opscope-torch-", pipeline)
         repro = f"; reproducer: iree-opt --pass-pipeline=\"$(cat {path}.pipeline)\" {path}" if path else ""
+        operator = _operator_at(run.input, run.location) if "'torch.operator'" in msg else None
+        if operator and operator.startswith("onnx."):
+            raise OpscopeError(
+                f"unsupported op '{operator}' at {where}: torch-mlir's onnx-to-torch has no pattern for it (at this "
+                f"opset); try: replace the node with equivalent ONNX ops{repro}") from None
         raise OpscopeError(f"torch lowering phase '{name}' failed at {where}: {msg}{repro}") from None
+
+
+def _operator_at(data: bytes, location: ir.Location | None) -> str | None:
+    """The op name a `torch.operator` at `location` stands for, read from a phase's saved input."""
+    if location is None:
+        return None
+    want = str(location)
+    found: list[str] = []
+    module = ir.Module.parse(data, new_context())
+
+    def visit(op):
+        if op.name == "torch.operator" and str(op.location) == want:
+            found.append(_op_label(op))
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found[0] if found else None
