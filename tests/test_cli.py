@@ -413,3 +413,16 @@ def test_static_analysis_bad_source_is_one_line(cmd, tmp_path):
     bad = tmp_path / "bad.mlir"
     bad.write_text(MALFORMED)
     assert_one_line_error(run([*OPSCOPE, cmd, str(bad)]), "opscope: error: ")
+
+
+def test_one_site_name_whatever_the_command(tmp_path):
+    """A StableHLO file named by JAX's name stack: `sites`, `import` and `profile` all call its
+    site `attn/q` (sites used to read the raw StableHLO and print `jit(attn)/attn/q/dot_general`)."""
+    path = tmp_path / "attn.mlir"
+    path.write_text(STABLEHLO.replace('loc("proj")', 'loc("jit(attn)/attn/q/dot_general")'))
+    listed = run([str(BIN / "opscope"), "sites", str(path)])
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["attn/q"]
+    proc = run([str(BIN / "opscope"), "profile", str(path), "--steps", "1", "--out", str(tmp_path / "run")])
+    assert proc.returncode == 0, proc.stderr
+    assert [s.name for s in Manifest.load(tmp_path / "run" / "manifest.json").sites] == ["attn/q"]
