@@ -252,7 +252,8 @@ def profile_module(
         inputs = generate(model.args, steps)
     out.mkdir(parents=True, exist_ok=True)
     model.manifest.save(out / MANIFEST_NAME)
-    run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", False)
+    # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
+    run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())
     return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name)
