@@ -139,3 +139,18 @@ def test_a_torch_cnn_taps_every_conv_and_linear(tmp_path):
     assert run.parity == 0.0 and [s.name for s in run.manifest.sites] == ["conv1", "dw", "grp", "fc"]
     dead = run.report.signals.filter(run.report.signals["site"] == "dw")
     assert dead.height == 3  # lhs, rhs, out of the depthwise conv are mined
+
+
+def test_pooling_is_not_a_site():
+    """Max and sum pooling implement linalg's convolution interface but multiply nothing."""
+    text = """
+func.func @main(%x: tensor<1x4x4x2xf32>, %w: tensor<2x2xf32>, %o: tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32> {
+  %0 = linalg.pooling_nhwc_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x4x4x2xf32>, tensor<2x2xf32>) outs(%o : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %1 = linalg.pooling_nhwc_sum {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+       ins(%x, %w : tensor<1x4x4x2xf32>, tensor<2x2xf32>) outs(%0 : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  return %1 : tensor<1x2x2x2xf32>
+}
+"""
+    module = parse_module(text, new_context())
+    assert find_sites(module) == []

@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from opscope.errors import OpscopeError  # noqa: E402
-from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch  # noqa: E402
+from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch, scope_of  # noqa: E402
 from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import module_bytecode, parse_module
 from opscope.ir.sites import find_sites  # noqa: E402
@@ -97,6 +97,68 @@ def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
     np.testing.assert_allclose(plain[0], want[0], **TOL)
     np.testing.assert_allclose(tapped[0], want[0], **TOL)
     assert {e.site for e in manifest.entries} == {"up", "down"}
+
+
+
+class ConvBlocks(torch.nn.Module):
+    """Two conv → BatchNorm → ReLU blocks in an `nn.Sequential` the model calls (ResNet's shape)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Sequential(*(torch.nn.Sequential() for _ in range(2)))
+        for i, block in enumerate(self.layer):
+            block.add_module("convolution", torch.nn.Conv2d(3 if i == 0 else 4, 4, 3, padding=1))
+            block.add_module("normalization", torch.nn.BatchNorm2d(4))
+            block.add_module("activation", torch.nn.ReLU())
+            block.normalization.running_mean.uniform_(-1, 1)
+            block.normalization.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_conv_batchnorm_sites_named_by_the_conv(tmp_path, dynamo):
+    """Both exporters name the convolutions as the FX route does (`layer.0.convolution`): the dynamo
+    exporter's optimizer folds each BatchNorm into its Conv (the node keeps the BatchNorm's scope; the
+    weight keeps the conv's name), the legacy one writes the called Sequential as a folder of its own
+    (`/layer/layer.0/convolution/Conv`)."""
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    model, x = ConvBlocks().eval(), torch.randn(1, 3, 6, 6)
+    path = tmp_path / "convs.onnx"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=dynamo, input_names=["x"])
+    convs = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Conv"]
+    if dynamo:  # what the fix reads: the fused node's rule and scope, and its weight's name
+        props = {p.key: p.value for p in convs[0].metadata_props}
+        assert "FuseBatchNormIntoConv" in props["pkg.onnxscript.rewriter.rule_name"]
+        assert "'layer.0.normalization'" in props["pkg.torch.onnx.name_scopes"]
+        assert convs[0].input[1] == "layer.0.convolution.weight"
+    else:
+        assert convs[0].name == "/layer/layer.0/convolution/Conv"
+    module = import_onnx(path)
+    assert [s.name for s in find_sites(module)] == ["layer.0.convolution", "layer.1.convolution"]
+    want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
+    plain, tapped, _ = _run_both(module, [x.numpy()])
+    np.testing.assert_allclose(plain[0], want[0], **TOL)
+    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    np.testing.assert_allclose(plain[0], model(x).detach().numpy(), **TOL)
+
+
+@pytest.mark.parametrize("name,path", [
+    ("/encoder/layer.0/attention/self/query/MatMul", "encoder.layer.0.attention.self.query"),  # ModuleList: not called
+    ("/encoder/stages.0/layers.0/layer/layer.0/convolution/Conv", "encoder.stages.0.layers.0.layer.0.convolution"),
+    ("/blocks/blocks.1/blocks.1.0/fc/Gemm", "blocks.1.0.fc"),  # nested Sequentials, each called
+    ("/layer/layer/fc/MatMul", "layer.layer.fc"),  # a module `layer` inside `layer`: not a container's child
+    ("/MatMul", ""),
+])
+def test_legacy_node_name_to_module_path(name, path):
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name=name)
+    assert scope_of(node) == path
 
 
 def test_external_data_is_loaded(block_onnx, tmp_path):

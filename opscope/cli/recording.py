@@ -98,7 +98,9 @@ def _flops(n: int) -> str:
     return f"{n} FLOP"
 
 
-def _parity(worst: float) -> str:
+def _parity(worst: float | None) -> str:
+    if worst is None:
+        return "not compared (the untapped model does not compile: see the warning)"
     return "bit-identical" if worst == 0 else f"within {worst:.2g}"
 
 

@@ -90,7 +90,8 @@ class ProfileResult:
     report: MineReport
     steps: int
     rows: int
-    parity: float  # largest |Δ| of the original results, injected vs as is, on step 0 (0.0: bit-identical)
+    parity: float | None  # largest |Δ| of the original results, injected vs as is, on step 0 (0.0: bit-identical;
+    # None: the untapped model does not compile in IREE, so nothing was compared)
     run_seconds: float  # the calls and their recording, not the compile or the parity check
     name: str = "<model>"
 

@@ -45,7 +45,7 @@ class SequenceResult:
     out: Path
     steps: int
     rows: int
-    parity: float
+    parity: float | None  # None: the untapped model does not compile (IREE), results not compared
     site_costs: Path
     seconds: float  # the calls and their recording, not the parity check
 

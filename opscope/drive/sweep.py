@@ -52,7 +52,7 @@ class SweepResult:
     out: Path
     recorded: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
-    parity: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    parity: dict[tuple[int, int, int], float | None] = field(default_factory=dict)  # None: not compared
     sketches_per_run: dict[tuple[int, int, int], int] = field(default_factory=dict)
     site_costs: Path | None = None
 

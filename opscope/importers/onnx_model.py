@@ -95,18 +95,27 @@ def infer_shapes(model, label: str):
         raise OpscopeError(f"{label}: ONNX shape inference failed: {_first_line(e)}") from None
 
 
-def scope_of(node) -> str:
+def scope_of(node, initializers: frozenset[str] | set[str] = frozenset()) -> str:
     """A node's module path: the unroll phase's `opscope.scope`, else the module scopes of its
     `pkg.torch.onnx.name_scopes` metadata, else its legacy node name's folders.
 
     torch's dynamo exporter writes name_scopes as the node's `nn_module_stack` paths followed by
     the FX node's own name (`['', 'encoder', ..., 'encoder.layer.0.attention.self.query',
     'linear_3']`, torch/onnx/_internal/exporter/_core.py `_get_node_namespace`): the module path
-    is the entry before that last one ('' for an op the root module ran).
+    is the entry before that last one ('' for an op the root module ran). Its optimizer folds an
+    eval BatchNorm into the Conv/Gemm before it and the fused node keeps the BatchNorm's metadata
+    (`...layer.0.normalization`); its weight keeps the convolution's parameter name, so such a
+    node (`pkg.onnxscript.rewriter.rule_name` naming `FuseBatchNormInto...`) takes the path of
+    its weight, `...layer.0.convolution.weight` → `...layer.0.convolution`, when that weight is
+    one of `initializers`. Legacy names: see `legacy_scope`.
     """
     props = {p.key: p.value for p in getattr(node, "metadata_props", ())}
     if props.get(SCOPE_KEY):
         return props[SCOPE_KEY]
+    if "FuseBatchNormInto" in props.get("pkg.onnxscript.rewriter.rule_name", "") and len(node.input) > 1:
+        weight = node.input[1]
+        if weight in initializers and weight.endswith(".weight"):
+            return normalize_path(weight.removesuffix(".weight"))
     if "pkg.torch.onnx.name_scopes" in props:
         try:
             scopes = ast.literal_eval(props["pkg.torch.onnx.name_scopes"])
@@ -117,13 +126,33 @@ def scope_of(node) -> str:
         modules = [str(s) for s in scopes[:-1] if s]  # the last entry names the FX node, not a module
         return normalize_path(modules[-1]) if modules else ""
     if node.name.startswith("/") and node.name.count("/") >= 2:
-        return ".".join(p for p in node.name.split("/")[1:-1] if p)
+        return legacy_scope(node.name)
     return ""
+
+
+def legacy_scope(name: str) -> str:
+    """The module path in a legacy (TorchScript) exporter's node name: its folders, joined by dots.
+
+    Each folder is a called module's name from its last non-numeric atom on (torch/onnx/_internal/
+    torchscript_exporter/utils.py `_unqualified_variable_name`): `layer.0` for `...layer.0`. A
+    called container (`nn.Sequential` `layer`) is a folder of its own before its children's, so
+    `/layer/layer.0/conv/Conv` is the path `layer.0.conv`: a folder that extends the one before it
+    by numeric atoms replaces it.
+    """
+    parts: list[str] = []
+    for folder in (p for p in name.split("/")[1:-1] if p):
+        rest = folder[len(parts[-1]) + 1:] if parts and folder.startswith(parts[-1] + ".") else ""
+        if rest and all(atom.isdigit() for atom in rest.split(".")):
+            parts[-1] = folder
+        else:
+            parts.append(folder)
+    return ".".join(parts)
 
 
 def _name_scopes(module: ir.Module, model) -> None:
     """Phase name: wrap each `NameLoc(node.name)` in `NameLoc(<module path>)` where one is known."""
-    scopes = {n.name: s for n in model.graph.node if n.name and (s := scope_of(n))}
+    weights = {t.name for t in model.graph.initializer}
+    scopes = {n.name: s for n in model.graph.node if n.name and (s := scope_of(n, weights))}
     if not scopes:
         return
     ctx = module.context

@@ -6,8 +6,8 @@ leading dims (the reference's dim-0-only M is a quirk we do not repeat), and a s
 taken from the op's location (`NameLoc` → `FusedLoc` → `CallSiteLoc`), else
 `<kind>#<ordinal>` with an ordinal per kind.
 
-A convolution (any linalg op `linalg.isa_convolution_op` accepts: named `conv_*`,
-depthwise, grouped, or a generic) is a site as its im2col GEMM: M = batch × output image,
+A convolution (any linalg op `linalg.isa_convolution_op` accepts whose body multiplies:
+named `conv_*`, depthwise, grouped, or a generic; not a pooling) is a site as its im2col GEMM: M = batch × output image,
 K = input channels × filter window, N = output channels, and `batch` the depthwise/group
 dims (each group its own GEMM), so FLOPs = 2·batch·M·K·N as for a matmul. Its roles are
 the input (lhs; the source of a zero `tensor.pad`, so padding is not counted as data),
@@ -168,8 +168,9 @@ def _dot_general_site(op: ir.Operation):
 
 def _conv_site(op: ir.Operation):
     """A linalg convolution as its im2col GEMM, with each operand's channel dims."""
-    if not op.name.startswith("linalg.") or not linalg.isa_convolution_op(op):
-        return None
+    if not op.name.startswith("linalg.") or op.name.startswith("linalg.pooling") or not _multiplies(op) \
+            or not linalg.isa_convolution_op(op):
+        return None  # pooling implements the convolution interface too: it multiplies nothing
     view = op.opview
     ins, outs = list(view.inputs), list(view.outputs)
     if len(ins) != 2 or len(outs) != 1 or len(op.results) != 1:  # quantized convs carry zero points
@@ -197,6 +198,14 @@ def _conv_site(op: ir.Operation):
             channels[role] = found
     kind = op.name.removeprefix("linalg.")
     return kind, values, b or 0, m or 0, k or 0, n or 0, None in (b, m, k, n), channels
+
+
+def _multiplies(op: ir.Operation) -> bool:
+    """The op's body multiplies (a convolution's multiply-accumulate; a pooling's max or sum does not)."""
+    if not op.regions or not len(op.regions[0].blocks):
+        return False
+    return any(inner.operation.name in ("arith.mulf", "arith.muli", "complex.mul")
+               for inner in op.regions[0].blocks[0].operations)
 
 
 def _result_positions(amap: ir.AffineMap, loops: list[int]) -> tuple[int, ...]:
