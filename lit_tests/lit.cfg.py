@@ -62,6 +62,6 @@ for var in ("HOME", "OPSCOPE_CACHE_DIR", "XDG_CACHE_HOME", "PYENV_ROOT", "PYENV_
 try:
     import psutil  # noqa: F401
 
-    lit_config.maxIndividualTestTime = 120
+    config.maxIndividualTestTime = 120  # lit >= 17; lit_config.maxIndividualTestTime is read-only there
 except ImportError:
     pass
