@@ -275,3 +275,17 @@ def test_cli_bad_inputs_fail_before_compiling(embedding_file, tmp_path):
     tok = subprocess.run([sys.executable, "-m", "opscope", "profile", str(embedding_file), "--text",
                           str(embedding_file), "--tokenizer", str(tmp_path)], capture_output=True, text=True)
     assert tok.returncode == 1 and f"no tokenizer at {tmp_path}" in tok.stderr and len(tok.stderr.splitlines()) == 1
+
+
+def test_cli_dynamic_dims_fail_before_compiling(tmp_path):
+    """A model with a dynamic dim: one line naming the argument, the dim and the fix, before any compile."""
+    path = tmp_path / "dyn.mlir"
+    path.write_text(DYNAMIC)
+    cache = tmp_path / "cache"
+    proc = subprocess.run([sys.executable, "-m", "opscope", "profile", str(path), "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True,
+                          env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(cache)})
+    assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("opscope: error: argument 0 (tensor<?x8xf32>) has a dynamic dim (0): drivers feed "
+                                  "static shapes; export the model with static shapes")
+    assert not cache.exists()
