@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opscope.analysis.labels import op_label, value_label
+from opscope.ir.labels import op_label, value_label
 from opscope.ir.loading import parse_module
 
 MODULE = """

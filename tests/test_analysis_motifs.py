@@ -15,8 +15,8 @@ import pytest
 
 from opscope.analysis.cones import ConeReport, dataflow_cones, mine_cones
 from opscope.analysis.motifs import MotifReport, linear_motifs, mine_motifs
-from opscope.analysis.opgraph import build_graph, from_edges
 from opscope.ir.loading import parse_module
+from opscope.ir.opgraph import build_graph, from_edges
 from opscope.models import demo
 
 RELU = "generic<maximumf>"

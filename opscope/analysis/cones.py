@@ -60,14 +60,13 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from opscope.analysis.opgraph import ARG, LEAF_LABELS, WEIGHT, OpGraph, build_graph
+from opscope.ir.opgraph import ARG, LEAF_LABELS, WEIGHT, OpGraph, build_graph
+from opscope.ir.residual import is_contraction, label_body, skip_connections
 
 STREAM_LABEL = ARG  # a residual-stream value enters a cone as a block input, like an argument
 MIN_OPS = 2  # one op reading inputs (matmul(in,w)) is a GEMM shape (`opscope shapes`), not a sub-DAG
 
 MAX_SITES = 6
-CONTRACTIONS = ("matmul", "batch_matmul", "matvec", "vecmat", "batch_matvec", "batch_vecmat", "dot",
-                "dot_general", "mmt4d", "batch_mmt4d", "batch_reduce_matmul", "conv")
 HINTS = {
     "moe": "MoE expert block: fuse grouped matmul + gating",
     "attention": "attention block: fuse (FusedAttentionBlock)",
@@ -253,17 +252,11 @@ def _span(graph: OpGraph, cone: Cone, cut: list[bool]) -> tuple[frozenset[int], 
     return roots, frozenset(nodes)
 
 
-def _body(label: str) -> tuple[str, set[str]]:
-    """`reduce<maximumf,exp>` -> ("reduce", {"maximumf", "exp"}); `matmul` -> ("matmul", set())."""
-    head, _, rest = label.partition("<")
-    return head, set(rest.rstrip(">").split(",")) if rest else set()
-
-
 def _evidence(label: str, computed: int) -> set[str]:
     """What one node proves for the hint rules; `computed` counts its non-leaf inputs."""
-    head, body = _body(label)
+    head, body = label_body(label)
     found: set[str] = set()
-    if head in CONTRACTIONS or head.startswith(("conv", "batch_matmul", "matmul")) or head == "contract":
+    if is_contraction(label) and head not in ("attention", "online_attention"):
         found.add("contraction")
         if computed >= 2:  # activation x activation (q·kᵀ, p·v), not x·W
             found.add("qk")
@@ -300,12 +293,10 @@ class _Hints:
     def __init__(self, graph: OpGraph):
         self.graph = graph
         n = len(graph.labels)
-        self.residual = [False] * n  # skip-connection adds
+        self.residual = [False] * n  # skip-connection adds (`opscope.ir.residual`)
         self.stream = [False] * n  # their outputs and skip inputs: the values between blocks
-        for node in graph.ops:  # IR order: the skip connections a search stops at are known
-            skip = self._skip_input(node)
-            if skip is not None:
-                self.residual[node] = self.stream[node] = self.stream[skip] = True
+        for node, skip in skip_connections(graph).items():
+            self.residual[node] = self.stream[node] = self.stream[skip] = True
 
     def kind(self, roots: list[int], depth: int) -> str:
         """The rule-table kind of the depth-`depth` cone at `roots[0]`; first match wins."""
@@ -381,38 +372,6 @@ class _Hints:
                 return True
             seen |= ins
         return False
-
-    def _skip_input(self, node: int) -> int | None:
-        """The skip input `x` when `node` adds `x` and `f(x)` (two tensors, computed or a
-        function argument, layer 0's skip input being the argument itself), where some path
-        from `x` to `f(x)` passes a contraction and no other skip connection; else None.
-
-        The contraction tells a block from an elementwise `x + g(x)` (GELU-tanh's
-        `x + 0.044715·x³`); stopping at earlier skip connections tells it from a tensor
-        every layer reads (the attention mask reaches layer 1's scores through layer 0, so
-        without the stop layer 1's mask add would look like one). Nodes are in IR
-        (topological) order and the search stops at the stream: it visits one block.
-        """
-        g = self.graph
-        head, body = _body(g.labels[node])
-        data = [i for i in dict.fromkeys(g.inputs[node]) if not g.leaf[i] or g.labels[i] == ARG]  # not weights
-        if not ((head == "generic" and body == {"addf"}) or head == "add") or len(data) != 2:
-            return None
-        early, late = sorted(data)
-        region, stack = {late}, [late]
-        while stack:
-            for i in g.inputs[stack.pop()]:
-                if i > early and i not in region and not self.residual[i]:
-                    region.add(i)
-                    stack.append(i)
-        reach: dict[int, bool] = {}  # reads `early`, through the region
-        through: dict[int, bool] = {}  # ... on a path that passes a contraction
-        for n in sorted(region):
-            ins = [i for i in g.inputs[n] if i == early or i in region]
-            reach[n] = any(i == early or reach[i] for i in ins)
-            through[n] = reach[n] and ("contraction" in _evidence(g.labels[n], 0)
-                                       or any(through[i] for i in ins if i != early))
-        return early if through[late] else None
 
 
 def _check_options(min_depth: int, max_depth: int, min_count: int) -> None:

@@ -42,7 +42,6 @@ from math import prod
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from opscope.analysis.labels import op_label
 from opscope.analysis.ledger import ledger_dict, ledger_text
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.ir.const_expr import is_const_expr, is_weight, memoized
@@ -50,6 +49,7 @@ from opscope.ir.flops import (
     ATTENTION, FOR, SOFTMAX, SOFTMAX_FLOPS, WHILE, attention_dims, attention_op_flops, domain_size, indexing_maps,
     live_results, scalar_op_flops, structured_flops, trip_count,
 )
+from opscope.ir.labels import op_label
 from opscope.ir.sites import location_name, loop_sizes
 
 SOURCE_DIALECTS = ("stablehlo.", "torch.", "tosa.", "mhlo.")  # what importers lower to linalg
@@ -73,7 +73,7 @@ class OpCost:
 
     index: int  # position in the function body walk (top-level ops)
     name: str  # location name (`opscope.ir.sites.location_name`), else f"{label}#{ordinal}"
-    label: str  # opscope.analysis.labels.op_label(op)
+    label: str  # opscope.ir.labels.op_label(op)
     domain: int | None  # iteration-space points (0: none, a leaf or view; None: a dynamic dim)
     flops: int | None  # None = unknown (dynamic, or an op we cannot model)
     bytes_read: int | None

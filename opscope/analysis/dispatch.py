@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from opscope.analysis.cost import op_cost, value_bytes
-from opscope.analysis.labels import op_label
 from opscope.analysis.roofline import DEFAULT_RIDGE
 from opscope.errors import OpscopeError
+from opscope.ir.labels import op_label
 from opscope.ir.sites import location_name
 
 LOAD, STORE = "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store"

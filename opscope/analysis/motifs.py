@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
-from opscope.analysis.opgraph import OpGraph, build_graph
+from opscope.ir.opgraph import OpGraph, build_graph
 
 ARROW = " → "
 MAX_EXAMPLES = 4

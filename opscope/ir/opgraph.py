@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from opscope.analysis.labels import op_label
 from opscope.ir.const_expr import captures
+from opscope.ir.labels import op_label
 from opscope.ir.sites import location_name
 
 ARG, WEIGHT, CONST = "in", "w", "k"
