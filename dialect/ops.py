@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
+from opscope.dialect.dynamics import DYNAMICS_KINDS, PAIR_KINDS
 
 # The reference's per-tensor sketch order (§2.3); manifests and packed results follow it.
 STAT_KINDS: tuple[str, ...] = (
@@ -30,6 +31,9 @@ STAT_KINDS: tuple[str, ...] = (
     "adj_sumsq",
 )
 ROLES: tuple[str, ...] = ("lhs", "rhs", "out")
+# Inference-dynamics taps (`dialect/dynamics.py` computes them): attention probabilities, a
+# router's softmax, chosen expert indices, a residual add's stream and block output.
+DYNAMICS_ROLES: tuple[str, ...] = ("attn", "gate", "route", "residual")
 FLOAT_TYPES: tuple[str, ...] = ("f32", "f16", "bf16")
 STAT_OP = "opscope.stat"
 
@@ -48,6 +52,11 @@ class StatOp:
     @property
     def value(self) -> ir.Value:
         return self.op.operands[0]
+
+    @property
+    def values(self) -> tuple[ir.Value, ...]:
+        """Every tapped value: one, or (stream, block output) for a residual statistic."""
+        return tuple(self.op.operands)
 
     @property
     def kind(self) -> str:
@@ -100,7 +109,7 @@ def _options_attr(options: dict[str, object]) -> ir.DictAttr:
 
 
 def stat(
-    value: ir.Value,
+    value: ir.Value | tuple[ir.Value, ...],
     kind: str,
     site: str,
     role: str,
@@ -109,7 +118,8 @@ def stat(
     loc: ir.Location | None = None,
     ip: ir.InsertionPoint | None = None,
 ) -> ir.Operation:
-    """Record statistic `kind` of `value`, operand `role` of site `site`.
+    """Record statistic `kind` of `value` (a tuple of two for a residual statistic), operand
+    `role` of site `site`.
 
         "opscope.stat"(%lhs) {kind = "max", options = {}, role = "lhs", site = "fc1"}
             : (tensor<64x128xf32>) -> ()
@@ -117,7 +127,7 @@ def stat(
     op = ir.Operation.create(
         STAT_OP,
         results=[],
-        operands=[value],
+        operands=list(value) if isinstance(value, tuple) else [value],
         attributes={
             "kind": ir.StringAttr.get(kind),
             "site": ir.StringAttr.get(site),
@@ -134,19 +144,45 @@ def stat(
     return op
 
 
+def _verify_dynamics(view: StatOp) -> str | None:
+    """The operand checks of an inference-dynamics statistic."""
+    types = [v.type for v in view.values]
+    for ty in types:
+        if not isinstance(ty, ir.RankedTensorType) or not ty.has_static_shape:
+            return f"opscope.stat: {view.kind} needs static ranked tensors, got {ty}"
+    ty = types[0]
+    if view.kind == "route_load":
+        if not isinstance(ty.element_type, ir.IntegerType):
+            return f"opscope.stat: route_load counts integer expert indices, got {ty}"
+        if int(view.options.get("experts", 0)) <= 0:
+            return "opscope.stat: route_load needs options {experts = E} with E > 0"
+        return None
+    if str(ty.element_type) not in FLOAT_TYPES:
+        return f"opscope.stat: {view.kind} needs f32, f16 or bf16, got {ty}"
+    if view.kind in PAIR_KINDS and types[1] != ty:
+        return f"opscope.stat: {view.kind} needs two tensors of one type, got {ty} and {types[1]}"
+    if view.kind.startswith("attn_") and ty.rank < 2:
+        return f"opscope.stat: {view.kind} needs probabilities of rank >= 2, got {ty}"
+    return None
+
+
 def verify_stat(op: ir.Operation) -> str | None:
     """Return why `op` is not a valid `opscope.stat`, or None when it is."""
     attrs = op.attributes
     for name in ("kind", "site", "role", "options"):
         if name not in attrs:
             return f"opscope.stat: missing attribute '{name}'"
-    if len(op.operands) != 1 or len(op.results) != 0:
-        return "opscope.stat: expects one operand and no results"
     view = StatOp(op)
-    if view.kind not in STAT_KINDS:
-        return f"opscope.stat: unknown kind '{view.kind}' (expected one of {', '.join(STAT_KINDS)})"
-    if view.role not in ROLES:
-        return f"opscope.stat: unknown role '{view.role}' (expected one of {', '.join(ROLES)})"
+    if view.kind not in STAT_KINDS + DYNAMICS_KINDS:
+        return (f"opscope.stat: unknown kind '{view.kind}' (expected one of "
+                f"{', '.join(STAT_KINDS + DYNAMICS_KINDS)})")
+    arity = 2 if view.kind in PAIR_KINDS else 1
+    if len(op.operands) != arity or len(op.results) != 0:
+        return f"opscope.stat: {view.kind} expects {'two operands' if arity == 2 else 'one operand'} and no results"
+    if view.role not in ROLES + DYNAMICS_ROLES:
+        return f"opscope.stat: unknown role '{view.role}' (expected one of {', '.join(ROLES + DYNAMICS_ROLES)})"
+    if view.kind in DYNAMICS_KINDS:
+        return _verify_dynamics(view)
     ty = view.value.type
     if not isinstance(ty, ir.RankedTensorType):
         return f"opscope.stat: expects a ranked tensor, got {ty}"

@@ -15,6 +15,24 @@ def _inject_matmul_stats():
     return InjectMatmulStats
 
 
+def _inject_attention_stats():
+    from opscope.passes.inject_attention_stats import InjectAttentionStats
+
+    return InjectAttentionStats
+
+
+def _inject_infer_stats():
+    from opscope.passes.inject_infer_stats import InjectInferStats
+
+    return InjectInferStats
+
+
+def _inject_residual_stats():
+    from opscope.passes.inject_residual_stats import InjectResidualStats
+
+    return InjectResidualStats
+
+
 def _lower_opscope():
     from opscope.passes.lower_opscope import LowerOpscope
 
@@ -22,7 +40,10 @@ def _lower_opscope():
 
 
 PASSES: dict[str, Callable[[], type]] = {
+    "inject-attention-stats": _inject_attention_stats,
+    "inject-infer-stats": _inject_infer_stats,
     "inject-matmul-stats": _inject_matmul_stats,
+    "inject-residual-stats": _inject_residual_stats,
     "lower-opscope": _lower_opscope,
 }
 

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from iree.compiler import ir
-
 from opscope.dialect.ops import stat
+
 from opscope.errors import OpscopeError
 from opscope.ir.flops import op_flops
+from opscope.ir.manifest import SiteInfo, add_site_rows
 from opscope.ir.sites import ROLES, Site, find_sites
 from opscope.ir.stat_config import StatConfig, plan_stats
 
@@ -127,28 +128,11 @@ class InjectMatmulStats:
 
 def _annotate_sites(sites: list[Site]) -> None:
     """Record each function's site table (`opscope.sites`) for the manifest."""
-    i64 = ir.IntegerType.get_signless(64)
     by_func: dict = {}
     for s in sites:
-        by_func.setdefault(s.op.parent, []).append(s)
-    for func_op, group in by_func.items():
-        existing = []
-        if "opscope.sites" in func_op.attributes:
-            existing = list(ir.ArrayAttr(func_op.attributes["opscope.sites"]))
-        known = {str(ir.DictAttr(d)["name"]) for d in existing}
-        for s in group:
-            if f'"{s.name}"' in known:
-                continue
-            existing.append(ir.DictAttr.get({
-                "name": ir.StringAttr.get(s.name),
-                "kind": ir.StringAttr.get(s.kind),
-                "batch": ir.IntegerAttr.get(i64, s.batch),
-                "m": ir.IntegerAttr.get(i64, s.m),
-                "k": ir.IntegerAttr.get(i64, s.k),
-                "n": ir.IntegerAttr.get(i64, s.n),
-                "flops": ir.IntegerAttr.get(i64, _flops(s)),
-            }))
-        func_op.attributes["opscope.sites"] = ir.ArrayAttr.get(existing)
+        by_func.setdefault(s.op.parent, []).append(SiteInfo(s.name, s.kind, s.batch, s.m, s.k, s.n, _flops(s)))
+    for func_op, rows in by_func.items():
+        add_site_rows(func_op, rows)
 
 
 def _flops(site: Site) -> int:

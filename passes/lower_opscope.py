@@ -21,6 +21,11 @@ statistic. No opscope op is left behind. `hist-counts=i8` counts histograms in i
 (exact, ~1.6x faster on llvm-cpu; IREE 3.13's SPIR-V miscounts i8, so i32 is the default and
 `opscope.run.targets` picks per target). `row-lanes=16` keeps 16 lane partials per row in the
 row reductions (~2x faster multi-result reductions on llvm-cpu; 0, straight, elsewhere).
+
+Inference-dynamics statistics (attention, routing, residual: `dialect/dynamics.py`) get one
+kernel and call per tapped tensor, or per (stream, block output) pair of a residual add,
+placed after both are defined, and results described the same way (a statistic of one
+tensor never mixes the two families).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import ClassVar, Literal
 from iree.compiler import ir
 from iree.compiler.dialects import func
 
+from opscope.dialect.dynamics import DYNAMICS_KINDS, DynamicsKernel
 from opscope.dialect.lowering import HIST_LANES, StatItem, StatsKernel
 from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
@@ -88,6 +94,8 @@ class LowerOpscope:
             )
         i64 = ir.IntegerType.get_signless(64)
         new_values, new_attrs = [], []
+        dynamics = [g for g in groups if StatOp(g[1][0]).kind in DYNAMICS_KINDS]
+        groups = [g for g in groups if StatOp(g[1][0]).kind not in DYNAMICS_KINDS]
         for key, slots in self._calls(groups, ret):
             value0 = slots[0].value
             ty = ir.RankedTensorType(value0.type)
@@ -151,7 +159,44 @@ class LowerOpscope:
             if self.pack:
                 new_values.append(call.results[0])
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
+        for (values, site, role), ops in dynamics:
+            self._lower_dynamics(module, fn, symbols, values, site, role, ops, new_values, new_attrs)
         _append_results(fn, ret, new_values, new_attrs)
+
+    def _lower_dynamics(self, module, fn, symbols, values, site, role, ops, new_values, new_attrs) -> None:
+        """One inference-dynamics kernel and call for the statistics of one tapped tensor (or
+        residual pair), its results described like the sketches'."""
+        i64 = ir.IntegerType.get_signless(64)
+        views = [StatOp(o) for o in ops]
+        ty = ir.RankedTensorType(values[0].type)
+        kernel = DynamicsKernel(tuple(ty.shape), str(ty.element_type), tuple(v.kind for v in views),
+                                int(views[0].options.get("experts", 0)))
+        problem = kernel.check()
+        if problem:
+            raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
+        callee = _fresh_symbol(ty, f"dynamics|{site}|{role}|{kernel.kinds}|{self.pack}|{self.outline}", symbols)
+        _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline), callee)
+        symbols.add(callee)
+        lengths = [kernel.length(k) for k in kernel.kinds]
+        with ops[0].location:
+            types = [_stat_type(kernel.total)] if self.pack else [_stat_type(n) for n in lengths]
+            call = func.CallOp(types, ir.FlatSymbolRefAttr.get(callee), list(values),
+                               ip=_after_last_definition(list(values), fn))
+        def describe(kind: str, extra: dict) -> dict:
+            return {"site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role), "stat": ir.StringAttr.get(kind),
+                    "numel": ir.IntegerAttr.get(i64, kernel.numel), **extra}
+        if self.pack:
+            entries = [ir.DictAttr.get(describe(k, {"offset": ir.IntegerAttr.get(i64, off),
+                                                    "length": ir.IntegerAttr.get(i64, n)}))
+                       for k, off, n in zip(kernel.kinds, kernel.offsets(), lengths)]
+            new_values.append(call.results[0])
+            new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
+        else:
+            for k, r in zip(kernel.kinds, call.results):
+                new_values.append(r)
+                new_attrs.append(ir.DictAttr.get({f"opscope.{key}": value for key, value in describe(k, {}).items()}))
+        for o in ops:
+            o.erase()
 
     def _calls(self, groups, ret) -> list[tuple[str, list["_Slot"]]]:
         """One kernel call per (tensor type, statistics, constant or not), in order of first
@@ -164,7 +209,7 @@ class LowerOpscope:
         (MiniLM, GPT-2; docs/spine.md). Inside a kernel, the tensors are stacked (`batch`
         caps a stack)."""
         calls: dict[str, list[_Slot]] = {}
-        for (value, site, role), ops in groups:
+        for ((value, *_), site, role), ops in groups:
             ty = ir.RankedTensorType(value.type)
             items = [_item(StatOp(o)) for o in ops]
             dims = _channel_dims(ops)
@@ -272,7 +317,11 @@ def _collect(fn) -> list:
         if problem:
             raise OpscopeError(f"{problem} at {op.location}")
         v = StatOp(op)
-        group = groups.setdefault((v.value, v.site, v.role), [])
+        key = (v.values, v.site, v.role)
+        group = groups.setdefault(key, [])
+        if group and (StatOp(group[0]).kind in DYNAMICS_KINDS) != (v.kind in DYNAMICS_KINDS):
+            raise OpscopeError(f"lower-opscope: site '{v.site}' role {v.role} mixes sketch and inference-dynamics "
+                               f"statistics of one tensor at {op.location}")
         if any(StatOp(o).kind == v.kind for o in group):
             raise OpscopeError(
                 f"lower-opscope: duplicate '{v.kind}' for site '{v.site}' role {v.role} at {op.location}"

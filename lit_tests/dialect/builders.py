@@ -75,8 +75,8 @@ def refuses_what_the_verifier_refuses():
             try:
                 stat(x, kind, "fc1", role, options, ip=ir.InsertionPoint(ret))
             except ValueError as e:
-                # CHECK:      opscope.stat: unknown kind 'median' (expected one of min, max, mean, l1, sumsq, nnz, kurtosis, hist, elemsig, chan_maxabs, chan_outlier, pos_sumsq, adj_sumsq)
-                # CHECK-NEXT: opscope.stat: unknown role 'weight' (expected one of lhs, rhs, out)
+                # CHECK:      opscope.stat: unknown kind 'median' (expected one of min, max, mean, l1, sumsq, nnz, kurtosis, hist, elemsig, chan_maxabs, chan_outlier, pos_sumsq, adj_sumsq, attn_qmax, attn_krecv, attn_entropy, gate_top2, route_load, res_a_sumsq, res_b_sumsq, res_cos)
+                # CHECK-NEXT: opscope.stat: unknown role 'weight' (expected one of lhs, rhs, out, attn, gate, route, residual)
                 # CHECK-NEXT: opscope.stat: dynamic shape tensor<?x8xf32> is not supported (stat kernels are static-shaped)
                 # CHECK-NEXT: opscope.stat: unsupported element type i8 (expected f32, f16 or bf16)
                 # CHECK-NEXT: opscope.stat: hist needs bins > 0 and lo < hi

@@ -145,10 +145,41 @@ class Manifest:
         return {s.name: s.flops for s in self.sites}
 
 
+def add_site_rows(fn, rows: list[SiteInfo]) -> None:
+    """Append `rows` to function `fn`'s site table (`opscope.sites`, what the manifest reads),
+    leaving out names the table already has."""
+    i64 = ir.IntegerType.get_signless(64)
+    table = list(ir.ArrayAttr(fn.attributes["opscope.sites"])) if "opscope.sites" in fn.attributes else []
+    known = {ir.StringAttr(ir.DictAttr(d)["name"]).value for d in table}
+    for row in rows:
+        if row.name in known:
+            continue
+        known.add(row.name)
+        table.append(ir.DictAttr.get({
+            "name": ir.StringAttr.get(row.name), "kind": ir.StringAttr.get(row.kind),
+            **{k: ir.IntegerAttr.get(i64, getattr(row, k)) for k in ("batch", "m", "k", "n", "flops")},
+        }))
+    fn.attributes["opscope.sites"] = ir.ArrayAttr.get(table)
+
+
+def site_names(module) -> set[str]:
+    """The names in every function's site table: what a new site's name must not repeat."""
+    names = set()
+    for op in module.operation.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and "opscope.sites" in op.operation.attributes:
+            names |= {ir.StringAttr(ir.DictAttr(d)["name"]).value
+                      for d in ir.ArrayAttr(op.operation.attributes["opscope.sites"])}
+    return names
+
+
 def _reference_order(entries: list[StatEntry], sites: list[SiteInfo]) -> list[StatEntry]:
-    """Entries in the reference's order (site, then role lhs/rhs/out, then stat order),
-    whatever order the lowering packed them in; unknown sites keep their IR order."""
+    """Entries in the reference's order (site, then role lhs/rhs/out, then stat order; the
+    inference-dynamics statistics after, in their own order), whatever order the lowering
+    packed them in; unknown sites keep their IR order."""
+    from opscope.dialect.dynamics import DYNAMICS_KINDS
     from opscope.ir.stat_config import STAT_ORDER
+
+    order = tuple(STAT_ORDER) + DYNAMICS_KINDS
 
     site_rank = {s.name: i for i, s in enumerate(sites)}
     first_seen: dict[str, int] = {}
@@ -157,7 +188,7 @@ def _reference_order(entries: list[StatEntry], sites: list[SiteInfo]) -> list[St
     roles = {"lhs": 0, "rhs": 1, "out": 2}
     return sorted(entries, key=lambda e: (
         site_rank.get(e.site, len(site_rank) + first_seen[e.site]), roles.get(e.role, 3),
-        STAT_ORDER.index(e.stat) if e.stat in STAT_ORDER else len(STAT_ORDER),
+        order.index(e.stat) if e.stat in order else len(order),
     ))
 
 

@@ -25,7 +25,7 @@ Building is one pass in IR order, linear in the number of ops and operands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iree.compiler import ir
 
@@ -51,6 +51,9 @@ class OpGraph:
     sites: tuple[str, ...]
     leaf: tuple[bool, ...]
     escapes: frozenset[int] = frozenset()
+    # Built from IR only: each node's op (None for a leaf) and each tensor value's node.
+    op_of: tuple = field(default=(), compare=False, repr=False)
+    node_of: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -121,6 +124,7 @@ class _Builder:
 
     def __init__(self):
         self.labels: list[str] = []
+        self.op_of: list[ir.Operation | None] = []
         self.inputs: list[tuple[int, ...]] = []
         self.sites: list[str] = []
         self.leaf: list[bool] = []
@@ -143,13 +147,15 @@ class _Builder:
                 for op in block.operations:
                     self._visit(op.operation)
         return OpGraph(tuple(self.labels), tuple(self.inputs), tuple(self.sites), tuple(self.leaf),
-                       frozenset(self.escapes))
+                       frozenset(self.escapes), tuple(self.op_of), dict(self.node_of))
 
     def _arg_name(self, arg: ir.BlockArgument) -> str:
         return location_name(arg.location) or f"%arg{arg.arg_number}"
 
-    def _add(self, label: str, inputs: tuple[int, ...], site: str, leaf: bool = False) -> int:
+    def _add(self, label: str, inputs: tuple[int, ...], site: str, leaf: bool = False,
+             op: ir.Operation | None = None) -> int:
         self.labels.append(label)
+        self.op_of.append(op)
         self.inputs.append(inputs)
         self.sites.append(site)
         self.leaf.append(leaf)
@@ -189,7 +195,7 @@ class _Builder:
         if op.name == "linalg.fill":
             self.fill.update(results)
         label = op_label(op)
-        node = self._add(label, tuple(ins), self._site(op, label))
+        node = self._add(label, tuple(ins), self._site(op, label), op=op)
         for r in results:
             self.node_of[r] = node
 
