@@ -83,8 +83,10 @@ def profile(
     tokenizer: str | Path | None = None,
     name: str | None = None,
     say: Callable[[str], None] | None = None,
+    taps: str | Iterable[str] | None = None,
 ) -> ProfileResult:
-    """Profile a model: tap every matmul, compile for `target`, run `steps` calls, record
+    """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
+    top-k routing and residual add, compile for `target`, run `steps` calls, record
     every sketch, mine them, and write a run folder (`out`, default `opscope-runs/<time>`).
 
     `source`: None (the built-in model and its realistic input mix), a zoo name
@@ -100,7 +102,9 @@ def profile(
     of sentences) is tokenized by `tokenizer` (a local Hugging Face tokenizer folder) or
     the zoo model's own. Given inputs are checked against the signature before compiling.
     `name` is what reports call the model; `say` receives a line naming the model before
-    the compile (pass `print` to see it).
+    the compile (pass `print` to see it). `taps` picks the families tapped: "all" (the
+    default) or some of "matmul", "attention", "routing", "residual" (a comma-separated
+    string or a list).
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -110,7 +114,7 @@ def profile(
     from opscope.ir.stat_config import StatConfig
 
     return run_profile(source, out=out, target=target, steps=steps, config=config or StatConfig(), inputs=inputs,
-                       say=say, name=name, text=text, tokenizer=tokenizer)
+                       say=say, name=name, text=text, tokenizer=tokenizer, taps=taps)
 
 
 def read_sketches(source: str | Path | Iterable[str | Path] | ProfileResult) -> pl.DataFrame:
@@ -183,19 +187,26 @@ def inject(
     target: str | None = None,
     sites: str = "",
     keep: Callable[[Any], bool] | None = None,
+    taps: str | Iterable[str] | None = None,
+    every_add: bool = False,
     **lowering: Any,
 ) -> tuple[ir.Module, Manifest]:
-    """Tap every matmul of `module` (edited in place; text and bytecode are parsed first):
+    """Tap every matmul, attention, routing and residual site of `module` (edited in place;
+    text and bytecode are parsed first):
     `opscope.stat` ops say what is recorded, `lower-opscope` computes them as extra
     function results after the original ones. Returns (module, manifest); the manifest
     says which result holds which sketch (`manifest.rows(outputs)` decodes a call).
 
     `config` picks the sketches (default `StatConfig()`, the reference's 13; `StatConfig.lean()`
-    a cheaper set); `sites` is a regex on site names, `keep(site)` a predicate on `Site`s;
+    a cheaper set); `taps` the families ("all", default, or some of "matmul", "attention",
+    "routing", "residual"); `every_add` taps every add of two same-typed tensors as a
+    residual site (the reference's rule) instead of the skip-connection rule; `sites` is a
+    regex on site names (every kind), `keep(site)` a predicate on matmul and convolution
+    `Site`s;
     `target` picks that target's fastest kernel layout (default: one every target runs);
     `lowering` passes lower-opscope's options (`pack`, `outline`, `batch`,
     `hoist_constants`, `hist_counts`, `row_lanes`)."""
-    from opscope.ir.instrument import inject_matmul_stats
+    from opscope.ir.instrument import inject_stats, parse_taps
     from opscope.ir.loading import new_context, parse_module
     from opscope.ir.stat_config import StatConfig
 
@@ -205,7 +216,8 @@ def inject(
         from opscope.run.targets import get_target
 
         lowering = {**get_target(target).layout, **lowering}
-    return inject_matmul_stats(module, config or StatConfig(), keep=keep, sites=sites, **lowering)
+    return inject_stats(module, config or StatConfig(), parse_taps(taps), keep=keep, sites=sites,
+                        every_add=every_add, **lowering)
 
 
 def compile(module: ir.Module | str | bytes, target: str = "llvm-cpu", **options: Any) -> CompiledModule:

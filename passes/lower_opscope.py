@@ -26,6 +26,12 @@ Inference-dynamics statistics (attention, routing, residual: `dialect/dynamics.p
 kernel and call per tapped tensor, or per (stream, block output) pair of a residual add,
 placed after both are defined, and results described the same way (a statistic of one
 tensor never mixes the two families).
+
+A tensor the model later updates in place (the destination of a sort, a scatter, an
+insert_slice, any op's `outs`) is read by an inlined kernel, never an outlined call: IREE
+3.13 lets the in-place op overwrite the buffer before a `{noinline}` call has read it (a
+Mixtral router's probabilities came back sorted: every call on vulkan-spirv, 1 % on
+llvm-cpu; `tests/test_dynamics_numerics.py`).
 """
 
 from __future__ import annotations
@@ -111,7 +117,7 @@ class LowerOpscope:
             # const-expr hoisting computes them at compile time (much slower compiles:
             # 10 s -> 28 s on the 8-layer demo with global weights, 84 s before stacking).
             constant = key.endswith("|constant")
-            outline = self.outline and not constant
+            outline = self.outline and not constant and not any(_updated_in_place(s.value) for s in slots)
             # Every call gets a kernel of its own: see `_calls` for why none is shared.
             callee = _fresh_symbol(ty, f"{key}|{len(slots)}|{self.pack}|{outline}", symbols)
             _insert_function(module, kernel.function(callee, pack=self.pack, noinline=outline), callee)
@@ -174,8 +180,9 @@ class LowerOpscope:
         problem = kernel.check()
         if problem:
             raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
-        callee = _fresh_symbol(ty, f"dynamics|{site}|{role}|{kernel.kinds}|{self.pack}|{self.outline}", symbols)
-        _insert_function(module, kernel.function(callee, pack=self.pack, noinline=self.outline), callee)
+        outline = self.outline and not any(_updated_in_place(v) for v in values)
+        callee = _fresh_symbol(ty, f"dynamics|{site}|{role}|{kernel.kinds}|{self.pack}|{outline}", symbols)
+        _insert_function(module, kernel.function(callee, pack=self.pack, noinline=outline), callee)
         symbols.add(callee)
         lengths = [kernel.length(k) for k in kernel.kinds]
         with ops[0].location:
@@ -247,6 +254,22 @@ def _after_last_definition(values: list[ir.Value], fn) -> ir.InsertionPoint:
 
 
 _VIEWS = ("tensor.collapse_shape", "tensor.expand_shape", "tensor.cast")
+_DESTINATIONS = {"tensor.insert_slice": 1, "tensor.insert": 1, "linalg.softmax": 1}  # op -> its destination operand
+
+
+def _updated_in_place(value: ir.Value) -> bool:
+    """Whether an op may write `value`'s buffer in place: `value` is a destination (`outs`,
+    the last operand segment of a destination-style op such as linalg's and
+    iree_linalg_ext's sort/scatter/topk, or an insert's dest)."""
+    for use in value.uses:
+        op = use.owner
+        if _DESTINATIONS.get(op.name) == use.operand_number:
+            return True
+        if "operandSegmentSizes" in op.attributes and op.name.split(".")[0] in ("linalg", "iree_linalg_ext"):
+            inits = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[-1]
+            if use.operand_number >= len(op.operands) - inits:
+                return True
+    return False
 
 
 def _call_kind(value: ir.Value, ret) -> str:

@@ -65,7 +65,9 @@ def test_profile_says_the_model_and_writes_the_run_folder(run):
     assert all(p.is_file() for p in (run.sketches, run.site_costs, run.manifest_path, run.report_path))
     assert run.report_path.read_text() == run.report.to_markdown()
     assert run.parity == 0.0 and run.steps == 2 and run.target == "llvm-cpu"
-    assert len(run.manifest.sites) == 16 and run.rows == opscope.read_sketches(run).height
+    kinds = [s.kind for s in run.manifest.sites]
+    assert (kinds.count("matmul"), kinds.count("softmax"), kinds.count("residual")) == (16, 2, 4)  # all taps
+    assert len(kinds) == 22 and run.rows == opscope.read_sketches(run).height
 
 
 def test_read_sketches_of_a_run_equals_its_file(run):
@@ -124,8 +126,11 @@ def test_inject_takes_text_and_a_target_layout():
 def test_inject_selects_sites():
     source = transformer_module(1, 16, 8)
     _, by_regex = opscope.inject(source, sites=r"ffn")
-    _, by_keep = opscope.inject(source, keep=lambda s: s.name.startswith("layer0.ffn"))
-    assert {s.name for s in by_regex.sites} == {s.name for s in by_keep.sites} == {"layer0.ffn.up", "layer0.ffn.down"}
+    _, by_keep = opscope.inject(source, keep=lambda s: s.name.startswith("layer0.ffn"), taps="matmul")
+    assert {s.name for s in by_regex.sites} == {"layer0.ffn.up", "layer0.ffn.down", "layer0.ffn.residual"}
+    assert {s.name for s in by_keep.sites} == {"layer0.ffn.up", "layer0.ffn.down"}
+    _, kept = opscope.inject(source, keep=lambda s: s.lhs_numel > 16 * 8)  # keep sees matmul sites only
+    assert {s.kind for s in kept.sites} == {"matmul", "softmax", "residual"}
 
 
 def test_compile_and_load_run_the_module():

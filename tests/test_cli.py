@@ -67,7 +67,7 @@ def test_profile_default_model(opscope, tmp_path):
     assert "Traceback" not in proc.stderr
     out = proc.stdout.splitlines()
     assert out[0].startswith("opscope profile: built-in transformer") and out[0].endswith("on llvm-cpu")
-    assert "16 matmul sites" in out[1] and "624 sketches per step" in out[1]
+    assert out[1].startswith("  22 sites (16 matmuls, 2 softmax, 4 residual adds) (6.8 MFLOP), 642 sketches per step")
     assert "original results bit-identical with injection" in out[1]
     assert out[3] == ("Tapped sites: 99.5% of the module's 6.85 M FLOPs per call; not tapped: generic<maximumf> 0.2%, "
                       "softmax 0.1%, generic<addf> 0.1%.")  # the ReLUs, softmaxes and residual adds
@@ -79,14 +79,18 @@ def test_profile_default_model(opscope, tmp_path):
     assert "Across 3 steps: 12 of 48 tensors are stationary (precompute / prepack): 12 rhs" in findings
     assert out[-1].startswith(f"wrote {run_dir}/: sketches.csv (")
     manifest = Manifest.load(run_dir / "manifest.json")
-    assert len(manifest.entries) == 16 * 39 and len(manifest.sites) == 16
+    assert len(manifest.entries) == 16 * 39 + 2 * 3 + 4 * 3 and len(manifest.sites) == 22
     assert manifest.flags[: len(TARGETS["llvm-cpu"].flags)] == list(TARGETS["llvm-cpu"].flags)
+    assert "Attention (2 sites, 2 heads, bidirectional): no sinks;" in findings  # the dynamics summary
+    assert "Residual blocks (4): least influential layer1.ffn.residual" in findings
     rows = (run_dir / "sketches.csv").read_text().splitlines()
     assert rows[0] == "run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value"
     assert len(rows) - 1 == 3 * sum(e.length for e in manifest.entries)
     costs = (run_dir / "site_costs.csv").read_text().splitlines()
-    assert costs[0] == "site,flops" and costs[1] == f"layer0.attn.q,{2 * 32 * 64 * 64}" and len(costs) == 17 + 5
-    assert costs[17:] == ["(module),6850560", "(unknown ops),0", "(untapped) generic<maximumf>,16384",
+    assert costs[0] == "site,flops" and costs[1] == f"layer0.attn.q,{2 * 32 * 64 * 64}" and len(costs) == 23 + 5
+    assert costs[17:23] == ["layer0.attn.softmax,0", "layer1.attn.softmax,0", "layer0.attn.residual,0",
+                            "layer0.ffn.residual,0", "layer1.attn.residual,0", "layer1.ffn.residual,0"]
+    assert costs[23:] == ["(module),6850560", "(unknown ops),0", "(untapped) generic<maximumf>,16384",
                           "(untapped) softmax,10240", "(untapped) generic<addf>,8192"]
     report = (run_dir / "report.md").read_text()
     assert report.startswith("# opscope mine") and "## Ranked exploitable sites" in report
@@ -215,7 +219,7 @@ def test_sweep_then_mine_every_format(opscope, tmp_path):
     lines = {(ln.split()[1], ln.split()[3]): ln for ln in text.stdout.splitlines() if ln.startswith("llvm-cpu ")}
     assert "sparse-GEMM" in lines[("sparse90", "lhs")] and "delta-compute" in lines[("coherent", "rhs")]
     doc = json.loads(run(opscope + ["mine", str(csv), "--json"]).stdout)
-    assert doc["schema"] == "opscope-mine/3" and doc["counts"]["runs"] == 7
+    assert doc["schema"] == "opscope-mine/4" and doc["counts"]["runs"] == 7
     assert len(doc["signals"]) == 7 * 3
     md = run(opscope + ["mine", str(tmp_path / "*.csv"), "--markdown"])
     assert md.returncode == 0 and md.stdout.startswith("# opscope mine")

@@ -38,6 +38,21 @@ pytest.importorskip("jax")
 
 import families as F  # noqa: E402
 
+from opscope.ir.dynamics import ATTENTION, RESIDUAL, ROUTING, SOFTMAX  # noqa: E402
+
+DYNAMICS_SITE_KINDS = (SOFTMAX, ATTENTION, ROUTING, RESIDUAL)
+DYNAMICS_EXPECTED = {  # by construction: tests/families.py builds 2-layer transformers
+    "bert": {SOFTMAX: 2, RESIDUAL: 4},
+    "t5_encoder": {SOFTMAX: 2, RESIDUAL: 4},
+    "t5": {SOFTMAX: 6, RESIDUAL: 10},
+    "vit": {SOFTMAX: 2, RESIDUAL: 4},
+    "resnet18": {RESIDUAL: 5},  # 8 blocks, 3 with a projection shortcut (neither operand is the block's input)
+    "mobilenet_v2": {RESIDUAL: 10},
+    "qwen2": {SOFTMAX: 2, RESIDUAL: 4},
+    "phi": {SOFTMAX: 2, RESIDUAL: 2},  # parallel attention and MLP: h + (attn(x) + mlp(x)), one add per layer
+    "jax_attention": {SOFTMAX: 2, RESIDUAL: 4},
+}
+
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.ir.loading import new_context, parse_module  # noqa: E402
 from opscope.ir.manifest import Manifest  # noqa: E402
@@ -174,12 +189,28 @@ def test_profile_runs(profiles, family, route):
 
 @pytest.mark.parametrize("family,route", _cases("count"))
 def test_site_count(profiles, family, route):
-    """As many sites as the model has matmuls + convolutions, and the summary line says so."""
+    """As many matmul and convolution sites as the model has matmuls + convolutions, and the
+    summary line says so beside the attention, routing and residual sites."""
     run = profiles.get(family, route)
     sites = run.manifest().sites
     expected = FAMILIES[family].expected
-    assert len(sites) == expected, [s.name for s in sites]
-    assert re.match(rf"  {expected} (matmul )?sites", run.lines[1]), run.lines[1]
+    value_sites = [s for s in sites if s.kind not in DYNAMICS_SITE_KINDS]
+    assert len(value_sites) == expected, [s.name for s in value_sites]
+    if len(sites) == expected:
+        assert re.match(rf"  {expected} (matmul )?sites", run.lines[1]), run.lines[1]
+    else:
+        assert run.lines[1].startswith(f"  {len(sites)} sites ("), run.lines[1]
+
+
+@pytest.mark.parametrize("family,route", _cases("count"))
+def test_dynamics_site_count(profiles, family, route):
+    """Per family by construction: a softmax per attention (2 layers; T5 has self- and
+    cross-attention), two residual adds per transformer layer (Phi's parallel block one),
+    one per ResNet block and MobileNetV2 inverted residual whose skip is its input."""
+    sites = profiles.get(family, route).manifest().sites
+    got = {k: sum(s.kind == k for s in sites) for k in DYNAMICS_SITE_KINDS}
+    assert got == {**dict.fromkeys(DYNAMICS_SITE_KINDS, 0), **DYNAMICS_EXPECTED.get(family, {})}, [
+        (s.name, s.kind) for s in sites if s.kind in DYNAMICS_SITE_KINDS]
 
 
 @pytest.mark.parametrize("family,route", _cases("names"))
@@ -240,7 +271,7 @@ def test_resnet18_report_lists_convolutions_and_full_coverage(profiles):
     manifest = run.manifest()
     convs = [s.name for s in manifest.sites if s.kind.startswith(("conv", "depthwise_conv"))]
     assert len(convs) == 20
-    assert re.match(r"  \d+ sites \(20 convolutions, \d+ matmuls?\)", run.lines[1]), run.lines[1]
+    assert re.match(r"  25 sites \(20 convolutions, 5 residual adds\)", run.lines[1]), run.lines[1]
     report = (run.out / "report.md").read_text()
     assert all(f"| {name} |" in report for name in convs)
     # site_costs.csv: the sites, the module, unknown ops, the untapped kinds; they add up to the module

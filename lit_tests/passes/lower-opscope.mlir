@@ -207,11 +207,11 @@ func.func @one_call_for_external_and_transient_tensors(%x: tensor<4x4xf32>, %w: 
 // CHECK:       tensor.insert_slice %{{.+}} into %{{.+}}[25] [5] [1] : tensor<5xf32> into tensor<30xf32>
 func.func @stacks_every_tensor_of_a_call(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %c: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("a")
-  %1 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%0 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
-  %2 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%1 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("c")
-  %3 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%2 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("d")
-  %4 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%3 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("e")
-  %5 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%4 : tensor<4x3xf32>) -> tensor<4x3xf32> loc("f")
+  %1 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("b")
+  %2 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("c")
+  %3 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("d")
+  %4 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("e")
+  %5 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("f")
   "opscope.stat"(%0) {kind = "min", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
   "opscope.stat"(%0) {kind = "max", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
   "opscope.stat"(%0) {kind = "mean", options = {}, role = "out", site = "a"} : (tensor<4x3xf32>) -> ()
@@ -465,4 +465,23 @@ func.func @reads_channels_where_the_stat_says(%x: tensor<2x3x4x4xf32>, %y: tenso
 // CHECK-NOT:   opscope
 func.func @function_without_stats_is_untouched(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   return %a : tensor<4x8xf32>
+}
+
+// -----
+
+// A tapped tensor a later op updates in place (here the accumulator of the next matmul) is
+// read by an inlined kernel behind a barrier, never an outlined {noinline} call: IREE 3.13
+// let in-place writes land before such a call read its operand.
+
+// CHECK-LABEL: func.func @tapped_accumulator_is_read_inline(
+// CHECK:       %[[ACC:.+]] = linalg.matmul ins(%arg0, %arg1
+// CHECK-NEXT:  %[[B:.+]] = util.optimization_barrier %[[ACC]] :
+// CHECK-NEXT:  call @[[K:opscope_stats_4x4xf32_[0-9a-f]+]](%[[B]])
+// CHECK:       linalg.matmul {{.+}} outs(%[[ACC]] : tensor<4x4xf32>)
+// CHECK:       func.func private @[[K]](%arg0: tensor<4x4xf32>) -> tensor<1xf32> {{\{$}}
+func.func @tapped_accumulator_is_read_inline(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %c: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = linalg.matmul ins(%x, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32> loc("a")
+  "opscope.stat"(%0) {kind = "sumsq", options = {}, role = "out", site = "a"} : (tensor<4x4xf32>) -> ()
+  %1 = linalg.matmul ins(%x, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%0 : tensor<4x4xf32>) -> tensor<4x4xf32> loc("b")
+  return %1 : tensor<4x4xf32>
 }

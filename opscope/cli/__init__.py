@@ -3,6 +3,7 @@ per command group, each adding its subcommands.
 
 * `recording`: the main job (`profile`) and the drivers (`sweep`, `seq`, `replay`);
 * `mining`: `mine`;
+* `dynamics`: `infer` (attention, routing and residual blocks);
 * `ir_tools`: `demo`, `import`, `sites`, `targets`;
 * `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`).
 
@@ -15,7 +16,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli import analysis, ir_tools, mining, recording
+from opscope.cli import analysis, dynamics, ir_tools, mining, recording
 from opscope.errors import OpscopeError
 
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     recording.register(sub)
     mining.register(sub)
+    dynamics.register(sub)
     ir_tools.register(sub)
     analysis.register(sub)
     ir_tools.register_targets(sub)

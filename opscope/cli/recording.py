@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
     pr.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text "
                     "(default: the zoo model's own)")
+    pr.add_argument("--taps", default="all", help="what to tap: all (default) or some of matmul, attention, routing, "
+                    "residual, comma-separated")
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -63,7 +65,7 @@ def _cmd_profile(args) -> int:
     if args.tokenizer and not args.text:
         raise OpscopeError("--tokenizer goes with --text")
     res = opscope.profile(args.source, target=args.target, steps=args.steps, out=args.out, inputs=args.inputs,
-                          text=args.text, tokenizer=args.tokenizer, say=print)
+                          text=args.text, tokenizer=args.tokenizer, say=print, taps=args.taps)
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
     print(f"  {_sites(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
@@ -77,14 +79,20 @@ def _cmd_profile(args) -> int:
     return 0
 
 
+DYNAMICS_NOUNS = {"softmax": "softmax", "attention": "fused attention", "routing": "top-k", "residual": "residual add"}
+
+
 def _sites(sites) -> str:
-    """`16 matmul sites`, or `4 sites (3 convolutions, 1 matmul)` when there are convolutions."""
+    """`16 matmul sites`, `4 sites (3 convolutions, 1 matmul)`, `40 sites (16 matmuls, 8
+    softmax, 16 residual adds)`: the kinds tapped."""
     convs = sum("conv" in s.kind for s in sites)
-    if not convs:
+    counts = {noun: sum(s.kind == kind for s in sites) for kind, noun in DYNAMICS_NOUNS.items()}
+    mms = len(sites) - convs - sum(counts.values())
+    if not convs and not any(counts.values()):
         return f"{len(sites)} matmul sites"
-    mms = len(sites) - convs
-    return (f"{len(sites)} sites ({convs} convolution{'s' * (convs != 1)}, "
-            f"{mms} matmul{'s' * (mms != 1)})")
+    parts = [(convs, "convolution"), (mms, "matmul")] + [(n, noun) for noun, n in counts.items()]
+    return f"{len(sites)} sites (" + ", ".join(
+        f"{n} {noun}{'s' * (n != 1 and noun != 'softmax')}" for n, noun in parts if n) + ")"
 
 
 def _compile_time(seconds: float, cached: bool) -> str:

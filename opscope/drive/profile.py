@@ -31,6 +31,7 @@ from opscope.drive.sequence import record_steps
 from opscope.drive.inputs import check_steps, generate, load_tokenizer, read_files, read_sentences, tokenize
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
+from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
@@ -154,6 +155,7 @@ def profile(
     name: str | None = None,
     text: str | Path | Sequence[str] | None = None,
     tokenizer: str | Path | None = None,
+    taps: str | Sequence[str] | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -166,9 +168,12 @@ def profile(
     against the model's signature before the compile. `say` gets one line naming the model
     before the compile (the CLI passes `print`); `name` is what reports call the model
     (default: the zoo's description, the file's path, `<model>`). The target and the run
-    folder are checked before anything is imported or compiled.
+    folder are checked before anything is imported or compiled. `taps` picks what is
+    tapped (`opscope.ir.instrument.parse_taps`: "all", the default, or some of matmul,
+    attention, routing, residual).
     """
     tgt = get_target(target)
+    taps = parse_taps(taps)
     require_runnable(tgt)
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
@@ -188,7 +193,7 @@ def profile(
     else:
         model = open_model(source, steps, name=name, named=named)
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
-    return profile_module(model.module, out, tgt.name, steps, config, model.name, dist, feed)
+    return profile_module(model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps)
 
 
 def resolve_inputs(model: ModelSource, steps: int, inputs: InputsSpec = None,
@@ -236,19 +241,20 @@ def profile_module(
     dist: str = "synthetic",
     inputs=None,
     batch: int = 0,
+    taps: Sequence[str] = TAPS,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
     `inputs` is an iterable of per-step argument lists; by default generated from the
     signature (`opscope.drive.inputs.generate`). `batch` is lower-opscope's tensors per
-    stats call (0: as many as a dispatch binds).
+    stats call (0: as many as a dispatch binds); `taps` what is tapped (default all).
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     out = Path(out_dir)
     _check_fresh(out)
     csv = out / CSV_NAME
-    model = InstrumentedModel.build(source, target, config, name=name, batch=batch)
+    model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     if inputs is None:
         inputs = generate(model.args, steps)
     out.mkdir(parents=True, exist_ok=True)

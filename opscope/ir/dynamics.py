@@ -114,17 +114,20 @@ def find_dynamics_sites(module, kinds: tuple[str, ...] = (SOFTMAX, ATTENTION, RO
     ordinals: dict[str, int] = {}
     for kind, op, values, (b, m, k, n), suffix, block in raw:
         path = location_name(op.location)
-        if path:  # the module path, or path.suffix when the path does not say what the op is or is taken
+        if path:  # the module path, or path.suffix when the path does not say what the op is,
+            # path.suffix.kind when a matmul site has that name (GPT-2's `h.0.attn` is its q·kᵀ)
             names = ([path] if suffix in path.split(".") else []) + [f"{path}.{suffix}"]
             name = next((c for c in names if c not in used), names[-1])
+            if name in (taken or ()) and f"{name}.{kind}" not in used:
+                name = f"{name}.{kind}"
         else:
             name = f"{suffix}#{ordinals.get(suffix, 0)}"
             ordinals[suffix] = ordinals.get(suffix, 0) + 1
-        if name in used:
-            used[name] += 1
-            name = f"{name}#{used[name]}"
-        else:
-            used[name] = 0
+        base = name
+        while name in used:  # `#n` on a clash, never a name already taken (`attn#1` may be a matmul's)
+            used[base] += 1
+            name = f"{base}#{used[base]}"
+        used[name] = 0
         found.sites.append(DynamicsSite(name, kind, op, values, b, m, k, n, block))
     return found
 

@@ -2,14 +2,73 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
+from opscope.errors import OpscopeError
 from opscope.ir.manifest import Manifest
 from opscope.ir.pipeline import Pipeline, run_pipeline
 from opscope.ir.sites import Site
 from opscope.ir.stat_config import StatConfig
+from opscope.passes.inject_attention_stats import InjectAttentionStats
+from opscope.passes.inject_infer_stats import InjectInferStats
 from opscope.passes.inject_matmul_stats import InjectMatmulStats
+from opscope.passes.inject_residual_stats import InjectResidualStats
 from opscope.passes.lower_opscope import LowerOpscope
+
+# What can be tapped: matmul/convolution sketches, and the inference dynamics (attention
+# probabilities, fused or not; top-k routing with its gate; residual adds).
+TAPS: tuple[str, ...] = ("matmul", "attention", "routing", "residual")
+
+
+def parse_taps(spec: str | Iterable[str] | None) -> tuple[str, ...]:
+    """The tap families of `spec` ("all", "matmul,residual", a list; None: all), in `TAPS`
+    order, or a one-line error naming the unknown ones."""
+    if spec is None:
+        return TAPS
+    words = [w.strip() for w in (spec.split(",") if isinstance(spec, str) else spec) if w.strip()]
+    if words == ["all"]:
+        return TAPS
+    unknown = [w for w in words if w not in TAPS]
+    if unknown or not words:
+        raise OpscopeError(f"unknown taps {', '.join(unknown) or '(none given)'}: choose from all, {', '.join(TAPS)} "
+                           "(comma-separated)")
+    return tuple(t for t in TAPS if t in words)
+
+
+def tap_passes(config: StatConfig = StatConfig(), taps: Iterable[str] = TAPS, sites: str = "",
+               keep: Callable[[Site], bool] | None = None, every_add: bool = False) -> tuple:
+    """The inject passes of `taps`, in one pipeline's order (all before `lower-opscope`);
+    `sites` (a name regex) selects among every kind, `keep` (a predicate on `Site`) among
+    the matmul and convolution sites."""
+    taps = parse_taps(list(taps))
+    passes = []
+    if "matmul" in taps:
+        passes.append(InjectMatmulStats.from_config(config, sites=sites, keep=keep))
+    if "attention" in taps or "routing" in taps:
+        passes.append(InjectInferStats(softmax="attention" in taps, routing="routing" in taps, sites=sites))
+    if "attention" in taps:
+        passes.append(InjectAttentionStats(sites=sites))
+    if "residual" in taps:
+        passes.append(InjectResidualStats(every_add=every_add, sites=sites))
+    return tuple(passes)
+
+
+def inject_stats(
+    module,
+    config: StatConfig = StatConfig(),
+    taps: Iterable[str] = TAPS,
+    keep: Callable[[Site], bool] | None = None,
+    sites: str = "",
+    every_add: bool = False,
+    **lowering,
+):
+    """Tap `taps` of `module` (in place) and lower the taps in one pipeline; returns (module,
+    manifest). `sites` (a name regex) selects sites of every kind, `keep` (a predicate on
+    `Site`) matmul and convolution sites; `lowering` is lower-opscope's options (see
+    `inject_matmul_stats`)."""
+    pipeline = Pipeline(tap_passes(config, taps, sites, keep, every_add) + (LowerOpscope(**lowering),))
+    run_pipeline(module, pipeline)
+    return module, Manifest.from_module(module)
 
 
 def inject_matmul_stats(
@@ -33,10 +92,5 @@ def inject_matmul_stats(
     layout is `opscope.run.targets.Target.layout` (i8 counts and 16 row lanes on llvm-cpu):
     `inject_matmul_stats(module, config, **get_target("llvm-cpu").layout)`.
     """
-    pipeline = Pipeline((
-        InjectMatmulStats.from_config(config, sites=sites, keep=keep),
-        LowerOpscope(pack=pack, outline=outline, batch=batch, hoist_constants=hoist_constants,
-                     hist_counts=hist_counts, row_lanes=row_lanes),
-    ))
-    run_pipeline(module, pipeline)
-    return module, Manifest.from_module(module)
+    return inject_stats(module, config, ("matmul",), keep=keep, sites=sites, pack=pack, outline=outline,
+                        batch=batch, hoist_constants=hoist_constants, hist_counts=hist_counts, row_lanes=row_lanes)

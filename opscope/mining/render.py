@@ -1,6 +1,6 @@
 """Renderers of a `MineReport`: one class per output format, chosen by name.
 
-`text` (aligned, for a terminal), `markdown`, `json` (schema `opscope-mine/3`, fields in
+`text` (aligned, for a terminal), `markdown`, `json` (schema `opscope-mine/4`, fields in
 docs/mining.md) and `findings` (the short form `opscope profile` prints). Series with too
 few steps for a verdict say "too few steps (n < k)" in every format; JSON has null there.
 """
@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from opscope.errors import OpscopeError
+from opscope.mining import render_dynamics
 from opscope.mining.signals import DENSE
 from opscope.mining.temporal import MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, NO_REUSE, too_few
 
 if TYPE_CHECKING:
     from opscope.mining.report import MineReport
 
-JSON_SCHEMA = "opscope-mine/3"
+JSON_SCHEMA = "opscope-mine/4"
 
 
 def _num(x: float | None, spec: str) -> str:
@@ -126,7 +128,8 @@ class TextRenderer:
     """Aligned plain text for a terminal: numbers right-aligned, names left-aligned, '-' for no value."""
 
     numeric = {"obs", "density", "zchan", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
-               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv", "elemsig cv"}
+               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv", "elemsig cv",
+               *render_dynamics.NUMERIC}
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
@@ -157,6 +160,10 @@ class TextRenderer:
         for r in report.ranked.iter_rows(named=True):
             out.append(f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
                        f"{r['suggestion']}")
+        if report.dynamics is not None:
+            out += ["", textwrap.fill("Inference dynamics (" + render_dynamics.LEGEND + ")", 120)]
+            for title, text in render_dynamics.tables(report.dynamics, self.table):
+                out += ["", title + ":", text]
         if report.cross_step is not None:
             out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1, sumsq and elemsig per run, "
                     f"ordered by step; a verdict needs {MIN_STEPS_STATIONARY} steps):"]
@@ -199,6 +206,10 @@ class MarkdownRenderer:
         else:
             out.append("(none — all sites look dense/structureless to the current sketches)")
         out.append("")
+        if report.dynamics is not None:
+            out += ["## Inference dynamics", "", render_dynamics.LEGEND, ""]
+            for title, text in render_dynamics.tables(report.dynamics, self.table, heads=True):
+                out += [f"### {title}", "", text, ""]
         if report.cross_step is not None:
             out += [f"## Cross-step temporal analysis ({report.steps} steps)", "",
                     f"l1, sumsq and elemsig per run; a verdict needs {MIN_STEPS_STATIONARY} steps.", "",
@@ -222,7 +233,7 @@ def _records(frame: pl.DataFrame | None) -> list[dict] | None:
 
 
 class JsonRenderer:
-    """A stable JSON document (schema `opscope-mine/3`, fields in docs/mining.md)."""
+    """A stable JSON document (schema `opscope-mine/4`, fields in docs/mining.md)."""
 
     def render(self, report: MineReport) -> str:
         doc = {
@@ -239,6 +250,7 @@ class JsonRenderer:
             "opportunities": _records(report.opportunities),
             "aggregate": _records(report.aggregate),
             "coverage": _records(report.coverage),
+            "dynamics": None if report.dynamics is None else render_dynamics.records(report.dynamics),
         }
         return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -289,6 +301,9 @@ class FindingsRenderer:
             out.append(f"       ... {report.ranked.height - self.top} more in the full report")
         if not report.ranked.height:
             out.append("  (none: every tapped tensor looks dense to the current sketches)")
+        if report.dynamics is not None:
+            out += [""] + [textwrap.fill(line, 120, subsequent_indent="  ") for line in
+                           render_dynamics.summary(report.dynamics)]
         if report.cross_step is not None and report.cross_step.height:
             out += ["", _stationary_line(report)]
         if report.opportunities is not None and report.opportunities.height:

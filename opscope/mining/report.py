@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from opscope.errors import OpscopeError
+from opscope.mining.dynamics import DynamicsReport, has_dynamics, mine_dynamics
 from opscope.mining.keys import appearance_order
 from opscope.mining.render import render
 from opscope.mining.signals import classify, rank, value_signals
@@ -40,13 +41,14 @@ class MineReport:
     counts: dict[str, int] = field(default_factory=dict)
     costs_source: str | None = None
     notes: tuple[str, ...] = ()
+    dynamics: DynamicsReport | None = None  # attention, routing and residual taps (`opscope.mining.dynamics`)
 
     def to_text(self) -> str:
         """An aligned plain-text report for a terminal."""
         return render(self, "text")
 
     def to_json(self) -> str:
-        """The report as JSON (schema `opscope-mine/3`, documented in docs/mining.md)."""
+        """The report as JSON (schema `opscope-mine/4`, documented in docs/mining.md)."""
         return render(self, "json")
 
     def to_markdown(self) -> str:
@@ -79,7 +81,8 @@ def mine(df: pl.DataFrame, site_costs: dict[str, int] | None = None, *,
         counts["unknown_ops"] = site_costs.get(UNKNOWN_ROW, 0)
     return MineReport(rows=df.height, steps=steps, signals=signals, ranked=rank(signals),
                       cross_step=cross, opportunities=opps, aggregate=agg, coverage=cov, counts=counts,
-                      costs_source=costs_source, notes=tuple(notes))
+                      costs_source=costs_source, notes=tuple(notes),
+                      dynamics=mine_dynamics(df) if has_dynamics(df) else None)
 
 
 def coverage(site_costs: dict[str, int] | None) -> pl.DataFrame | None:

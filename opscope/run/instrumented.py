@@ -16,7 +16,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import Argument, arguments
-from opscope.ir.instrument import inject_matmul_stats
+from opscope.ir.instrument import TAPS, inject_stats
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
@@ -48,8 +48,10 @@ class InstrumentedModel:
         config: StatConfig = StatConfig(),
         name: str = "<model>",
         batch: int = 0,
+        taps: tuple[str, ...] = TAPS,
     ) -> "InstrumentedModel":
-        """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap every matmul,
+        """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap `taps` (every
+        matmul, attention, routing and residual site by default: `opscope.ir.instrument.TAPS`),
         compile for `target` and load it. `batch` is lower-opscope's (most tensors per stack,
         0: all of a call); the kernel layout is the target's (`Target.hist_counts`,
         `Target.row_lanes`)."""
@@ -62,9 +64,9 @@ class InstrumentedModel:
         module = parse_module(base, new_context(), name)
         args = arguments(module)
         with ticking(f"{name}: inject"):
-            module, manifest = inject_matmul_stats(module, config, batch=batch, **tgt.layout)
+            module, manifest = inject_stats(module, config, taps, batch=batch, **tgt.layout)
         if not manifest.entries:
-            raise OpscopeError(f"{name}: no matmul sites found, nothing to record")
+            raise OpscopeError(f"{name}: no {' or '.join(taps)} sites found, nothing to record")
         t0 = time.perf_counter()
         try:
             with ticking(f"{name}: compile {len(manifest.sites)} tapped sites for {tgt.name}"):
