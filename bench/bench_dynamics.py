@@ -10,7 +10,8 @@ their real text) it compiles, with the target's kernel layout and without the co
 * all: matmul + dynamics, what `opscope profile` taps by default;
 
 then times one call of each on the zoo's first input, results brought to the host and the
-statistics decoded by the manifest, interleaved round-robin over `--repeats` rounds, and
+statistics decoded by the manifest: each variant interleaved round-robin with base over
+`--repeats` rounds (in pairs: SmolLM2's six variants do not fit in memory at once), and
 prints the medians with the paired ratio to base (`x base`, the median over rounds of the
 ratio in the same round) beside the compile time and its ratio to base's. Nothing asserts.
 
@@ -22,6 +23,7 @@ ratio in the same round) beside the compile time and its ratio to base's. Nothin
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 import warnings
@@ -43,8 +45,9 @@ def variants(routes: bool) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def bench_model(name: str, target_name: str, repeats: int) -> None:
-    """Compile every variant of zoo model `name`, time them side by side, print the table."""
+def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | None = None) -> None:
+    """Compile every variant (or the `wanted` ones) of zoo model `name`, time them side by
+    side, print the table."""
     from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.source import open_model
@@ -59,8 +62,10 @@ def bench_model(name: str, target_name: str, repeats: int) -> None:
     probe, probe_manifest = inject_stats(parse_module(source, new_context(), name), taps=("routing",))
     routes = bool(probe_manifest.sites)
     del probe
-    built, rows = {}, []
+    compiled, rows = {}, []
     for label, taps in variants(routes).items():
+        if wanted and label not in wanted:
+            continue
         module = parse_module(source, new_context(), name)
         t0 = time.perf_counter()
         manifest = None
@@ -68,13 +73,18 @@ def bench_model(name: str, target_name: str, repeats: int) -> None:
             module, manifest = inject_stats(module, taps=taps, **target.layout)
         inject_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        compiled = compile_module(module, target, use_cache=False)
+        compiled[label] = (compile_module(module, target, use_cache=False), manifest)
         compile_s = time.perf_counter() - t0
-        built[label] = (load(compiled), manifest)
+        del module
+        gc.collect()
         sites = len(manifest.sites) if manifest else 0
         rows.append([label, str(sites), str(len(manifest.entries)) if manifest else "0", f"{inject_s:.2f}",
                      f"{compile_s:.1f}"])
         print(f"  {label}: {sites} sites, compiled in {compile_s:.1f} s", file=sys.stderr)
+    # timed in pairs, each variant interleaved with base, loaded only after every compile:
+    # SmolLM2 needs 13 GB to compile `all` and a few GB per loaded variant, so six variants
+    # loaded at once do not fit in 23 GB
+    base_rt = load(compiled.pop("base")[0])
 
     def runner(rt, manifest):
         def call() -> None:
@@ -83,13 +93,22 @@ def bench_model(name: str, target_name: str, repeats: int) -> None:
                 manifest.values(out)
         return call
 
-    rounds = interleaved({k: runner(*v) for k, v in built.items()}, repeats)
-    base_compile = float(rows[0][4])
+    times = {"base": []}
+    for label in list(compiled):
+        c, manifest = compiled.pop(label)
+        rt = load(c)
+        del c
+        rounds = interleaved({"base": runner(base_rt, None), label: runner(rt, manifest)}, repeats)
+        times["base"] += rounds["base"]
+        times[label] = (rounds[label], paired_ratio(rounds[label], rounds["base"]))
+        del rt
+        gc.collect()
+    base_compile = float(rows[0][4])  # base is first
     for row in rows:
-        rs = rounds[row[0]]
+        rs, ratio = (times["base"], 1.0) if row[0] == "base" else times[row[0]]
         row += [f"{float(row[4]) / base_compile:.2f}x", f"{median([r['total'] for r in rs]) * 1e3:.2f}",
-                f"{paired_ratio(rs, rounds['base']):.2f}x"]
-    print(f"\n## {model.name} on {target.name}, median of {repeats} interleaved rounds")
+                f"{ratio:.2f}x"]
+    print(f"\n## {model.name} on {target.name}, median of {repeats} rounds, each variant interleaved with base")
     print(table(rows, ["variant", "sites", "sketches", "inject s", "compile s", "compile x base", "forward ms",
                        "x base"]))
 
@@ -101,13 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="llvm-cpu", help="any runnable opscope target (default llvm-cpu)")
     ap.add_argument("--repeats", type=int, default=None, help="timed rounds (default 7; --quick 3)")
     ap.add_argument("--quick", action="store_true", help="mixtral-tiny, 3 rounds: a smoke run")
+    ap.add_argument("--variants", default=None,
+                    help="comma-separated variants (default all: base, attention, residual, routing, dynamics, "
+                         "matmul, all; base is always kept)")
     args = ap.parse_args(argv)
     models = (args.models or ("mixtral-tiny" if args.quick else "smollm2,minilm")).split(",")
     repeats = args.repeats or (3 if args.quick else 7)
     warnings.filterwarnings("ignore")
     header("bench_dynamics: what the attention, routing and residual taps cost (compile, forward)", argv)
+    wanted = {"base", *args.variants.split(",")} if args.variants else None
     for name in models:
-        bench_model(name.strip(), args.target, repeats)
+        bench_model(name.strip(), args.target, repeats, wanted)
+        sys.stdout.flush()
     print(f"\n# {load_line()}")
     return 0
 

@@ -96,6 +96,23 @@ def test_profile_default_model(opscope, tmp_path):
     assert report.startswith("# opscope mine") and "## Ranked exploitable sites" in report
 
 
+def test_unknown_taps_are_one_line_before_anything_runs(opscope, tmp_path):
+    proc = run(opscope + ["profile", "--taps", "matmul,heads", "--out", str(tmp_path / "run")], cwd=tmp_path)
+    assert_one_line_error(proc, "opscope: error: unknown taps heads: choose from all, matmul, attention, routing, "
+                                "residual (comma-separated)")
+    assert proc.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_profile_taps_choose_the_families(tmp_path):
+    """`taps="residual"` taps the residual adds alone; `"attention,residual"` both, no matmul."""
+    import opscope
+
+    only = opscope.profile(out=tmp_path / "residual", steps=1, taps="residual")
+    assert {s.kind for s in only.manifest.sites} == {"residual"} and len(only.manifest.sites) == 4
+    both = opscope.inject(transformer_module(2, 16, 8), taps=["attention", "residual"])[1]
+    assert [s.kind for s in both.sites] == ["softmax"] * 2 + ["residual"] * 4
+
+
 def test_profile_on_a_target_that_cannot_run_here(opscope, tmp_path):
     proc = run(opscope + ["profile", "--target", "metal-spirv", "--out", str(tmp_path / "run")], cwd=tmp_path)
     assert_one_line_error(proc, "opscope: error: target 'metal-spirv' cannot run here: ")

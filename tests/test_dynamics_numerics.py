@@ -65,10 +65,20 @@ def residual_reference(h, d) -> dict:
     return {"res_a_sumsq": (h * h).sum(), "res_b_sumsq": (d * d).sum(), "res_cos": cos.mean()}
 
 
-def hooked_residuals(model, kwargs: dict, streams: dict, blocks: dict) -> dict:
-    """{site: residual_reference(h, d)} of one forward, h from a pre-hook and d from a hook: site -> (module, pick)."""
+def forward_hooked(model, kwargs: dict, handles: list) -> None:
+    """One eager forward of `model` with its hooks `handles` registered, removed after."""
     import torch
 
+    try:
+        with torch.no_grad():
+            model(**kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def hooked_residuals(model, kwargs: dict, streams: dict, blocks: dict) -> dict:
+    """{site: residual_reference(h, d)} of one forward, h from a pre-hook and d from a hook: site -> (module, pick)."""
     seen = {}
 
     def record(key, pick):
@@ -76,12 +86,7 @@ def hooked_residuals(model, kwargs: dict, streams: dict, blocks: dict) -> dict:
 
     handles = [m.register_forward_pre_hook(record((site, "h"), pick)) for site, (m, pick) in streams.items()]
     handles += [m.register_forward_hook(record((site, "d"), pick)) for site, (m, pick) in blocks.items()]
-    try:
-        with torch.no_grad():
-            model(**kwargs)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_hooked(model, kwargs, handles)
     return {site: residual_reference(seen[site, "h"], seen[site, "d"]) for site in streams}
 
 
@@ -175,12 +180,7 @@ def test_mixtral_routing_equals_pytorch_router(mixtral):
     logits, layers = {}, model.model.layers
     handles = [layer.mlp.gate.register_forward_hook(lambda m, a, out, i=i: logits.update({i: out[0]}))
                for i, layer in enumerate(layers)]
-    try:
-        with torch.no_grad():
-            model(**kwargs)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_hooked(model, kwargs, handles)
     k, experts = model.config.num_experts_per_tok, model.config.num_local_experts
     assert len(logits) == len(layers) == 2
     for i, lg in logits.items():
