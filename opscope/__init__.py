@@ -206,7 +206,7 @@ def inject(
     `target` picks that target's fastest kernel layout (default: one every target runs);
     `lowering` passes lower-opscope's options (`pack`, `outline`, `batch`,
     `hoist_constants`, `hist_counts`, `row_lanes`)."""
-    from opscope.ir.instrument import inject_stats, parse_taps
+    from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import new_context, parse_module
     from opscope.ir.stat_config import StatConfig
 
@@ -216,7 +216,7 @@ def inject(
         from opscope.run.targets import get_target
 
         lowering = {**get_target(target).layout, **lowering}
-    return inject_stats(module, config or StatConfig(), parse_taps(taps), keep=keep, sites=sites,
+    return inject_stats(module, config or StatConfig(), taps, keep=keep, sites=sites,
                         every_add=every_add, **lowering)
 
 

@@ -29,9 +29,15 @@ from typing import Callable, ClassVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import func
-from opscope.dialect.ops import stat
 
-from opscope.ir.dynamics import ATTENTION, DynamicsSite, annotate_sites, select_sites
+from opscope.ir.dynamics import (
+    ATTENTION,
+    DynamicsSite,
+    annotate_sites,
+    attention_stats,
+    insert_stats,
+    select_sites,
+)
 
 log = logging.getLogger("opscope")
 
@@ -60,7 +66,7 @@ class InjectAttentionStats:
         symbols = {str(ir.StringAttr(op.operation.attributes["sym_name"]).value)
                    for op in module.operation.regions[0].blocks[0].operations
                    if "sym_name" in op.operation.attributes}
-        kinds = ("attn_qmax", "attn_krecv") + (("attn_entropy",) if self.entropy else ())
+        kinds = attention_stats(self.entropy)
         for site in chosen:
             shadow = Shadow.of(site.op)
             if isinstance(shadow, str):
@@ -76,10 +82,7 @@ class InjectAttentionStats:
                 call = func.CallOp([ir.RankedTensorType.get(shadow.probs_shape, ir.F32Type.get())],
                                    ir.FlatSymbolRefAttr.get(callee), shadow.operands,
                                    ip=ir.InsertionPoint.after(site.op))
-            ip = ir.InsertionPoint.after(call)
-            for kind in kinds:
-                op = stat(call.results[0], kind, site.name, site.role, {}, loc=site.op.location, ip=ip)
-                ip = ir.InsertionPoint.after(op)
+            insert_stats(site, call.results[0], kinds, ir.InsertionPoint.after(call))
             tapped.append(site)
         annotate_sites(tapped)
 

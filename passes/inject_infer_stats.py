@@ -24,15 +24,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
-from iree.compiler import ir
-from opscope.dialect.ops import stat
-
 from opscope.ir.dynamics import (
     GATE,
     ROUTING,
     SOFTMAX,
     DynamicsSite,
     annotate_sites,
+    attention_stats,
+    insert_stats,
     select_sites,
 )
 
@@ -65,15 +64,11 @@ class InjectInferStats:
             log.info("%s: no softmax or top-k sites to tap in this module", self.name)
             return
         for site in chosen:
-            ip = site.after_values()
-            for kind in self.stats_of(site):
-                options = {"experts": site.n} if kind == "route_load" else {}
-                op = stat(site.values[0], kind, site.name, site.role, options, loc=site.op.location, ip=ip)
-                ip = ir.InsertionPoint.after(op)
+            options = {"experts": site.n} if site.kind == ROUTING else {}
+            insert_stats(site, site.values[0], self.stats_of(site), site.after_values(), options)
         annotate_sites(chosen)
 
     def stats_of(self, site: DynamicsSite) -> tuple[str, ...]:
         if site.kind == ROUTING:
             return ("route_load",)
-        kinds = ("attn_qmax", "attn_krecv") + (("attn_entropy",) if self.entropy else ())
-        return kinds + (("gate_top2",) if site.role == GATE else ())
+        return attention_stats(self.entropy) + (("gate_top2",) if site.role == GATE else ())

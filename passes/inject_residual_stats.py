@@ -22,11 +22,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
-from iree.compiler import ir
 from opscope.dialect.dynamics import RESIDUAL_KINDS
-from opscope.dialect.ops import stat
 
-from opscope.ir.dynamics import RESIDUAL, DynamicsSite, annotate_sites, select_sites
+from opscope.ir.dynamics import RESIDUAL, DynamicsSite, annotate_sites, insert_stats, select_sites
 
 log = logging.getLogger("opscope")
 
@@ -51,8 +49,5 @@ class InjectResidualStats:
             log.info("%s: no residual adds to tap in this module", self.name)
             return
         for site in chosen:
-            ip = site.after_values()
-            for kind in RESIDUAL_KINDS:
-                op = stat(tuple(site.values), kind, site.name, site.role, {}, loc=site.op.location, ip=ip)
-                ip = ir.InsertionPoint.after(op)
+            insert_stats(site, tuple(site.values), RESIDUAL_KINDS, site.after_values())
         annotate_sites(chosen)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import opscope
 from opscope.cli.arguments import add_source, add_target
+from opscope.cli.recording import compile_text, parity_text, sites_text
 from opscope.errors import OpscopeError
 
 DYNAMICS_TAPS = "attention,routing,residual"
@@ -45,11 +46,12 @@ def recorded(source: str) -> bool:
 
 def _cmd_infer(args) -> int:
     from opscope.mining import render_dynamics
-    from opscope.mining.render import TextRenderer
+    from opscope.mining.render import TextRenderer, dynamics_records
 
     if args.tokenizer and not args.text:
         raise OpscopeError("--tokenizer goes with --text")
-    if recorded(args.source):
+    rerun = recorded(args.source)
+    if rerun:
         logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are the mine report's
         report = opscope.mine(args.source)
         where = args.source
@@ -58,16 +60,14 @@ def _cmd_infer(args) -> int:
                               text=args.text, tokenizer=args.tokenizer, say=print, taps=args.taps)
         report, where = res.report, res.out_dir
         m = res.model
-        from opscope.cli.recording import _compile_time, _parity, _sites
-
-        print(f"  {_sites(m.manifest.sites)}; {_compile_time(m.compile_seconds, m.compile_cached)}; "
-              f"{res.steps} steps in {res.run_seconds:.2f} s; original results {_parity(res.parity)} with the taps")
+        print(f"  {sites_text(m.manifest.sites)}; {compile_text(m.compile_seconds, m.compile_cached)}; "
+              f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with the taps")
     d = report.dynamics
     if d is None or d.empty:
         raise OpscopeError(f"{where}: no attention, routing or residual sketches (record them with "
                            f"`opscope infer MODEL` or `opscope profile MODEL --taps {DYNAMICS_TAPS}`)")
     if args.json:
-        print(json.dumps(render_dynamics.records(d), indent=2, ensure_ascii=False))
+        print(json.dumps(dynamics_records(d), indent=2, ensure_ascii=False))
         return 0
     print()
     for line in render_dynamics.summary(d):
@@ -75,6 +75,6 @@ def _cmd_infer(args) -> int:
     for title, text in render_dynamics.tables(d, TextRenderer().table, heads=args.heads):
         print(f"\n{title}:\n{text}")
     print("\n" + textwrap.fill(render_dynamics.LEGEND, 120))
-    if not recorded(args.source):
+    if not rerun:
         print(f"\nwrote {where}/ (`opscope infer {where}` re-reads it; `opscope mine {where}` for everything)")
     return 0

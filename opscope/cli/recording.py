@@ -68,9 +68,9 @@ def _cmd_profile(args) -> int:
                           text=args.text, tokenizer=args.tokenizer, say=print, taps=args.taps)
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
-    print(f"  {_sites(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
-          f"per step; {_compile_time(m.compile_seconds, m.compile_cached)}; "
-          f"{res.steps} steps in {res.run_seconds:.2f} s; original results {_parity(res.parity)} with injection")
+    print(f"  {sites_text(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
+          f"per step; {compile_text(m.compile_seconds, m.compile_cached)}; "
+          f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with injection")
     print()
     print(render(res.report, "findings"))
     out = res.out_dir
@@ -82,7 +82,7 @@ def _cmd_profile(args) -> int:
 DYNAMICS_NOUNS = {"softmax": "softmax", "attention": "fused attention", "routing": "top-k", "residual": "residual add"}
 
 
-def _sites(sites) -> str:
+def sites_text(sites) -> str:
     """`16 matmul sites`, `4 sites (3 convolutions, 1 matmul)`, `40 sites (16 matmuls, 8
     softmax, 16 residual adds)`: the kinds tapped."""
     convs = sum("conv" in s.kind for s in sites)
@@ -95,7 +95,7 @@ def _sites(sites) -> str:
         f"{n} {noun}{'s' * (n != 1 and noun != 'softmax')}" for n, noun in parts if n) + ")"
 
 
-def _compile_time(seconds: float, cached: bool) -> str:
+def compile_text(seconds: float, cached: bool) -> str:
     return "compiled module from the cache" if cached else f"compile {seconds:.1f} s"
 
 
@@ -106,7 +106,7 @@ def _flops(n: int) -> str:
     return f"{n} FLOP"
 
 
-def _parity(worst: float | None) -> str:
+def parity_text(worst: float | None) -> str:
     if worst is None:
         return "not compared (the untapped model does not compile: see the warning)"
     return "bit-identical" if worst == 0 else f"within {worst:.2g}"
@@ -145,7 +145,8 @@ def _cmd_sweep(args) -> int:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
         return 130
     for shape, worst in res.parity.items():
-        print(f"  parity {'x'.join(map(str, shape))}: original result {_parity(worst)} with injection on {args.target}")
+        print(f"  parity {'x'.join(map(str, shape))}: original result {parity_text(worst)} with injection on "
+              f"{args.target}")
     for shape, n in res.sketches_per_run.items():
         print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
     print(f"recorded {len(res.recorded)} runs" + (f", {len(res.skipped)} already done" if res.skipped else "")

@@ -36,6 +36,7 @@ from typing import Callable
 
 from iree.compiler import ir
 
+from opscope.dialect.ops import stat
 from opscope.errors import OpscopeError
 from opscope.ir.labels import op_label
 from opscope.ir.manifest import SiteInfo, add_site_rows, site_names
@@ -146,6 +147,20 @@ def select_sites(pass_name: str, module, kinds: tuple[str, ...], pattern: str,
         log.warning("%s: %s", pass_name, note)
     return [s for s in found.sites
             if (regex is None or regex.search(s.name)) and (keep is None or keep(s))]
+
+
+def attention_stats(entropy: bool = True) -> tuple[str, ...]:
+    """The statistics of attention probabilities (with `attn_entropy` unless told not to)."""
+    return ("attn_qmax", "attn_krecv") + (("attn_entropy",) if entropy else ())
+
+
+def insert_stats(site: DynamicsSite, operands, kinds: tuple[str, ...], ip: ir.InsertionPoint,
+                 options: dict | None = None) -> None:
+    """One `opscope.stat` of `operands` (a value, or a tuple of them) per statistic in `kinds`,
+    in that order from `ip`, named, roled and located as `site`."""
+    for kind in kinds:
+        op = stat(operands, kind, site.name, site.role, dict(options or {}), loc=site.op.location, ip=ip)
+        ip = ir.InsertionPoint.after(op)
 
 
 def annotate_sites(sites: list[DynamicsSite]) -> None:

@@ -35,12 +35,12 @@ def parse_taps(spec: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(t for t in TAPS if t in words)
 
 
-def tap_passes(config: StatConfig = StatConfig(), taps: Iterable[str] = TAPS, sites: str = "",
+def tap_passes(config: StatConfig = StatConfig(), taps: str | Iterable[str] | None = TAPS, sites: str = "",
                keep: Callable[[Site], bool] | None = None, every_add: bool = False) -> tuple:
     """The inject passes of `taps`, in one pipeline's order (all before `lower-opscope`);
     `sites` (a name regex) selects among every kind, `keep` (a predicate on `Site`) among
     the matmul and convolution sites."""
-    taps = parse_taps(list(taps))
+    taps = parse_taps(taps)
     passes = []
     if "matmul" in taps:
         passes.append(InjectMatmulStats.from_config(config, sites=sites, keep=keep))
@@ -56,7 +56,7 @@ def tap_passes(config: StatConfig = StatConfig(), taps: Iterable[str] = TAPS, si
 def inject_stats(
     module,
     config: StatConfig = StatConfig(),
-    taps: Iterable[str] = TAPS,
+    taps: str | Iterable[str] | None = TAPS,
     keep: Callable[[Site], bool] | None = None,
     sites: str = "",
     every_add: bool = False,

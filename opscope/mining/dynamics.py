@@ -148,16 +148,16 @@ def _heads(df: pl.DataFrame) -> pl.DataFrame:
 def _key_mass(krecv: pl.DataFrame, dims: pl.DataFrame) -> pl.DataFrame:
     """Per (site, head, key position): the mean mass it receives, its fair share under the
     mask (S_q/S_k, or Σ_{i≥j} 1/(i+1) when causal), the ratio, and whether it is a sink."""
-    mass = (krecv.group_by(*SITE, "head", "pos").agg(mass=pl.col("value").mean(), S_q=pl.col("M").first(),
-                                                      S_k=pl.col("N").first())
+    mass = (krecv.group_by(*SITE, "head", "pos")
+            .agg(mass=pl.col("value").mean(), S_q=pl.col("M").first().cast(pl.Int64),
+                 S_k=pl.col("N").first().cast(pl.Int64))
             .join(dims.select(*SITE, "causal"), on=SITE))
-    s_q, s_k = pl.col("S_q").cast(pl.Int64), pl.col("S_k").cast(pl.Int64)
-    mass = mass.with_columns(pl.col("S_q").cast(pl.Int64))
     mass = mass.join(_harmonic_tail(mass["S_q"].unique().to_list()), on=["pos", "S_q"], how="left")
-    fair = pl.when(pl.col("causal")).then(pl.col("tail")).otherwise(s_q.cast(pl.Float64) / s_k)
-    share = pl.col("mass") / s_q.cast(pl.Float64)  # of all mass (each query's row sums to 1)
+    s_q, s_k = pl.col("S_q").cast(pl.Float64), pl.col("S_k").cast(pl.Float64)
+    fair = pl.when(pl.col("causal")).then(pl.col("tail")).otherwise(s_q / s_k)
+    share = pl.col("mass") / s_q  # of all mass (each query's row sums to 1)
     return mass.with_columns(ratio=pl.col("mass") / fair).with_columns(
-        sink=(pl.col("ratio") >= SINK_RATIO) & (share >= SINK_RATIO / s_k.cast(pl.Float64)))
+        sink=(pl.col("ratio") >= SINK_RATIO) & (share >= SINK_RATIO / s_k))
 
 
 def _harmonic_tail(lengths: list[int]) -> pl.DataFrame:

@@ -20,6 +20,7 @@ from opscope.mining.signals import DENSE
 from opscope.mining.temporal import MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, NO_REUSE, too_few
 
 if TYPE_CHECKING:
+    from opscope.mining.dynamics import DynamicsReport
     from opscope.mining.report import MineReport
 
 JSON_SCHEMA = "opscope-mine/4"
@@ -232,6 +233,12 @@ def _records(frame: pl.DataFrame | None) -> list[dict] | None:
             for r in frame.to_dicts()]
 
 
+def dynamics_records(d: DynamicsReport) -> dict[str, list[dict]]:
+    """The dynamics tables as JSON-safe records, by table name."""
+    return {"attention": _records(d.attention), "heads": _records(d.heads), "routing": _records(d.routing),
+            "gates": _records(d.gates), "residual": _records(d.residual)}
+
+
 class JsonRenderer:
     """A stable JSON document (schema `opscope-mine/4`, fields in docs/mining.md)."""
 
@@ -250,7 +257,7 @@ class JsonRenderer:
             "opportunities": _records(report.opportunities),
             "aggregate": _records(report.aggregate),
             "coverage": _records(report.coverage),
-            "dynamics": None if report.dynamics is None else render_dynamics.records(report.dynamics),
+            "dynamics": None if report.dynamics is None else dynamics_records(report.dynamics),
         }
         return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 

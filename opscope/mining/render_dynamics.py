@@ -1,5 +1,6 @@
-"""The inference-dynamics section of a report: tables for `text` and `markdown`, records for
-`json`, and the plain-word summary `findings` (and so `opscope profile`) prints."""
+"""The inference-dynamics section of a report: tables for `text` and `markdown` (`json` takes
+the frames as records: `render.dynamics_records`), and the plain-word summary `findings`
+(and so `opscope profile`) prints."""
 
 from __future__ import annotations
 
@@ -103,16 +104,6 @@ def tables(d: DynamicsReport, table: Table, heads: bool = False) -> list[tuple[s
 
 def _flag(r: dict) -> str:
     return ", ".join(w for w, on in (("skip", r["skip"]), ("massive", r["massive"])) if on) or "-"
-
-
-def records(d: DynamicsReport) -> dict[str, list[dict]]:
-    """The tables as JSON-safe records (non-finite floats become null)."""
-    def safe(frame: pl.DataFrame) -> list[dict]:
-        return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-                for r in frame.to_dicts()]
-
-    return {"attention": safe(d.attention), "heads": safe(d.heads), "routing": safe(d.routing),
-            "gates": safe(d.gates), "residual": safe(d.residual)}
 
 
 def summary(d: DynamicsReport, least: int = 3) -> list[str]:
