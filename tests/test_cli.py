@@ -111,6 +111,10 @@ def test_profile_taps_choose_the_families(tmp_path):
     assert {s.kind for s in only.manifest.sites} == {"residual"} and len(only.manifest.sites) == 4
     both = opscope.inject(transformer_module(2, 16, 8), taps=["attention", "residual"])[1]
     assert [s.kind for s in both.sites] == ["softmax"] * 2 + ["residual"] * 4
+    from opscope.ir.instrument import inject_stats  # a string spec, below the API too
+
+    _, residual = inject_stats(parse_module(transformer_module(2, 16, 8), new_context()), taps="residual")
+    assert [s.kind for s in residual.sites] == ["residual"] * 4
 
 
 def test_profile_on_a_target_that_cannot_run_here(opscope, tmp_path):
