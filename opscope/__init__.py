@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     import polars as pl
     from iree.compiler import ir
 
+    from opscope.act.parity import ParityReport
+    from opscope.act.whatif import WhatIfReport
     from opscope.drive.profile import ProfileResult
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
@@ -42,8 +44,9 @@ if TYPE_CHECKING:
     from opscope.run.runtime import LoadedModule
 
 __all__ = [
-    "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load",
-    "ProfileResult", "MineReport", "Manifest", "StatConfig", "CompiledModule", "LoadedModule", "OpscopeError",
+    "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
+    "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
+    "LoadedModule", "OpscopeError",
 ]
 
 # Types a user may want to name, loaded when first asked for (PEP 562).
@@ -54,6 +57,8 @@ _LAZY = {
     "StatConfig": "opscope.ir.stat_config",
     "CompiledModule": "opscope.run.compile",
     "LoadedModule": "opscope.run.runtime",
+    "ParityReport": "opscope.act.parity",
+    "WhatIfReport": "opscope.act.whatif",
 }
 
 
@@ -235,3 +240,56 @@ def load(compiled: CompiledModule) -> LoadedModule:
     from opscope.run.runtime import load as load_compiled
 
     return load_compiled(compiled)
+
+
+def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:
+    """Compare two builds of a model op by op: every intermediate tensor exposed
+    (`expose-all-ops`), both run on the same inputs, paired by site name. `a`, `b` (default
+    `a`): models as `profile` takes them; `options`: `a_pipeline`/`b_pipeline` (opscope-opt
+    pipelines applied first: a rewrite), `a_target`/`b_target`, `a_flags`/`b_flags`
+    (iree-compile flags), `inject_b` (B gets the stat taps), `inputs`, `tol` (an op is within
+    it when max|a−b| ≤ tol·max|a|), `ops` (a regex), `constants`, `say`. Returns a
+    `ParityReport`: `.ops` (one `OpDiff` per op, in program order), `.exact`, `.worst`,
+    `.first_beyond(tol)`, `.to_text()`, `.to_markdown()`, `.to_json()`."""
+    from opscope.act.parity import op_parity
+
+    return op_parity(a, b, **options)
+
+
+def whatif(
+    source: str | bytes | Path | ir.Module,
+    *,
+    skip: Iterable[Iterable[str]] = (),
+    fakequant: Iterable[str] = (),
+    pipelines: Iterable[str] = (),
+    sweep: bool = False,
+    target: str = "llvm-cpu",
+    tokens: int = 2000,
+    steps: int | None = None,
+    task: str | None = None,
+    inputs: Any = None,
+    text: str | Path | Iterable[str] | None = None,
+    tokenizer: str | Path | None = None,
+    say: Callable[[str], None] | None = None,
+    **sweep_options: Any,
+) -> WhatIfReport:
+    """Measure rewrites end to end on real data: the original and each variant compiled and run on
+    the same inputs, compared by what the model does (top-1 agreement and perplexity for a causal
+    LM, embedding cosine and neighbour ranking for an encoder, accuracy for a classifier, output
+    error otherwise), with the FLOPs and weight bytes each build no longer needs. Variants: `skip`
+    (lists of residual-block names or ordinals, each skipped together), `fakequant` (schemes:
+    w8a8, w8a16, w4a16, w4g32a16, a8), `pipelines` (opscope-opt pipelines). `sweep=True` adds the
+    one-block-off sweep and the greedy skip curve (`sweep_options`: blocks, keep, floor, verify).
+    Data: the zoo model's own held-out data (`tokens` predicted tokens for a causal LM), else
+    `inputs` / `text` + `tokenizer` / generated. Returns a `WhatIfReport` (`.text()`, `.to_dict()`)."""
+    from opscope.act.evalset import eval_set
+    from opscope.act.whatif import Variant, fakequant as scheme, skip as skipped, sweep_skips, whatif as measure
+
+    variants = ([skipped(list(blocks)) for blocks in skip] + [scheme(s) for s in fakequant]
+                + [Variant(p, p) for p in pipelines])
+    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, inputs=inputs, text=text, tokenizer=tokenizer)
+    if sweep:
+        return sweep_skips(evalset, target=target, variants=variants, progress=say, **sweep_options)
+    if sweep_options:
+        raise OpscopeError(f"whatif: {', '.join(sweep_options)} go with sweep=True")
+    return measure(evalset, variants, target=target, progress=say)

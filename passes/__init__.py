@@ -39,12 +39,47 @@ def _lower_opscope():
     return LowerOpscope
 
 
+def _expose_all_ops():
+    from opscope.passes.expose_all_ops import ExposeAllOps
+
+    return ExposeAllOps
+
+
+def _fakequant_activations():
+    from opscope.passes.fakequant_activations import FakequantActivations
+
+    return FakequantActivations
+
+
+def _fakequant_weights():
+    from opscope.passes.fakequant_weights import FakequantWeights
+
+    return FakequantWeights
+
+
+def _gate_residual_blocks():
+    from opscope.passes.gate_residual_blocks import GateResidualBlocks
+
+    return GateResidualBlocks
+
+
+def _skip_residual_blocks():
+    from opscope.passes.skip_residual_blocks import SkipResidualBlocks
+
+    return SkipResidualBlocks
+
+
 PASSES: dict[str, Callable[[], type]] = {
+    "expose-all-ops": _expose_all_ops,
+    "fakequant-activations": _fakequant_activations,
+    "fakequant-weights": _fakequant_weights,
+    "gate-residual-blocks": _gate_residual_blocks,
     "inject-attention-stats": _inject_attention_stats,
     "inject-infer-stats": _inject_infer_stats,
     "inject-matmul-stats": _inject_matmul_stats,
     "inject-residual-stats": _inject_residual_stats,
     "lower-opscope": _lower_opscope,
+    "skip-residual-blocks": _skip_residual_blocks,
 }
 
 

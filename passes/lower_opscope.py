@@ -93,7 +93,7 @@ class LowerOpscope:
                 f"{self.name}: @{sym} must have a single block ending in func.return "
                 f"(found {len(blocks)} blocks)"
             )
-        if _has_callers(module, sym):
+        if has_callers(module, sym):
             raise OpscopeError(
                 f"{self.name}: @{sym} is called by other functions; appending results would "
                 "break them: run 'inline' before inject-matmul-stats"
@@ -167,7 +167,7 @@ class LowerOpscope:
                 new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
         for (values, site, role), ops in dynamics:
             self._lower_dynamics(module, fn, symbols, values, site, role, ops, new_values, new_attrs)
-        _append_results(fn, ret, new_values, new_attrs)
+        append_results(fn, ret, new_values, new_attrs)
 
     def _lower_dynamics(self, module, fn, symbols, values, site, role, ops, new_values, new_attrs) -> None:
         """One inference-dynamics kernel and call for the statistics of one tapped tensor (or
@@ -353,7 +353,8 @@ def _collect(fn) -> list:
     return list(groups.items())
 
 
-def _has_callers(module, sym: str) -> bool:
+def has_callers(module, sym: str) -> bool:
+    """Whether a `func.call` anywhere in `module` calls @`sym` (appending results would break it)."""
     found = []
 
     def visit(op):
@@ -382,7 +383,8 @@ def _insert_function(module, text: str, name: str) -> None:
     module.operation.regions[0].blocks[0].append(fn.operation)
 
 
-def _append_results(fn, ret, new_values, new_attrs) -> None:
+def append_results(fn, ret, new_values, new_attrs) -> None:
+    """Return `new_values` after `fn`'s results (which keep their indices), each with its result attributes."""
     fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     old_results = list(fty.results)
     operands = list(ret.operands) + new_values

@@ -5,7 +5,9 @@ per command group, each adding its subcommands.
 * `mining`: `mine`;
 * `dynamics`: `infer` (attention, routing and residual blocks);
 * `ir_tools`: `demo`, `import`, `sites`, `targets`;
-* `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`).
+* `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`);
+* `parity`: two builds compared op by op (`parity`);
+* `whatif`: rewrites measured end to end on real data (`whatif`).
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 """
@@ -16,7 +18,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli import analysis, dynamics, ir_tools, mining, recording
+from opscope.cli import analysis, dynamics, ir_tools, mining, parity, recording, whatif
 from opscope.errors import OpscopeError
 
 
@@ -28,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     dynamics.register(sub)
     ir_tools.register(sub)
     analysis.register(sub)
+    parity.register(sub)
+    whatif.register(sub)
     ir_tools.register_targets(sub)
     return p
 

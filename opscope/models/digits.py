@@ -134,6 +134,12 @@ def digit_images(count: int) -> np.ndarray:
     return pool[:count]
 
 
+def digit_labels(count: int) -> np.ndarray:
+    """The labels of `digit_images(count)`, in the same order."""
+    trained = train_digits()
+    return np.concatenate([trained.y_test, trained.y_train])[:count]
+
+
 def digits_batches(batch: int = BATCH, steps: int = 4) -> Iterator[list[np.ndarray]]:
     """Per step the next `batch` real digit images and the same weights: [x, *weights]."""
     if batch < 1 or steps < 1:

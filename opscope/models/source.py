@@ -30,6 +30,7 @@ class ModelSource:
     inputs: Iterable[list[np.ndarray]] | None = None  # one argument list per step, when the model brings them
     dist: str = "synthetic"  # the tidy table's `dist` for those inputs
     tokenizer: Callable[[], Any] | None = None  # loads the model's own tokenizer, when it has one
+    task: str = "outputs"  # what its first result is (`opscope.models.zoo.ZooEntry.task`)
 
 
 def zoo_names() -> list[str]:
@@ -67,7 +68,7 @@ def open_model(source: Source, steps: int = 1, name: str | None = None,
     if isinstance(source, str) and is_zoo_name(source):
         entry = get_entry(source)
         module, inputs, dist, display = entry.build(steps)
-        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer), named)
+        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task), named)
     if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and _is_mlir_text(source)):
         return _named(ModelSource(name or "<model>", source), named)
     if isinstance(source, (str, Path)):

@@ -69,6 +69,7 @@ class ZooEntry:
     extra: str | None
     build: Callable[[int], Built]
     tokenizer: Callable[[], object] | None = None  # loads the model's own tokenizer (text models)
+    task: str = "outputs"  # what its first result is, for `opscope whatif`: causal-lm | encoder | classifier
 
 
 def missing_extra(extra: str | None) -> bool:
@@ -197,9 +198,9 @@ def _tiny_builder(kind: str) -> Callable[[int], Built]:
 
 
 def _entry(name: str, description: str, extra: str | None, build: Callable[[int], Built],
-           tokenizer: Callable[[], object] | None = None) -> ZooEntry:
+           tokenizer: Callable[[], object] | None = None, task: str = "outputs") -> ZooEntry:
     """A registry entry whose `build` checks its extra first."""
-    return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer)
+    return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer, task)
 
 
 def _minilm_tokenizer():
@@ -219,16 +220,17 @@ def _smollm2_tokenizer():
 ZOO: dict[str, ZooEntry] = {
     e.name: e for e in (
         _entry("digits", "MLP 64→64→10 trained on scikit-learn's digits, real 8×8 images",
-               "digits", _build_digits),
+               "digits", _build_digits, task="classifier"),
         _entry("minilm", "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
-               "torch", _build_minilm, _minilm_tokenizer),
+               "torch", _build_minilm, _minilm_tokenizer, task="encoder"),
         _entry("smollm2", "SmolLM2-135M-Instruct (trained, 30-layer Llama, d 576) on English sentences of the "
-               "Python docs", "smollm2", build_smollm2, _smollm2_tokenizer),
-        _entry("gpt2-tiny", "GPT-2, random init, 2 layers, d 32, on random tokens", "torch", _tiny_builder("gpt2")),
+               "Python docs", "smollm2", build_smollm2, _smollm2_tokenizer, task="causal-lm"),
+        _entry("gpt2-tiny", "GPT-2, random init, 2 layers, d 32, on random tokens", "torch", _tiny_builder("gpt2"),
+               task="causal-lm"),
         _entry("llama-tiny", "Llama (RoPE, SwiGLU, GQA), random init, 2 layers, d 32, on random tokens", "torch",
-               _tiny_builder("llama")),
+               _tiny_builder("llama"), task="causal-lm"),
         _entry("mixtral-tiny", "Mixtral (4 experts, top-2), random init, 2 layers, d 32, on random tokens",
-               "torch", _tiny_builder("mixtral")),
+               "torch", _tiny_builder("mixtral"), task="causal-lm"),
     )
 }
 

@@ -1,0 +1,58 @@
+"""The bytes a model's matmul weights take at rest, as a rewrite would store them.
+
+A skip drops the weights of the blocks it removes; `fakequant-weights` simulates storing a
+weight in `bits` bits with one f32 scale per output channel (or group, or tensor): a real
+int8/int4 kernel reads that many bytes, which is what quantization saves (its FLOPs are
+the same, and the simulation's round trips add some). Counted per distinct weight tensor
+(a tied embedding once), at its element type's width when not quantized.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from iree.compiler import ir
+
+from opscope.ir.pipeline import parse_pipeline, run_pipeline
+
+ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1}
+
+
+def weight_bytes(module, pipeline: str = "") -> int:
+    """Storage bytes of the distinct weights `module`'s matmul sites read after `pipeline`, with the
+    weights its `fakequant-weights` passes select counted at their bits (+ an f32 per scale).
+    Rewrites `module` in place (all but the fake-quant passes, whose plans are read instead)."""
+    from opscope.ir.quantize import copy_source, operand_dims, rhs_source, select_sites
+    from opscope.passes.fakequant_weights import FakequantWeights
+
+    elements = parse_pipeline(pipeline).elements if pipeline else ()
+    rest = [e for e in elements if not isinstance(e, FakequantWeights)]
+    if rest:
+        from opscope.ir.pipeline import Pipeline
+
+        run_pipeline(module, Pipeline(tuple(rest)))
+    stored: dict[ir.Value, int] = {}  # values hash by identity
+    for site in select_sites("weights", module, "", None):
+        if rhs_source(site) == "computed":
+            continue
+        weight, _, _ = copy_source(site.op.operands[1], operand_dims(site, "rhs") or ())
+        stored[weight] = _bytes(weight)
+    for fq in (e for e in elements if isinstance(e, FakequantWeights)):
+        for site in select_sites(fq.name, module, fq.sites, fq.keep):
+            plan = fq.plan(site)
+            if isinstance(plan, str):
+                continue
+            weight, reduced, group, _ = plan
+            shape = list(ir.RankedTensorType(weight.type).shape)
+            numel = prod(shape)
+            if group is None:
+                scales = numel // max(1, prod(shape[d] for d in reduced))
+            else:
+                scales = numel // group[1] // max(1, prod(shape[d] for d in reduced))
+            stored[weight] = (numel * fq.bits + 7) // 8 + 4 * scales
+    return sum(stored.values())
+
+
+def _bytes(value: ir.Value) -> int:
+    ty = ir.RankedTensorType(value.type)
+    return prod(ty.shape) * ELEMENT_BYTES.get(str(ty.element_type), 4)

@@ -1,0 +1,70 @@
+"""The parity command: `opscope parity A [B]` compares two builds of a model op by op.
+
+Each build is a model (a zoo name, a model file, an .mlir file) with an optional
+opscope-opt pipeline applied first (`--a-pipeline`, `--b-pipeline`: a rewrite, e.g.
+`canonicalize` or `fakequant-weights`), then every intermediate exposed (`expose-all-ops`),
+then for B optionally the stat taps (`--inject`); each is compiled for its target
+(`--a-target`, `--b-target`, default B's = A's; `--a-flags`/`--b-flags` add iree-compile
+flags, written `--b-flags=--iree-input-demote-i64-to-i32`) and run on the same inputs
+(the model's own first batch, else generated from its signature, or `--inputs FILE...`).
+B defaults to A.
+
+It prints both builds, a per-op table in program order (ops beyond `--tol` and the 5
+worst; `--all` every op; `--json` or `--markdown` instead of text) and a summary line: ops
+compared, bit-identical, worst op, first op beyond tolerance. `--ops REGEX` exposes only
+ops whose name or label matches; `--constants` exposes constant expressions too. The
+tolerance rule: an op is within `--tol` (default 1e-3) when max|A−B| ≤ tol · max|A|
+(`opscope.act.parity`). Exit status 1 when an op is beyond tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import opscope
+from opscope.cli.arguments import SOURCES
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add parity."""
+    from opscope.act.parity import DEFAULT_TOL
+
+    p = sub.add_parser("parity", help="compare two builds of a model op by op (a rewrite, injected taps, "
+                                      "another target): max |Δ| per op, first op beyond a tolerance")
+    p.add_argument("a", metavar="A", help="the reference build's model: " + SOURCES)
+    p.add_argument("b", metavar="B", nargs="?", help="the other build's model (default A)")
+    p.add_argument("--a-pipeline", default="", metavar="P", help="opscope-opt pipeline applied to A before exposing")
+    p.add_argument("--b-pipeline", default="", metavar="P", help="opscope-opt pipeline applied to B before exposing")
+    p.add_argument("--a-target", default="llvm-cpu", metavar="T", help="A's target (default llvm-cpu; "
+                                                                       "`opscope targets`)")
+    p.add_argument("--b-target", metavar="T", help="B's target (default A's)")
+    p.add_argument("--a-flags", default="", metavar="F", help="extra iree-compile flags for A (space-separated)")
+    p.add_argument("--b-flags", metavar="F", help="extra iree-compile flags for B (default A's when B's target is)")
+    p.add_argument("--inject", action="store_true", help="inject the stat taps into B after exposing (proves "
+                                                         "injection leaves every op bit-identical)")
+    p.add_argument("--tol", type=float, default=DEFAULT_TOL,
+                   help=f"allowed max|A−B| / max|A| per op (default {DEFAULT_TOL:g})")
+    p.add_argument("--ops", default="", metavar="REGEX", help="expose only ops whose name or label matches")
+    p.add_argument("--constants", action="store_true", help="expose constant expressions (weights' transposes) too")
+    p.add_argument("--inputs", nargs="+", metavar="FILE", help="the inputs, as `profile --inputs` (first step)")
+    p.add_argument("--all", action="store_true", help="every op in the table, not only those beyond tolerance "
+                                                      "and the worst")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="the report as JSON")
+    fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")
+    p.set_defaults(fn=_cmd_parity)
+
+
+def _cmd_parity(args) -> int:
+    report = opscope.parity(
+        args.a, args.b, a_pipeline=args.a_pipeline, b_pipeline=args.b_pipeline, a_target=args.a_target,
+        b_target=args.b_target, a_flags=args.a_flags.split(),
+        b_flags=None if args.b_flags is None else args.b_flags.split(), inject_b=args.inject, tol=args.tol,
+        ops=args.ops, constants=args.constants, inputs=args.inputs)
+    if args.json:
+        print(report.to_json())
+    elif args.markdown:
+        print(report.to_markdown(all_ops=args.all))
+    else:
+        print(report.to_text(all_ops=args.all))
+    return 0 if report.within() else 1
