@@ -14,7 +14,7 @@ import opscope
 from opscope.errors import OpscopeError
 from opscope.models.demo import matmul_module
 from opscope.run import instrumented
-from opscope.run.compile import FIRST_ERROR_CHARS, CompileFailed, compile_module
+from opscope.run.compile import FIRST_ERROR_CHARS, CompileFailed, compile_isolated, compile_module
 from opscope.run.ticker import ticking
 
 BF16 = matmul_module(64, 128, 32, dtype="bf16")  # IREE 3.13's SPIR-V cannot legalize its vector.bitcast
@@ -44,6 +44,23 @@ def test_compile_failure_is_one_short_line_and_a_log():
     assert message.endswith(f"(all diagnostics: {log})") and log.is_file()
     text = log.read_text()
     assert text.startswith("iree-compile --iree-hal-target-device=local") and "error: " in text
+
+
+def test_an_isolated_compile_equals_the_in_process_one_and_fails_alike():
+    """`compile_isolated` (a child iree-compile: IREE keeps each in-process compile's weights) makes the
+    same module, and a failure is the same one-line error with its log."""
+    import numpy as np
+
+    source = matmul_module(4, 8, 3)
+    isolated, in_process = compile_isolated(source, "llvm-cpu"), compile_module(source, "llvm-cpu", use_cache=False)
+    x, w = np.arange(32, dtype=np.float32).reshape(4, 8), np.ones((8, 3), np.float32)
+    got = [opscope.load(c).invoke("main", x, w)[0] for c in (isolated, in_process)]
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], x @ w)
+    with pytest.raises(CompileFailed) as info:
+        compile_isolated("func.func @main() { %0 = arith.constant }", "llvm-cpu")
+    message = one_line(info)
+    assert message.startswith("iree-compile failed for target 'llvm-cpu': ") and "error" in message
+    assert Path(info.value.log).is_file()
 
 
 def test_an_iree_limitation_is_named_as_such(tmp_path):

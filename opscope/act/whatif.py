@@ -19,6 +19,7 @@ so its number comes from the skipped module, not from the gates.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import time
@@ -161,7 +162,7 @@ class Bench:
         self.flops, self.bytes = cost.total_flops, cost.total_bytes
         self.weights = weight_bytes(self.module())
         self.function = _function_name(module)
-        self.reference = self.run(module, "the original")
+        self.reference = self.run(module, "the original", cache=True)
         self.report = WhatIfReport(evalset.name, evalset.task, target, evalset.data, own(self.reference),
                                    self.flops, self.bytes, self.weights)
 
@@ -169,21 +170,28 @@ class Bench:
         """A fresh parse of the original module (rewrites work in place)."""
         return parse_module_of(self.evalset)
 
-    def loaded(self, module, label: str):
-        """`module` compiled for the target (with progress) and loaded."""
-        from opscope.run.compile import compile_module
+    def loaded(self, module, label: str, cache: bool = False):
+        """`module` compiled for the target (with progress) and loaded. Only the original is cached
+        (`cache`); a variant compiles in a child process, uncached: each would otherwise keep a
+        model-sized vmfb in the cache (30 SmolLM2 variants: 16 GB) and its weights in this
+        process (`compile_isolated`)."""
+        from opscope.run.compile import compile_isolated, compile_module
         from opscope.run.runtime import load
         from opscope.run.ticker import ticking
 
         start = time.perf_counter()
         with ticking(f"compile {label} for {self.target}"):
-            compiled = compile_module(module, self.target)
+            compiled = compile_module(module, self.target) if cache else compile_isolated(module, self.target)
         self.say(f"compiled {label} in {time.perf_counter() - start:.1f} s{' (cached)' if compiled.cached else ''}")
         return load(compiled)
 
-    def run(self, module, label: str) -> Summary:
-        """Compile `module` and summarize its outputs on every batch."""
-        return self.summarize(self.loaded(module, label), label)
+    def run(self, module, label: str, cache: bool = False) -> Summary:
+        """Compile `module` and summarize its outputs on every batch; the loaded build is freed at once
+        (iree.runtime's context sits in a reference cycle: without a collection each SmolLM2 variant
+        kept its 540 MB until the process ran out of memory)."""
+        result = self.summarize(self.loaded(module, label, cache), label)
+        gc.collect()
+        return result
 
     def summarize(self, loaded, label: str, extra: Sequence[np.ndarray] = ()) -> Summary:
         """Run `loaded` on every batch (with `extra` arguments appended) and summarize its outputs."""
@@ -296,6 +304,7 @@ def sweep_skips(evalset: EvalSet, *, blocks: str = "*", target: str = "llvm-cpu"
         if metrics.get(metric, 0.0) < floor:
             break
     del loaded
+    gc.collect()
     best = report.most_skippable(keep)
     if verify and best is not None:
         built = bench.measure(Variant(best.what + " (built)", best.pipeline))
