@@ -297,3 +297,7 @@ def test_refusals():
     with pytest.raises(OpscopeError) as e:
         run_pipeline(module, "fakequant-weights{group=3 sites=^pc$}")
     assert str(e.value) == "fakequant-weights: site 'pc' at loc(\"pc\"): K = 8 is not a multiple of group=3"
+    for name in ("fakequant-weights", "fakequant-activations"):  # a site regex that selects nothing
+        with pytest.raises(OpscopeError) as e:
+            run_pipeline(parse_module(W_SOURCE, new_context()), f"{name}{{sites=^layers}}")
+        assert str(e.value) == f"{name}: sites='^layers' names no matmul site of this module (valid: pc, grp, pt, bt)"

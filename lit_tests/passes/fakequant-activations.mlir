@@ -1,10 +1,11 @@
 // RUN: opscope-opt %s -p fakequant-activations --split-input-file | filecheck %s
 // RUN: opscope-opt %s -p 'fakequant-activations{scope=per-channel}' --split-input-file | filecheck %s --check-prefix=CHAN
 // RUN: opscope-opt %s -p 'fakequant-activations{bits=4}' --split-input-file | filecheck %s --check-prefix=BITS4
-// RUN: opscope-opt %s -p 'fakequant-activations{sites=attn}' --split-input-file | filecheck %s --check-prefix=SITES
+// RUN: opscope-opt %s -p 'fakequant-activations{sites=^(?!encoder\.fc1$)}' --split-input-file | filecheck %s --check-prefix=SITES
 // RUN: opscope-opt %s -p fakequant-activations --split-input-file --print-debuginfo | filecheck %s --check-prefix=LOC
 // RUN: opscope-opt %s -p fakequant-activations --split-input-file -o %t 2>&1 | filecheck %s --check-prefix=WARN
 // RUN: opscope-opt %s -p 'fakequant-activations{computed-rhs=true}' --split-input-file | filecheck %s --check-prefix=COMPUTED
+// RUN: not opscope-opt %s -p 'fakequant-activations{sites=^decoder}' --split-input-file 2>&1 | filecheck %s --check-prefix=NO-SITE
 
 // The lhs becomes its symmetric round trip: one reduction generic for amax = max|x| over
 // the K dims (per token: one scale per row), one elementwise generic in the reference's
@@ -188,7 +189,8 @@ func.func @dynamic_site_is_skipped(%a: tensor<?x8xf32>, %b: tensor<8x3xf32>, %c:
 
 // -----
 
-// `sites=<regex>` keeps the sites whose name it finds (re.search).
+// `sites=<regex>` keeps the sites whose name it finds (re.search; here every site but
+// encoder.fc1). A regex that finds no site of a module is an error listing the valid names.
 
 // CHECK-LABEL: func.func @sites_regex_selects_by_name(
 // CHECK-SAME:      %[[X:[^:]+]]: tensor<3x8xf32>, %[[Y:[^:]+]]: tensor<3x8xf32>
@@ -196,6 +198,7 @@ func.func @dynamic_site_is_skipped(%a: tensor<?x8xf32>, %b: tensor<8x3xf32>, %c:
 // CHECK:       linalg.matmul ins(%[[XQ]],
 // CHECK:       %[[YQ:.+]] = linalg.generic {{.+}} ins(%[[Y]], %{{.+}} :
 // CHECK:       linalg.matmul ins(%[[YQ]],
+// NO-SITE: {{^}}opscope-opt: error: fakequant-activations: sites='^decoder' names no matmul site of this module (valid: {{.+}}){{$}}
 // SITES-LABEL: func.func @sites_regex_selects_by_name(
 // SITES-SAME:      %[[X:[^:]+]]: tensor<3x8xf32>, %[[Y:[^:]+]]: tensor<3x8xf32>
 // SITES-NOT:   linalg.generic

@@ -62,6 +62,9 @@ def check_choice(pass_name: str, option: str, value: str, choices: Sequence[str]
         raise OpscopeError(f"{pass_name}: option '{option}' expects one of {', '.join(choices)}, got '{value}'")
 
 
+MOST_NAMES = 12  # site names a "names no site" error lists
+
+
 def select_sites(pass_name: str, module, pattern: str, keep: Callable[[Site], bool] | None) -> list[Site]:
     """The float, static-shaped sites in a function's entry block whose name `pattern` finds
     and `keep` accepts; every other matching site is logged with why it is skipped."""
@@ -70,7 +73,13 @@ def select_sites(pass_name: str, module, pattern: str, keep: Callable[[Site], bo
     except re.error as e:
         raise OpscopeError(f"{pass_name}: bad 'sites' regex '{pattern}': {e}") from None
     chosen = []
-    for site in find_sites(module.operation):
+    every = find_sites(module.operation)
+    if regex and every and not any(regex.search(s.name) for s in every):
+        names = [s.name for s in every]
+        listed = ", ".join(names[:MOST_NAMES]) + (f" and {len(names) - MOST_NAMES} more (`opscope sites MODEL` "
+                                                  "lists them)" if len(names) > MOST_NAMES else "")
+        raise OpscopeError(f"{pass_name}: sites='{pattern}' names no matmul site of this module (valid: {listed})")
+    for site in every:
         if (regex and not regex.search(site.name)) or (keep is not None and not keep(site)):
             continue
         why = None
