@@ -108,9 +108,10 @@ def test_skipped_minilm_blocks_match_pytorch_with_the_blocks_zeroed():
     from opscope.models.huggingface import minilm
 
     model, enc = minilm()
+    model.encoder.layer = model.encoder.layer[:3]  # its first 3 of 6 layers: the compile of all 6 is the cost
     kwargs = {k: enc[k] for k in ("input_ids", "attention_mask")}
     module = import_torch(model, (), example_kwargs=kwargs)
-    skipped = ("encoder.layer.1.attention.output.attn", "encoder.layer.4.output.ffn")
+    skipped = ("encoder.layer.1.attention.output.attn", "encoder.layer.2.output.ffn")
     run_pipeline(module, 'skip-residual-blocks{blocks="' + ",".join(skipped) + '"}')
     got = build(module)(*(kwargs[k].numpy() for k in ("input_ids", "attention_mask")))[0]
     with torch.no_grad():
@@ -119,7 +120,7 @@ def test_skipped_minilm_blocks_match_pytorch_with_the_blocks_zeroed():
             return torch.zeros_like(out)
 
         hooks = [model.get_submodule(p).register_forward_hook(zero)
-                 for p in ("encoder.layer.1.attention.output.dense", "encoder.layer.4.output.dense")]
+                 for p in ("encoder.layer.1.attention.output.dense", "encoder.layer.2.output.dense")]
         want = model(**kwargs)[0].numpy()
         for hook in hooks:
             hook.remove()
@@ -246,6 +247,8 @@ def test_whatif_bad_input_is_one_line(entry, tmp_path):
         return lines[-1]
 
     assert "nothing to measure" in fails("digits")
+    if entry != "opscope":  # the same code behind both: one round trip through this entry point is enough
+        return
     assert "no fake-quant scheme 'w9a9' (choose one of: w8a8, w8a16" in fails("digits", "--fakequant", "w9a9")
     assert "--skip-lowest reads block influence from a recorded run" in fails("digits", "--skip-lowest", "2")
     assert fails("digits", "--skip", "layers.0.ffn").endswith(
