@@ -400,7 +400,7 @@ def exposed_run(source: Any, *, pipeline: str = "", target: str = "llvm-cpu", in
 
     from opscope.drive.inputs import check_steps, generate, read_files
     from opscope.importers import import_source
-    from opscope.ir.arguments import arguments, function_op
+    from opscope.ir.arguments import arguments, function_op, symbol_name
     from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import module_bytecode, new_context, parse_module
     from opscope.ir.pipeline import Pipeline, parse_pipeline, run_pipeline
@@ -422,7 +422,7 @@ def exposed_run(source: Any, *, pipeline: str = "", target: str = "llvm-cpu", in
     base = module_bytecode(base) if not isinstance(base, (str, bytes)) else base  # a copy: never edit the caller's
     with ticking(f"{label}: prepare"):
         module = import_source(parse_module(base, new_context(), model.name), name=model.name)
-        fn_name = _function_name(function_op(module))
+        fn_name = symbol_name(function_op(module))
         args = arguments(module, fn_name)
         run_pipeline(module, Pipeline(tuple(steps) + (expose,)))
         function, exposed = exposures(module, fn_name)
@@ -449,12 +449,6 @@ def exposed_run(source: Any, *, pipeline: str = "", target: str = "llvm-cpu", in
     original = min(e.result for e in exposed)
     return Build(model.name, pipeline.strip(), tgt.name, inject, tuple(flags), tensors, original, seconds,
                  compiled.cached), inputs
-
-
-def _function_name(fn) -> str:
-    from iree.compiler import ir
-
-    return ir.StringAttr(fn.attributes["sym_name"]).value
 
 
 _DECLARED = re.compile(r"%input(\d+): tensor<(?:[0-9?]+x)*([a-z0-9]+)>")

@@ -49,14 +49,10 @@ def _cells(report: "WhatIfReport", o: "Outcome") -> list[str]:
     return cells + [f"{100 * report.saved(o):+.1f} %", f"{100 * report.weights_saved(o):+.1f} %"]
 
 
-def human_bytes(n: int) -> str:
-    from opscope.analysis.ledger import human_bytes as scaled
-
-    return scaled(n)
-
-
 def whatif_text(report: "WhatIfReport", every: bool = False) -> str:
     """The report as text (see the module docstring); `every` lists every sweep row."""
+    from opscope.analysis.ledger import human_bytes
+
     cols = COLUMNS[report.task]
     head = [h for _, h, _ in cols] + ["FLOPs saved", "weights saved"]
     own = ", ".join(f"{h} {_fmt(report.baseline[k], f)}" for k, h, f in cols if k in report.baseline)

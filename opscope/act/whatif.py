@@ -153,6 +153,7 @@ class Bench:
     def __init__(self, evalset: EvalSet, target: str = "llvm-cpu", progress: Callable[[str], None] | None = None):
         from opscope.act.weights import weight_bytes
         from opscope.analysis.cost import analyze
+        from opscope.ir.arguments import function_op, symbol_name
 
         self.evalset = evalset
         self.target = target
@@ -160,8 +161,8 @@ class Bench:
         module = self.module()
         cost = analyze(module)
         self.flops, self.bytes = cost.total_flops, cost.total_bytes
-        self.weights = weight_bytes(self.module())
-        self.function = _function_name(module)
+        self.weights = weight_bytes(module)  # no pipeline: reads `module`, rewrites nothing
+        self.function = symbol_name(function_op(module))
         self.reference = self.run(module, "the original", cache=True)
         self.report = WhatIfReport(evalset.name, evalset.task, target, evalset.data, own(self.reference),
                                    self.flops, self.bytes, self.weights)
@@ -295,12 +296,13 @@ def sweep_skips(evalset: EvalSet, *, blocks: str = "*", target: str = "llvm-cpu"
     order = sorted(range(len(names)), key=lambda i: -singles[i].metrics.get(metric, 0.0))
     report.sweep = [singles[i] for i in order]
     for k in range(1, len(names) + 1):
-        chosen = [names[i] for i in order[:k]]
+        blocks_off = [names[i] for i in order[:k]]
+        chosen = skip(blocks_off)
         gates = ones.copy()
         gates[order[:k]] = 0.0
         metrics = compare(bench.reference, bench.summarize(loaded, f"without {k} blocks", [gates]))
-        report.curve.append(Outcome(skip(chosen).what, skip(chosen).pipeline, metrics, *bench.skipped_cost(chosen),
-                                    gated=True))
+        report.curve.append(Outcome(chosen.what, chosen.pipeline, metrics,
+                                    *bench.skipped_cost(blocks_off), gated=True))
         if metrics.get(metric, 0.0) < floor:
             break
     del loaded
@@ -379,14 +381,6 @@ def lowest_influence(run: str, k: int) -> list[str]:
     if not 1 <= k <= len(names):
         raise OpscopeError(f"{run} has {len(names)} residual blocks: k must be 1 to {len(names)}, got {k}")
     return names[:k]
-
-
-def _function_name(module) -> str:
-    from iree.compiler import ir
-
-    from opscope.ir.arguments import function_op
-
-    return ir.StringAttr(function_op(module).attributes["sym_name"]).value
 
 
 def _gate_names(module) -> list[str]:

@@ -58,6 +58,11 @@ def function_op(module: ir.Module, function: str | None = None) -> ir.Operation:
     raise OpscopeError(f"no func.func{' @' + function if function else ''} in the module")
 
 
+def symbol_name(op: ir.Operation) -> str:
+    """The `sym_name` of a function op (the name a compiled module calls it by)."""
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
 def function_args(module: ir.Module, function: str | None = None) -> list[tuple[tuple[int, ...], str]]:
     """(shape, element type) of every argument of `function` (default: the first func.func);
     a one-line error, naming the argument and the dim, when one is not a static tensor."""
