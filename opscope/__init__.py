@@ -40,11 +40,14 @@ if TYPE_CHECKING:
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
+    from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
     from opscope.run.compile import CompiledModule
     from opscope.run.runtime import LoadedModule
 
 __all__ = [
     "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
+    "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors",
+    "ProbeReport", "LayersReport", "ActionsReport", "QuantReport",
     "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
     "LoadedModule", "OpscopeError",
 ]
@@ -59,6 +62,10 @@ _LAZY = {
     "LoadedModule": "opscope.run.runtime",
     "ParityReport": "opscope.act.parity",
     "WhatIfReport": "opscope.act.whatif",
+    "ProbeReport": "opscope.probe.report",
+    "LayersReport": "opscope.probe.report",
+    "ActionsReport": "opscope.probe.report",
+    "QuantReport": "opscope.probe.report",
 }
 
 
@@ -293,3 +300,122 @@ def whatif(
     if sweep_options:
         raise OpscopeError(f"whatif: {', '.join(sweep_options)} go with sweep=True")
     return measure(evalset, variants, target=target, progress=say)
+
+
+def probe_tensors(source: str | Path | ir.Module | None = None, *, sites: str = "") -> ProbeReport:
+    """Host probes of every weight: stable and effective rank, int4 error per tensor and per channel,
+    2:4 and ternary error, cardinality, fewest bits under 2 % error, outlier columns and a verdict.
+    `source`: a model (zoo name, model file, MLIR; its matmul weights by site name, `sites` a regex)
+    or tensors (a .tensor/.npy/.safetensors file or a directory of them); None: the built-in
+    transformer with the weights `profile` feeds it."""
+    from opscope.probe.report import probe_weights
+    from opscope.probe.sources import open_weights
+
+    return probe_weights(open_weights(source, sites))
+
+
+def plan_layers(
+    source: str | Path | ir.Module | None = None,
+    *,
+    budget: float = 0.4,
+    allocator: str = "dado",
+    error: str = "sum",
+    sites: str = "",
+    measure: bool = False,
+    objective: str = "weights",
+    target: str = "llvm-cpu",
+    tokens: int = 2000,
+    steps: int | None = None,
+    task: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> LayersReport:
+    """One storage option per layer (dense, int8/int4 per channel, group-wise int4, ternary, 2:4, low
+    rank, Monarch, Tucker, tensor train) within `budget` of the dense bytes, chosen by `allocator`
+    (greedy or dado) to minimize `error`: sum (Σ rel_err, the reference's), squares (Σ rel_err²) or
+    energy (Σ ‖W − Ŵ‖²_F, a layer counted by its size). `measure=True` builds the plan into the
+    model, with greedy's plan and uniform int8/int4 (and the plan at their bytes), and measures each
+    end to end on the model's real data (`whatif`'s metrics). `objective="measured"` (implies
+    `measure`) also builds the plans for the other two errors and picks, among every plan within the budget,
+    the one that keeps most of the headline metric (`report.picked`). Returns a `LayersReport`."""
+    from opscope.probe.report import plan_layers as plan
+    from opscope.probe.sources import is_tensor_path, module_weights, open_weights
+
+    if allocator not in ("greedy", "dado"):
+        raise OpscopeError(f"allocator must be greedy or dado, got {allocator!r}")
+    if not 0 < budget <= 1:
+        raise OpscopeError(f"budget is a share of the dense weight bytes in (0, 1], got {budget}")
+    from opscope.probe.allocate import ERRORS
+
+    if error not in ERRORS:
+        raise OpscopeError(f"error must be one of {', '.join(ERRORS)}, got {error!r}")
+    if objective not in ("weights", "measured"):
+        raise OpscopeError(f"objective must be weights or measured, got {objective!r}")
+    measure = measure or objective == "measured"
+    if not measure:
+        return plan(open_weights(source, sites), budget, allocator, error=error)
+    if source is None or is_tensor_path(source):
+        raise OpscopeError("measure builds the plan into a model and runs it on the model's data: give a model "
+                           "(a zoo name or a model file), not tensor files or the built-in default")
+    from opscope.act.evalset import eval_set
+    from opscope.act.plan import measure_plans
+
+    evalset = eval_set(source, task=task, tokens=tokens, steps=steps,
+                       named=None if say is None else lambda n: say(f"model {n}"))
+    weights = module_weights(evalset.name, evalset.module, sites, evalset.batches[0])
+    return measure_plans(evalset, weights, plan(weights, budget, allocator, error=error), target=target,
+                         objective=objective,
+                         progress=say)
+
+
+def layer_actions(source: str | Path | ir.Module | None = None, *, budget: float = 0.02, run: str | Path | None = None,
+                  sites: str = "") -> ActionsReport:
+    """Per layer, the cheapest storage option whose weight error is within `budget`, as an action
+    (keep, quantize, replace); with `run` (recorded with the residual taps), the residual blocks
+    whose output moves the stream by under 2 % (skip candidates)."""
+    from opscope.probe.report import plan_actions
+    from opscope.probe.sources import open_weights
+
+    if not 0 < budget < 1:
+        raise OpscopeError(f"budget is a relative weight error in (0, 1), got {budget}")
+    gaps = None if run is None else _block_gaps(str(run))
+    return plan_actions(open_weights(source, sites), budget, gaps)
+
+
+def _block_gaps(run: str) -> dict[str, float]:
+    """Residual block -> ‖d‖/‖h‖ (= ‖out − in‖/‖in‖ of the block) in a recorded run."""
+    from opscope.mining.report import mine_paths
+
+    table = mine_paths([run]).dynamics
+    table = table.residual if table is not None else None
+    if table is None or not table.height:
+        raise OpscopeError(f"{run} holds no residual taps: record them with `opscope infer MODEL --out {run}`")
+    gaps: dict[str, float] = {}
+    for site, rel in zip(table["site"].to_list(), table["rel"].to_list()):
+        gaps[site] = max(gaps.get(site, 0.0), float(rel))  # the worst over backends and data
+    return gaps
+
+
+def quant_sweep(source: str | Path | ir.Module | None = None, *, int4_budget: float = 0.1,
+                sites: str = "") -> QuantReport:
+    """int8 per tensor and per channel, int4 and int3 per channel, outliers and best bits of every
+    weight; by depth and by projection kind, with a mixed int4/int8 recipe."""
+    from opscope.probe.report import quant_sweep as sweep
+    from opscope.probe.sources import open_weights
+
+    if not 0 < int4_budget < 1:
+        raise OpscopeError(f"int4_budget is a relative weight error in (0, 1), got {int4_budget}")
+    return sweep(open_weights(source, sites), int4_budget)
+
+
+def dump_tensors(source: str | Path | ir.Module, out: str | Path, *, weights: bool = True, activations: bool = False,
+                 sites: str = "", role: str = "lhs", steps: int = 1, max_bytes: int = 256 * 2**20,
+                 fmt: str = "npy", target: str = "llvm-cpu", inputs: Any = None,
+                 say: Callable[[str], None] | None = None) -> list[Path]:
+    """Write a model's matmul weights ([out, K]) and, with `activations=True`, the whole tensors its
+    sites read (`role` lhs/rhs/out) over `steps` calls ([tokens, features]) to `out`, one file per
+    tensor in `fmt` (npy, tensor, safetensors); one call's tensors over `max_bytes` are refused
+    before anything compiles. Returns the files written."""
+    from opscope.probe.dump import dump
+
+    return dump(source, out, weights=weights, activations=activations, sites=sites, role=role, steps=steps,
+                max_bytes=max_bytes, fmt=fmt, target=target, inputs=inputs, say=say)

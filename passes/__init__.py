@@ -39,6 +39,12 @@ def _lower_opscope():
     return LowerOpscope
 
 
+def _dump_tensors():
+    from opscope.passes.dump_tensors import DumpTensors
+
+    return DumpTensors
+
+
 def _expose_all_ops():
     from opscope.passes.expose_all_ops import ExposeAllOps
 
@@ -70,6 +76,7 @@ def _skip_residual_blocks():
 
 
 PASSES: dict[str, Callable[[], type]] = {
+    "dump-tensors": _dump_tensors,
     "expose-all-ops": _expose_all_ops,
     "fakequant-activations": _fakequant_activations,
     "fakequant-weights": _fakequant_weights,

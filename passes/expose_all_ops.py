@@ -38,7 +38,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.const_expr import is_const_expr, memoized
 from opscope.ir.labels import op_label
 from opscope.ir.sites import location_name
-from opscope.passes.lower_opscope import append_results, has_callers
+from opscope.passes.lower_opscope import append_results, appendable_return
 
 EXPOSE_ATTR = "opscope.expose"
 NEVER = frozenset({"tensor.empty", "bufferization.alloc_tensor", "arith.constant", "util.global.load"})
@@ -79,16 +79,7 @@ class ExposeAllOps:
             values, attrs = self._exposed(fn)
             if not values:
                 continue
-            sym = ir.StringAttr(fn.attributes["sym_name"]).value
-            blocks = list(fn.regions[0].blocks)
-            ret = list(blocks[-1].operations)[-1]
-            if len(blocks) != 1 or ret.name != "func.return":
-                raise OpscopeError(f"{self.name}: @{sym} must have a single block ending in func.return "
-                                   f"(found {len(blocks)} blocks)")
-            if has_callers(module, sym):
-                raise OpscopeError(f"{self.name}: @{sym} is called by other functions; appending results would "
-                                   "break them: run 'inline' before expose-all-ops")
-            append_results(fn, ret, values, attrs)
+            append_results(fn, appendable_return(self.name, module, fn), values, attrs)
 
     def _exposed(self, fn) -> tuple[list[ir.Value], list[ir.Attribute]]:
         """The values to append and their attributes, in program order."""

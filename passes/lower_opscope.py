@@ -367,6 +367,20 @@ def has_callers(module, sym: str) -> bool:
     return bool(found)
 
 
+def appendable_return(pass_name: str, module, fn):
+    """`fn`'s `func.return`, after checking results can be appended: one block, and no caller."""
+    sym = ir.StringAttr(fn.attributes["sym_name"]).value
+    blocks = list(fn.regions[0].blocks)
+    ret = list(blocks[-1].operations)[-1]
+    if len(blocks) != 1 or ret.name != "func.return":
+        raise OpscopeError(f"{pass_name}: @{sym} must have a single block ending in func.return "
+                           f"(found {len(blocks)} blocks)")
+    if has_callers(module, sym):
+        raise OpscopeError(f"{pass_name}: @{sym} is called by other functions; appending results would "
+                           f"break them: run 'inline' before {pass_name}")
+    return ret
+
+
 def _fresh_symbol(ty: ir.RankedTensorType, key: str, symbols: set[str]) -> str:
     shape = "x".join(str(d) for d in ty.shape) or "scalar"
     digest = hashlib.sha256(key.encode()).hexdigest()[:8]

@@ -60,3 +60,10 @@ def test_bench_revisions_names_a_revision_it_cannot_check_out():
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("bench_revisions: cannot check out 'no-such-revision'") and "Traceback" not in proc.stderr
+
+
+def test_bench_layers_quick_runs():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_layers.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "profile + greedy + DADO" in proc.stdout and "x power iteration" in proc.stdout

@@ -7,7 +7,8 @@ per command group, each adding its subcommands.
 * `ir_tools`: `demo`, `import`, `sites`, `targets`;
 * `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`);
 * `parity`: two builds compared op by op (`parity`);
-* `whatif`: rewrites measured end to end on real data (`whatif`).
+* `whatif`: rewrites measured end to end on real data (`whatif`);
+* `probe`: host probes of weights and a plan under a byte budget (`probe`, `layers`, `actions`).
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 """
@@ -18,7 +19,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli import analysis, dynamics, ir_tools, mining, parity, recording, whatif
+from opscope.cli import analysis, dynamics, ir_tools, mining, parity, probe, recording, whatif
 from opscope.errors import OpscopeError
 
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     analysis.register(sub)
     parity.register(sub)
     whatif.register(sub)
+    probe.register(sub)
     ir_tools.register_targets(sub)
     return p
 

@@ -1,0 +1,104 @@
+"""A compression plan built into the model and measured end to end, next to uniform int8 and int4.
+
+The allocators (`opscope.probe.allocate`) minimize the sum of per-layer weight errors; what a
+user ships is judged by the model's outputs. `measure_plans` substitutes each plan's
+reconstructed weights (`opscope.probe.layers.reconstruct`: the dense weight a factored,
+quantized or pruned layer computes with) for the originals (`opscope.ir.weights`), compiles
+every build and compares its outputs with the original's on the same real data, as `whatif`
+does (`opscope.act.quality`). It measures the plan at the budget, greedy's plan at the same
+budget, uniform int8 and uniform int4, and the allocator's plans at exactly their bytes: the
+plan and the uniform scheme compared at the same size. With the measured objective it also
+builds the allocator's plans for the other error objectives (Σ rel_err², Σ ‖W − Ŵ‖²_F:
+`opscope.probe.allocate.ERRORS`) and picks, among every plan that fits the budget, the one
+whose outputs stay closest to the original's: Σ weight error is only a proxy (on SmolLM2 at
+26 % of the bytes the Σ rel_err plan keeps 56 % top-1 agreement, the Σ rel_err² plan 95 %).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from opscope.act.evalset import EvalSet
+from opscope.act.quality import compare
+from opscope.act.render_whatif import COLUMNS
+from opscope.probe.allocate import ERRORS, Allocation, DadoConfig, dado_allocate, greedy_allocate
+from opscope.probe.layers import reconstruct
+from opscope.probe.report import LayersReport, PlanOutcome
+from opscope.probe.sources import WeightSet
+
+
+def uniform(report: LayersReport, kind: str) -> Allocation:
+    """Every layer stored as option `kind` (int8 or int4: every profile has both)."""
+    choice = tuple(next(i for i, o in enumerate(p.options) if o.kind == kind) for p in report.profiles)
+    opts = [p.options[c] for p, c in zip(report.profiles, choice)]
+    dense = sum(p.dense_bytes for p in report.profiles)
+    total = sum(o.bytes for o in opts)
+    return Allocation(choice, float(sum(o.rel_err for o in opts)), total, dense, float(total))
+
+
+LABELS = {"sum": "", "squares": " Σerr²", "energy": " Σ‖ΔW‖²"}  # the objectives' tags in plan labels
+
+
+def plans_to_measure(report: LayersReport, cfg: DadoConfig = DadoConfig(),
+                     objective: str = "weights") -> list[tuple[str, Allocation]]:
+    """(label, allocation) of every plan `measure_plans` builds; a plan equal to an earlier one (the same
+    choices) is measured once, under both labels. The measured objective adds the allocator's plans
+    for the other error objectives (`opscope.probe.allocate.ERRORS`) at the budget and at each
+    uniform scheme's bytes."""
+    budget = f"{report.budget:.0%}"
+    errors = [report.error] + ([e for e in ERRORS if e != report.error] if objective == "measured" else [])
+
+    def allocate(frac: float, error: str) -> Allocation:
+        if report.dado is not None:
+            return dado_allocate(report.profiles, frac, cfg, error=error)
+        return greedy_allocate(report.profiles, frac, error)
+
+    plans = [(f"{report.allocator}{LABELS[report.error]} @ {budget}", report.plan)]
+    if report.dado is not None:
+        plans.append((f"greedy{LABELS[report.error]} @ {budget}", report.greedy))
+    plans += [(f"{report.allocator}{LABELS[e]} @ {budget}", allocate(report.budget, e)) for e in errors[1:]]
+    for kind in ("int8", "int4"):
+        u = uniform(report, kind)
+        plans.append((f"uniform {kind}", u))
+        frac = u.total_bytes / u.dense_bytes
+        plans += [(f"{report.allocator}{LABELS[e]} @ {kind} bytes ({frac:.1%})", allocate(frac, e)) for e in errors]
+    merged: dict[tuple[int, ...], tuple[str, Allocation]] = {}
+    for label, a in plans:
+        if a.choice in merged:
+            merged[a.choice] = (f"{merged[a.choice][0]} = {label}", merged[a.choice][1])
+        else:
+            merged[a.choice] = (label, a)
+    return list(merged.values())
+
+
+def measure_plans(evalset: EvalSet, weights: WeightSet, report: LayersReport, *, target: str = "llvm-cpu",
+                  cfg: DadoConfig = DadoConfig(), objective: str = "weights",
+                  progress: Callable[[str], None] | None = None) -> LayersReport:
+    """Build and run every plan of `plans_to_measure` on `evalset`; fills `report.measured`. With
+    `objective="measured"`, the plan within the budget that keeps most of the task's headline
+    metric is `report.picked`."""
+    from opscope.act.whatif import Bench
+    from opscope.ir.weights import replace_weights
+
+    start = time.perf_counter()
+    bench = Bench(evalset, target, progress)
+    report.headline, report.baseline = bench.report.headline, bench.report.baseline
+    report.columns, report.data = list(COLUMNS[evalset.task]), evalset.data
+    report.objective = objective
+    matrices = weights.matrices
+    for label, alloc in plans_to_measure(report, cfg, objective):
+        new = {}
+        for p, c in zip(report.profiles, alloc.choice):
+            option = p.options[c]
+            if option.kind != "dense":
+                new[p.name] = reconstruct(matrices[p.name], option)
+        module = bench.module()
+        replace_weights(module, new)
+        metrics = compare(bench.reference, bench.run(module, label))
+        report.measured.append(PlanOutcome(label, alloc.choice, alloc.total_err, alloc.total_bytes, metrics))
+    if objective == "measured":
+        fits = [m for m in report.measured if m.bytes <= report.plan.budget]
+        report.picked = max(fits, key=lambda m: (m.metrics.get(report.headline, 0.0), -m.total_err)).label
+    report.seconds["measure"] = time.perf_counter() - start
+    return report

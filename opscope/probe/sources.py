@@ -1,0 +1,93 @@
+"""The 2-D weights a probe reads: a model's matmul weights by site name, or tensor files.
+
+A model source (a zoo name, a model file, MLIR) is imported and every matmul or convolution
+site's constant weight is read (`opscope.ir.weights`), once per tensor, as [output channels,
+K]; a model that takes its weights as arguments (the digits MLP) gives them from its own
+first inputs. A tensor path (a `.tensor`, `.npy`, `.safetensors` file or a directory of
+them) is read as it is (`opscope.probe.tensors`). Every matrix is checked before any work:
+2-D, both dims ≥ 2, finite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from opscope.probe.tensors import check_matrix, load_tensors
+
+TENSOR_SUFFIXES = (".tensor", ".npy", ".safetensors")
+VALUE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}  # a weight's stored width, by element type
+
+
+@dataclass
+class WeightSet:
+    """Named weight matrices [out, K] and, from a model, its `Weight`s (what a plan rewrites)."""
+
+    name: str
+    matrices: dict[str, np.ndarray]
+    weights: list = field(default_factory=list)  # its `opscope.ir.weights.Weight`s, in site order
+    skipped: list[str] = field(default_factory=list)  # weights left out, with why
+    value_bytes: dict[str, int] = field(default_factory=dict)  # stored width of a value, when not f32
+
+    @property
+    def params(self) -> int:
+        return sum(m.size for m in self.matrices.values())
+
+
+def is_tensor_path(source) -> bool:
+    """A directory or a tensor file (rather than a model)."""
+    if not isinstance(source, (str, Path)) or (isinstance(source, str) and ("{" in source or "\n" in source)):
+        return False
+    path = Path(source)
+    return path.is_dir() or path.suffix in TENSOR_SUFFIXES
+
+
+def open_weights(source=None, sites: str = "", named: Callable[[str], None] | None = None) -> WeightSet:
+    """The weights of `source` (a model or a tensor path; None: the built-in model with its default
+    weight mix, which `opscope profile` runs), every one checked."""
+    if source is None:
+        from opscope.drive.profile import default_source
+
+        model = default_source(1)
+        return module_weights(model.name, model.module, sites, next(iter(model.inputs)))
+    if is_tensor_path(source):
+        if named is not None:
+            named(str(source))
+        tensors = load_tensors(source)
+        return WeightSet(str(source), {k: check_matrix(k, v) for k, v in tensors.items()})
+    return _model_weights(source, sites, named)
+
+
+def _model_weights(source, sites: str, named: Callable[[str], None] | None) -> WeightSet:
+    from opscope.models.source import open_model
+
+    model = open_model(source, steps=1, named=named)
+    first = next(iter(model.inputs), None) if model.inputs is not None else None
+    return module_weights(model.name, model.module, sites, first)
+
+
+def module_weights(name: str, module, sites: str = "", inputs=None) -> WeightSet:
+    """The weights of a model's module (MLIR text, bytecode or `ir.Module`); `inputs`, one call's
+    arguments, give the weights a model takes as arguments."""
+    from opscope.errors import OpscopeError
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.ir.weights import read_weights
+
+    parsed = parse_module(module, new_context(), name) if not hasattr(module, "operation") else module
+    weights = read_weights(parsed, sites, inputs=inputs)
+    if not weights:
+        raise OpscopeError(f"{name}: no matmul or convolution site{' matching ' + repr(sites) if sites else ''}"
+                           " reads a constant weight (`opscope sites MODEL` lists its sites)")
+    kept, skipped, matrices = [], [], {}
+    for w in weights:
+        m = w.matrix()
+        if min(m.shape) < 2:  # a single output (a regression head): nothing to decompose
+            skipped.append(f"{w.name} {m.shape[0]}×{m.shape[1]}: a dim below 2")
+            continue
+        kept.append(w)
+        matrices[w.name] = check_matrix(w.name, m)
+    widths = {w.name: VALUE_BYTES[w.element_type] for w in kept if VALUE_BYTES.get(w.element_type, 4) != 4}
+    return WeightSet(name, matrices, kept, skipped, widths)
