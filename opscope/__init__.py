@@ -302,7 +302,8 @@ def whatif(
     return measure(evalset, variants, target=target, progress=say)
 
 
-def probe_tensors(source: str | Path | ir.Module | None = None, *, sites: str = "") -> ProbeReport:
+def probe_tensors(source: str | Path | ir.Module | None = None, *, sites: str = "",
+                  say: Callable[[str], None] | None = None) -> ProbeReport:
     """Host probes of every weight: stable and effective rank, int4 error per tensor and per channel,
     2:4 and ternary error, cardinality, fewest bits under 2 % error, outlier columns and a verdict.
     `source`: a model (zoo name, model file, MLIR; its matmul weights by site name, `sites` a regex)
@@ -311,7 +312,7 @@ def probe_tensors(source: str | Path | ir.Module | None = None, *, sites: str = 
     from opscope.probe.report import probe_weights
     from opscope.probe.sources import open_weights
 
-    return probe_weights(open_weights(source, sites))
+    return probe_weights(open_weights(source, sites, _named(say)))
 
 
 def plan_layers(
@@ -352,15 +353,14 @@ def plan_layers(
         raise OpscopeError(f"objective must be weights or measured, got {objective!r}")
     measure = measure or objective == "measured"
     if not measure:
-        return plan(open_weights(source, sites), budget, allocator, error=error)
+        return plan(open_weights(source, sites, _named(say)), budget, allocator, error=error)
     if source is None or is_tensor_path(source):
         raise OpscopeError("measure builds the plan into a model and runs it on the model's data: give a model "
                            "(a zoo name or a model file), not tensor files or the built-in default")
     from opscope.act.evalset import eval_set
     from opscope.act.plan import measure_plans
 
-    evalset = eval_set(source, task=task, tokens=tokens, steps=steps,
-                       named=None if say is None else lambda n: say(f"model {n}"))
+    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say))
     weights = module_weights(evalset.name, evalset.module, sites, evalset.batches[0])
     return measure_plans(evalset, weights, plan(weights, budget, allocator, error=error), target=target,
                          objective=objective,
@@ -368,7 +368,7 @@ def plan_layers(
 
 
 def layer_actions(source: str | Path | ir.Module | None = None, *, budget: float = 0.02, run: str | Path | None = None,
-                  sites: str = "") -> ActionsReport:
+                  sites: str = "", say: Callable[[str], None] | None = None) -> ActionsReport:
     """Per layer, the cheapest storage option whose weight error is within `budget`, as an action
     (keep, quantize, replace); with `run` (recorded with the residual taps), the residual blocks
     whose output moves the stream by under 2 % (skip candidates)."""
@@ -378,7 +378,7 @@ def layer_actions(source: str | Path | ir.Module | None = None, *, budget: float
     if not 0 < budget < 1:
         raise OpscopeError(f"budget is a relative weight error in (0, 1), got {budget}")
     gaps = None if run is None else _block_gaps(str(run))
-    return plan_actions(open_weights(source, sites), budget, gaps)
+    return plan_actions(open_weights(source, sites, _named(say)), budget, gaps)
 
 
 def _block_gaps(run: str) -> dict[str, float]:
@@ -396,7 +396,7 @@ def _block_gaps(run: str) -> dict[str, float]:
 
 
 def quant_sweep(source: str | Path | ir.Module | None = None, *, int4_budget: float = 0.1,
-                sites: str = "") -> QuantReport:
+                sites: str = "", say: Callable[[str], None] | None = None) -> QuantReport:
     """int8 per tensor and per channel, int4 and int3 per channel, outliers and best bits of every
     weight; by depth and by projection kind, with a mixed int4/int8 recipe."""
     from opscope.probe.report import quant_sweep as sweep
@@ -404,7 +404,12 @@ def quant_sweep(source: str | Path | ir.Module | None = None, *, int4_budget: fl
 
     if not 0 < int4_budget < 1:
         raise OpscopeError(f"int4_budget is a relative weight error in (0, 1), got {int4_budget}")
-    return sweep(open_weights(source, sites), int4_budget)
+    return sweep(open_weights(source, sites, _named(say)), int4_budget)
+
+
+def _named(say: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """`say("model NAME")` as soon as a model's name is known (its import can take a minute)."""
+    return None if say is None else lambda name: say(f"model {name}")
 
 
 def dump_tensors(source: str | Path | ir.Module, out: str | Path, *, weights: bool = True, activations: bool = False,

@@ -85,10 +85,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=_cmd_dump)
 
 
+def _say(command: str):
+    """Progress lines on stderr, `opscope COMMAND: ...`."""
+    return lambda line: print(f"opscope {command}: {line}", file=sys.stderr, flush=True)
+
+
 def _cmd_probe(args) -> int:
     from opscope import probe_tensors
 
-    report = probe_tensors(args.source, sites=args.sites)
+    report = probe_tensors(args.source, sites=args.sites, say=_say("probe"))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(), end="" if not args.json else "\n")
     return 0
 
@@ -99,15 +104,11 @@ def _cmd_layers(args) -> int:
     if args.quant is not None:
         if args.measure or args.every or args.objective != "weights" or args.error != "sum":
             raise OpscopeError("--quant is its own report: drop --measure, --objective, --error and --every")
-        print(quant_sweep(args.source, int4_budget=args.quant, sites=args.sites).text(), end="")
+        print(quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, say=_say("layers")).text(), end="")
         return 0
-
-    def say(line: str) -> None:
-        print(f"opscope layers: {line}", file=sys.stderr, flush=True)
-
     report = plan_layers(args.source, budget=args.budget, allocator=args.allocator, error=args.error, sites=args.sites,
                          measure=args.measure, objective=args.objective,
-                         target=args.target, tokens=args.tokens, steps=args.steps, say=say)
+                         target=args.target, tokens=args.tokens, steps=args.steps, say=_say("layers"))
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(every=args.every), end="")
     return 0
 
@@ -115,18 +116,16 @@ def _cmd_layers(args) -> int:
 def _cmd_actions(args) -> int:
     from opscope import layer_actions
 
-    print(layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites).text(), end="")
+    print(layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites, say=_say("actions")).text(),
+          end="")
     return 0
 
 
 def _cmd_dump(args) -> int:
     from opscope import dump_tensors
 
-    def say(line: str) -> None:
-        print(f"opscope dump: {line}", file=sys.stderr, flush=True)
-
     files = dump_tensors(args.source, args.out, weights=args.weights, activations=args.activations, sites=args.sites,
                          role=args.role, steps=args.steps, max_bytes=int(args.max_mib * 2**20), fmt=args.fmt,
-                         target=args.target, say=say)
+                         target=args.target, say=_say("dump"))
     print(f"wrote {len(files)} file{'s' if len(files) != 1 else ''} to {args.out}")
     return 0

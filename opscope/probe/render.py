@@ -164,10 +164,12 @@ def quant_text(report: QuantReport) -> str:
     rows = []
     for kind, group in sorted(kinds.items(), key=lambda kv: -sum(s.numel for s in kv[1])):
         n = sum(s.numel for s in group)
-        rows.append([kind, human_count(n), f"{n / total:.1%}", f"{_mean(group, 'int8_pc'):.4f}",
-                     f"{_mean(group, 'int4_pc'):.4f}", f"{_mean(group, 'outlier'):.1f}×"])
-    out += ["by kind:"] + ["  " + r for r in _table(["kind", "params", "share", "int8", "int4", "outlier"], rows,
-                                                      right={1, 2, 3, 4, 5})]
+        rows.append([kind, human_count(n), f"{n / total:.1%}", f"{_mean(group, 'int8_pt'):.4f}",
+                     f"{_mean(group, 'int8_pc'):.4f}", f"{_mean(group, 'int4_pc'):.4f}",
+                     f"{_mean(group, 'int3_pc'):.4f}", f"{_mean(group, 'outlier'):.1f}×"])
+    out += ["by kind (mean error; /t per tensor, /c per channel):"]
+    out += ["  " + r for r in _table(["kind", "params", "share", "int8/t", "int8/c", "int4/c", "int3/c", "outlier"],
+                                     rows, right=set(range(1, 8)))]
     hot = sorted(stats, key=lambda s: -s.outlier)[:5]
     out += ["", "outlier hotspots (max/median column max): "
             + ", ".join(f"{s.name} {s.outlier:.1f}× ({s.outliers} col)" for s in hot)]

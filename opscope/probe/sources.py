@@ -54,8 +54,6 @@ def open_weights(source=None, sites: str = "", named: Callable[[str], None] | No
         model = default_source(1)
         return module_weights(model.name, model.module, sites, next(iter(model.inputs)))
     if is_tensor_path(source):
-        if named is not None:
-            named(str(source))
         tensors = load_tensors(source)
         return WeightSet(str(source), {k: check_matrix(k, v) for k, v in tensors.items()})
     return _model_weights(source, sites, named)
