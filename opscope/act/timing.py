@@ -1,0 +1,141 @@
+"""Measured time, and what it says: the empirical roofline, offload economics, region shares.
+
+The reference's `timing` module (§3.16): a median timer, host copy-bandwidth probes (the
+measured ceiling a memory-bound kernel can reach), the roofline of one measured run
+(achieved GFLOP/s and GB/s, the share of the measured bandwidth, the bound class), when
+moving a model to a device pays off, and a region's share of a whole call. The static
+cost of the same work (`opscope.analysis.cost`, per dispatch) supplies the FLOPs and
+bytes; these functions turn a measured time into where the work sits on the roofline.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from opscope.analysis.roofline import DEFAULT_RIDGE
+
+PROBE_MB = 96  # each buffer of a bandwidth probe: far beyond any last-level cache
+PROBE_PASSES = 8  # best of
+IMPLAUSIBLE_GBPS = 2000.0  # a host copy faster than 2 TB/s is a timer artefact: discarded
+FLOOR_GBPS = 1.0
+BANDWIDTH_BOUND = 0.5  # achieved / measured bandwidth at or above: bandwidth-bound
+
+
+def median_ms(fn: Callable[[], object], warmup: int = 1, runs: int = 5) -> float:
+    """Run `fn` `warmup` times untimed, then max(runs, 1) times; the median (upper, as the reference) in ms."""
+    for _ in range(max(warmup, 0)):
+        fn()
+    times = []
+    for _ in range(max(runs, 1)):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def _copy_gbps(dtype: str, mb: int, passes: int) -> float:
+    """Best-of-`passes` copy bandwidth (read + write bytes per second) between two `mb` MB buffers."""
+    n = max(1, mb * 10**6 // np.dtype(dtype).itemsize)
+    src = np.ones(n, dtype=dtype)
+    dst = np.empty_like(src)
+    best = 0.0
+    for i in range(max(passes, 1)):
+        src[i % n] += 1  # a fresh source each pass: nothing to reuse from the last copy
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        seconds = time.perf_counter() - start
+        if dst[i % n] != src[i % n]:  # the copy must have happened (and cannot be skipped)
+            raise RuntimeError("copy probe: destination does not hold the source")
+        gbps = 2 * src.nbytes / max(seconds, 1e-12) / 1e9
+        if gbps <= IMPLAUSIBLE_GBPS:
+            best = max(best, gbps)
+    return max(best, FLOOR_GBPS)
+
+
+def measure_bandwidth_gbps(mb: int = PROBE_MB, passes: int = PROBE_PASSES) -> float:
+    """Host memory bandwidth in GB/s: best f32 buffer copy (bytes read + written), floored at 1."""
+    return _copy_gbps("float32", mb, passes)
+
+
+def measure_memcpy_gbps(mb: int = PROBE_MB, passes: int = PROBE_PASSES) -> float:
+    """Host memcpy bandwidth in GB/s over byte buffers (the host→device staging proxy), floored at 1."""
+    return _copy_gbps("uint8", mb, passes)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Where one measured run sits: achieved rates, intensity, share of the measured bandwidth, bound."""
+
+    ms: float
+    achieved_gflops: float
+    achieved_gbps: float
+    intensity: float  # FLOP per byte (0 when no bytes)
+    bw_frac: float  # achieved / peak bandwidth (0 when the peak is unknown)
+    bound: str
+
+
+def empirical_roofline(ms: float, flops: float, bytes_moved: float, peak_gbps: float,
+                       ridge: float = DEFAULT_RIDGE) -> Roofline:
+    """The measured roofline of work of `flops` and `bytes_moved` that took `ms`: bandwidth-bound when it
+    reaches half the measured bandwidth, else compute-bound above the ridge, else latency/overhead-bound."""
+    seconds = max(ms / 1e3, 1e-12)
+    gflops = flops / seconds / 1e9
+    gbps = bytes_moved / seconds / 1e9
+    frac = gbps / peak_gbps if peak_gbps > 0 else 0.0
+    intensity = flops / bytes_moved if bytes_moved else 0.0
+    if frac >= BANDWIDTH_BOUND:
+        bound = "bandwidth-bound (measured)"
+    elif intensity >= ridge:
+        bound = "compute-bound (measured)"
+    else:
+        bound = "latency/overhead-bound (measured)"
+    return Roofline(ms, gflops, gbps, intensity, frac, bound)
+
+
+@dataclass(frozen=True)
+class OffloadRoofline:
+    """Host step vs device step (compute + per-step transfer), the one-time weight upload, break-even."""
+
+    host_step_ms: float
+    device_step_ms: float
+    upload_ms: float
+    transfer_ms: float  # per step
+    steady_speedup: float
+    break_even_steps: float  # inf: the device never pays
+
+
+def offload_roofline(host_step_ms: float, device_compute_ms: float, weight_bytes: float, per_step_bytes: float,
+                     transfer_gbps: float) -> OffloadRoofline:
+    """When moving the work to a device pays: per-step transfer and the weights' upload at `transfer_gbps`."""
+    bytes_per_ms = max(transfer_gbps * 1e9, 1.0) / 1e3
+    transfer = per_step_bytes / bytes_per_ms
+    upload = weight_bytes / bytes_per_ms
+    device_step = device_compute_ms + transfer
+    speedup = host_step_ms / device_step if device_step > 0 else math.inf
+    gain = host_step_ms - device_step
+    break_even = upload / gain if gain > 0 else math.inf
+    return OffloadRoofline(host_step_ms, device_step, upload, transfer, speedup, break_even)
+
+
+def region_pct(region_ms: float, total_ms: float) -> float:
+    """A region's share of the total in percent, clamped to [0, 100] (a differential attribution,
+    full − without, can go negative or past the total on noise); 0 when the total is not positive."""
+    if total_ms <= 0:
+        return 0.0
+    return min(max(100.0 * region_ms / total_ms, 0.0), 100.0)
+
+
+@dataclass(frozen=True)
+class RegionTime:
+    """A region's time and its share of the time and of the weight bytes: time that follows the
+    bytes says the region is memory-bound."""
+
+    name: str
+    ms: float
+    time_pct: float
+    byte_pct: float
