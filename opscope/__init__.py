@@ -40,13 +40,14 @@ if TYPE_CHECKING:
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
+    from opscope.act.timing import TimingReport
     from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
     from opscope.run.compile import CompiledModule
     from opscope.run.runtime import LoadedModule
 
 __all__ = [
     "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
-    "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors",
+    "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors", "timing",
     "ProbeReport", "LayersReport", "ActionsReport", "QuantReport",
     "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
     "LoadedModule", "OpscopeError",
@@ -424,3 +425,24 @@ def dump_tensors(source: str | Path | ir.Module, out: str | Path, *, weights: bo
 
     return dump(source, out, weights=weights, activations=activations, sites=sites, role=role, steps=steps,
                 max_bytes=max_bytes, fmt=fmt, target=target, inputs=inputs, say=say)
+
+
+def timing(source: str | Path | ir.Module | None = None, *, target: str = "llvm-cpu", repetitions: int = 5,
+           inputs: Any = None, say: Callable[[str], None] | None = None) -> TimingReport:
+    """Every dispatch of a model timed by IREE's own dispatch benchmarks, joined with its static FLOPs
+    and bytes into a measured roofline, next to the whole call's median time on the model's inputs
+    (its own, `inputs`, or generated). `source` None: the built-in transformer. Returns a `TimingReport`."""
+    from opscope.act.timing import time_model
+    from opscope.drive.profile import default_source, resolve_inputs
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.models.source import open_model
+    from opscope.run.targets import get_target, require_runnable
+
+    if repetitions < 1:
+        raise OpscopeError(f"repetitions must be >= 1, got {repetitions}")
+    require_runnable(get_target(target))
+    model = default_source(1) if source is None else open_model(source, 1, named=_named(say))
+    batches, _ = resolve_inputs(model, 1, inputs)
+    module = model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(),
+                                                                                      model.name)
+    return time_model(module, batches[0], name=model.name, target=target, repetitions=repetitions, progress=say)

@@ -71,3 +71,29 @@ def test_offload_never_pays_when_device_slower():
     o = offload_roofline(10.0, 100.0, 1e9, 1e6, 10.0)
     assert o.steady_speedup < 1
     assert o.break_even_steps == math.inf
+
+
+def test_timing_joins_every_dispatch_with_its_static_cost(capsys):
+    """`opscope timing`: each dispatch the static view knows gets its measured roofline; the whole call too."""
+    import json
+
+    import opscope
+    from opscope.analysis.dispatch import analyze_dispatches
+    from opscope.cli import main
+    from opscope.models.demo import mlp_module
+
+    source = mlp_module(2, 64, 32)
+    report = opscope.timing(source, repetitions=1)
+    static = {d.name: d for d in analyze_dispatches(source).dispatches}
+    timed = {d.name: d for d in report.dispatches}
+    assert set(static) <= set(timed)
+    for name, d in static.items():
+        t = timed[name]
+        assert (t.calls, t.flops, t.bytes) == (d.calls, d.flops, d.bytes_external)
+        assert t.roofline is not None and t.roofline.achieved_gflops == pytest.approx(d.flops / (t.us * 1e3))
+    assert report.call_ms > 0 and report.dispatch_ms > 0 and report.peak_gbps >= 1
+    assert main(["timing", source, "--repetitions", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "opscope-timing/1" and {d["name"] for d in data["dispatches"]} >= set(static)
+    assert main(["timing", source, "--repetitions", "0"]) == 1
+    assert "repetitions must be >= 1" in capsys.readouterr().err

@@ -139,3 +139,93 @@ class RegionTime:
     ms: float
     time_pct: float
     byte_pct: float
+
+
+# -- a module's dispatches, measured: the static per-dispatch cost joined with IREE's own times ----------------------
+
+
+@dataclass(frozen=True)
+class TimedDispatch:
+    """One dispatch: its static cost per call, its measured time per call and where that puts it."""
+
+    name: str
+    calls: int | None  # per model call (None: not in the static view, e.g. a data-layout encoding)
+    us: float
+    flops: int | None
+    bytes: int | None  # to and from memory
+    roofline: Roofline | None  # None when its FLOPs or bytes are unknown
+
+
+@dataclass
+class TimingReport:
+    """Every dispatch measured, the whole call measured, and how well the parts add up."""
+
+    model: str
+    target: str
+    peak_gbps: float  # the host copy bandwidth, measured (the ceiling of a memory-bound dispatch on CPU)
+    dispatches: list[TimedDispatch]
+    call_ms: float  # the whole call, median, through the runtime
+
+    @property
+    def dispatch_ms(self) -> float:
+        """Σ calls × time over the dispatches (an encoding the static view does not count: once)."""
+        return sum((d.calls or 1) * d.us for d in self.dispatches) / 1e3
+
+    def text(self) -> str:
+        from opscope.analysis.ledger import human_bytes, human_count
+
+        lines = [f"timing: {self.model} on {self.target}: whole call {self.call_ms:.3f} ms (median); Σ dispatches "
+                 f"{self.dispatch_ms:.3f} ms ({self.dispatch_ms / self.call_ms:.0%} of the call); host copy "
+                 f"bandwidth {self.peak_gbps:.1f} GB/s (measured)", ""]
+        head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
+        rows = []
+        for d in sorted(self.dispatches, key=lambda d: -(d.calls or 1) * d.us):
+            r = d.roofline
+            rows.append([d.name, "-" if d.calls is None else str(d.calls), f"{d.us:.2f}",
+                         "-" if d.flops is None else human_count(d.flops),
+                         "-" if d.bytes is None else human_bytes(d.bytes),
+                         "-" if r is None else f"{r.achieved_gflops:.2f}",
+                         "-" if r is None else f"{r.achieved_gbps:.2f}",
+                         "-" if r is None else f"{r.bw_frac:.0%}", "-" if r is None else f"{r.intensity:.1f}",
+                         "-" if r is None else r.bound.replace(" (measured)", "")])
+        widths = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(head)]
+        fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, 9) else c.rjust(w)  # noqa: E731
+                                      for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "\n".join(lines + [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]) + "\n"
+
+    def to_dict(self) -> dict:
+        return {"schema": "opscope-timing/1", "model": self.model, "target": self.target, "peak_gbps": self.peak_gbps,
+                "call_ms": self.call_ms, "dispatch_ms": self.dispatch_ms,
+                "dispatches": [{"name": d.name, "calls": d.calls, "us": d.us, "flops": d.flops, "bytes": d.bytes,
+                                **({} if d.roofline is None else {
+                                    "gflops": d.roofline.achieved_gflops, "gbps": d.roofline.achieved_gbps,
+                                    "bw_frac": d.roofline.bw_frac, "intensity": d.roofline.intensity,
+                                    "bound": d.roofline.bound})} for d in self.dispatches]}
+
+
+def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target: str = "llvm-cpu",
+               repetitions: int = 5, peak_gbps: float | None = None,
+               progress: Callable[[str], None] | None = None) -> TimingReport:
+    """Time every dispatch of `module` (IREE's dispatch benchmarks) and the whole call on `args`, and put
+    each dispatch on the measured roofline with its static FLOPs and bytes (`opscope.analysis.dispatch`)."""
+    from opscope.analysis.dispatch import analyze_dispatches
+    from opscope.ir.arguments import function_op, symbol_name
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.run.compile import compile_module
+    from opscope.run.dispatch_timing import time_dispatches
+    from opscope.run.runtime import load
+
+    parsed = module if hasattr(module, "operation") else parse_module(module, new_context(), name)
+    static = {d.name: d for d in analyze_dispatches(parsed, target).dispatches}
+    times = time_dispatches(parsed, target, repetitions=repetitions, progress=progress)
+    peak = measure_bandwidth_gbps() if peak_gbps is None else peak_gbps
+    timed = []
+    for t in times:
+        d = static.get(t.name)
+        flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
+        roof = empirical_roofline(t.us / 1e3, flops, moved, peak) if flops is not None and moved else None
+        timed.append(TimedDispatch(t.name, d.calls if d is not None else None, t.us, flops, moved, roof))
+    loaded = load(compile_module(parsed, target))
+    function = symbol_name(function_op(parsed))
+    call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))
+    return TimingReport(name, target, peak, timed, call)

@@ -32,7 +32,7 @@ def _source(p: argparse.ArgumentParser, optional: bool = True) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add probe, layers, actions, dump."""
+    """Add probe, layers, actions, timing, dump."""
     p = sub.add_parser("probe", help="host probes of every weight: ranks, quantization, 2:4, ternary, verdict")
     _source(p)
     p.add_argument("--json", action="store_true", help="the report as JSON")
@@ -68,6 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=float, default=0.02, help="relative weight error allowed (default 0.02)")
     p.add_argument("--from", dest="run", metavar="RUN", help="a run recorded with the residual taps (skip candidates)")
     p.set_defaults(fn=_cmd_actions)
+
+    p = sub.add_parser("timing", help="every dispatch timed by IREE's dispatch benchmarks: a measured roofline "
+                                      "per dispatch, next to the whole call")
+    _source(p)
+    add_target(p)
+    p.add_argument("--repetitions", type=int, default=5, help="benchmark repetitions per dispatch (median; default 5)")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.set_defaults(fn=_cmd_timing)
 
     p = sub.add_parser("dump", help="a model's weights and whole activations to tensor files (for probe, layers)")
     _source(p, optional=False)
@@ -128,4 +136,12 @@ def _cmd_dump(args) -> int:
                          role=args.role, steps=args.steps, max_bytes=int(args.max_mib * 2**20), fmt=args.fmt,
                          target=args.target, say=_say("dump"))
     print(f"wrote {len(files)} file{'s' if len(files) != 1 else ''} to {args.out}")
+    return 0
+
+
+def _cmd_timing(args) -> int:
+    from opscope import timing
+
+    report = timing(args.source, target=args.target, repetitions=args.repetitions, say=_say("timing"))
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(), end="" if not args.json else "\n")
     return 0
