@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
     "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors", "timing",
-    "ProbeReport", "LayersReport", "ActionsReport", "QuantReport",
+    "ProbeReport", "LayersReport", "ActionsReport", "QuantReport", "TimingReport",
     "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
     "LoadedModule", "OpscopeError",
 ]
@@ -67,6 +67,7 @@ _LAZY = {
     "LayersReport": "opscope.probe.report",
     "ActionsReport": "opscope.probe.report",
     "QuantReport": "opscope.probe.report",
+    "TimingReport": "opscope.act.timing",
 }
 
 
