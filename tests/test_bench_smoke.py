@@ -67,3 +67,11 @@ def test_bench_layers_quick_runs():
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "profile + greedy + DADO" in proc.stdout and "x power iteration" in proc.stdout
+
+
+def test_bench_memoize_quick_runs(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_memoize.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "hit rate 96.0%" in proc.stdout and "BIT-EXACT" in proc.stdout
