@@ -113,3 +113,11 @@ def test_bad_options_are_one_line_errors(tdir, capsys):
     assert "(0, 1]" in _one_line_error(capsys, "layers", str(tdir), "--budget", "0")
     assert "give a model" in _one_line_error(capsys, "layers", str(tdir), "--measure")
     assert "drop --measure" in _one_line_error(capsys, "layers", str(tdir), "--quant", "--measure")
+
+
+def test_sites_filters_tensor_files_too(tdir, capsys):
+    code, out, _ = run(capsys, "probe", str(tdir), "--sites", r"layers\.1\.")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines() if line.startswith(("model.", "router."))]
+    assert names == ["model.layers.1.mlp.down", "model.layers.1.mlp.gate"]
+    assert "names no tensor (valid: " in _one_line_error(capsys, "probe", str(tdir), "--sites", "zzz")

@@ -28,7 +28,8 @@ def _source(p: argparse.ArgumentParser, optional: bool = True) -> None:
                                                   "with the weight mix `opscope profile` runs")
     else:
         p.add_argument("source", help=SOURCES)
-    p.add_argument("--sites", default="", metavar="REGEX", help="only the weights of matmul sites this regex finds")
+    p.add_argument("--sites", default="", metavar="REGEX",
+                   help="only the weights of the matmul sites (or the tensors) whose names this regex finds")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

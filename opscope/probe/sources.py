@@ -10,6 +10,7 @@ them) is read as it is (`opscope.probe.tensors`). Every matrix is checked before
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -54,9 +55,27 @@ def open_weights(source=None, sites: str = "", named: Callable[[str], None] | No
         model = default_source(1)
         return module_weights(model.name, model.module, sites, next(iter(model.inputs)))
     if is_tensor_path(source):
-        tensors = load_tensors(source)
+        tensors = _matching(load_tensors(source), sites, str(source))
         return WeightSet(str(source), {k: check_matrix(k, v) for k, v in tensors.items()})
     return _model_weights(source, sites, named)
+
+
+def _matching(tensors: dict[str, np.ndarray], pattern: str, where: str) -> dict[str, np.ndarray]:
+    """The tensors whose names `pattern` (a regex) finds; all of them when it is empty."""
+    if not pattern:
+        return tensors
+    from opscope.errors import OpscopeError
+
+    try:
+        regex = re.compile(pattern)
+    except re.error as e:
+        raise OpscopeError(f"bad --sites regex '{pattern}': {e}") from None
+    kept = {k: v for k, v in tensors.items() if regex.search(k)}
+    if not kept:
+        names = list(tensors)
+        raise OpscopeError(f"{where}: sites='{pattern}' names no tensor (valid: {', '.join(names[:12])}"
+                           + (f" and {len(names) - 12} more)" if len(names) > 12 else ")"))
+    return kept
 
 
 def _model_weights(source, sites: str, named: Callable[[str], None] | None) -> WeightSet:
