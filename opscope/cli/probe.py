@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _source(p)
     p.add_argument("--budget", type=float, default=0.4, help="share of the dense weight bytes (default 0.4)")
     p.add_argument("--allocator", choices=("greedy", "dado"), default="dado", help="default dado")
+    # the choices are `opscope.probe.allocate.ERRORS`, spelled out so that the CLI's start-up does not load the room
     p.add_argument("--error", choices=("sum", "squares", "energy"), default="sum",
                    help="what the allocators minimize: sum (Σ relative error, the reference's; default), squares "
                         "(Σ relative error²), energy (Σ ‖W − Ŵ‖²: a layer counts by its size)")

@@ -62,6 +62,11 @@ class Weight:
     source: str  # "constant" | "global" | "resource" | "argument"
     values: np.ndarray = field(repr=False, compare=False)  # float32, as stored (shape `shape`)
 
+    @property
+    def element_bytes(self) -> int:
+        """Bytes a stored element takes (2 for f16 and bf16)."""
+        return np.dtype(_NUMPY[self.element_type]).itemsize
+
     def _order(self) -> list[int]:
         return [d for d in range(len(self.shape)) if d not in self.k_dims] + list(self.k_dims)
 

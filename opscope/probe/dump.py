@@ -27,7 +27,7 @@ def dump(source, out: str | Path, *, weights: bool = True, activations: bool = F
     """Write the weights and/or activations of `source` under `out`, one file per tensor; returns them."""
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.source import open_model
-    from opscope.probe.sources import module_weights
+    from opscope.probe.sources import first_inputs, module_weights
     from opscope.probe.tensors import save_tensors
 
     if not weights and not activations:
@@ -47,8 +47,8 @@ def dump(source, out: str | Path, *, weights: bool = True, activations: bool = F
         batches, _ = resolve_inputs(model, steps, inputs)
         first = batches[0]
         tensors.update(_activations(model, module, sites, role, batches, max_bytes, target, say))
-    elif model.inputs is not None:
-        first = next(iter(model.inputs), None)
+    else:
+        first = first_inputs(model)
     if weights:
         ws = module_weights(model.name, model.module, sites, first)
         tensors.update({f"{name}.weight": m for name, m in ws.matrices.items()})

@@ -124,10 +124,10 @@ def profile_layer(name: str, w: np.ndarray, seconds: dict[str, float] | None = N
             add(Option("monarch", stats.rel_err(w, decompose.monarch_reconstruct(w1, w2, m)),
                        decompose.monarch_params(m) * vb, decompose.monarch_params(m)))
     tucker = _tucker_shape(rows, cols)
-    if tucker and decompose.tucker_params(*tucker) < numel:
+    params = decompose.tucker_params(*tucker) if tucker else numel
+    if params < numel:
         dims, ranks = tucker
         with clock("tucker"):
-            params = decompose.tucker_params(dims, ranks)
             add(Option("tucker", _tucker_err(w, dims, ranks), params * vb, params, (dims, ranks)))
     modes = _tt_modes(rows, cols)
     if modes:

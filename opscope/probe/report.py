@@ -130,12 +130,10 @@ def profile_weights(weights: WeightSet) -> tuple[list[LayerProfile], dict[str, f
 
 
 def plan_layers(weights: WeightSet, budget: float, allocator: str = "dado", cfg: DadoConfig = DadoConfig(),
-                profiles: tuple[list[LayerProfile], dict[str, float]] | None = None,
                 error: str = "sum") -> LayersReport:
-    """Profile every layer of `weights` (or take `profiles`) and allocate `budget` of its dense bytes,
-    minimizing `error` (Σ rel_err, Σ rel_err² or Σ ‖W − Ŵ‖²_F: `opscope.probe.allocate.ERRORS`)."""
-    profiled, seconds = profiles if profiles is not None else profile_weights(weights)
-    seconds = dict(seconds)
+    """Profile every layer of `weights` and allocate `budget` of its dense bytes, minimizing `error`
+    (Σ rel_err, Σ rel_err² or Σ ‖W − Ŵ‖²_F: `opscope.probe.allocate.ERRORS`)."""
+    profiled, seconds = profile_weights(weights)
     start = time.perf_counter()
     greedy = greedy_allocate(profiled, budget, error)
     seconds["greedy"] = time.perf_counter() - start
@@ -191,13 +189,12 @@ def _verb(kind: str) -> str:
     return "REPLACE (structural)"
 
 
-def plan_actions(weights: WeightSet, budget: float = ACTION_BUDGET, gaps: dict[str, float] | None = None,
-                 profiles: list[LayerProfile] | None = None) -> ActionsReport:
+def plan_actions(weights: WeightSet, budget: float = ACTION_BUDGET,
+                 gaps: dict[str, float] | None = None) -> ActionsReport:
     """The cheapest option within `budget` per layer (the reference's `best_within`), classified."""
     start = time.perf_counter()
-    profiled = profiles if profiles is not None else profile_weights(weights)[0]
     actions = []
-    for p in profiled:
+    for p in profile_weights(weights)[0]:
         o = p.options[p.best_within(budget)]
         actions.append(Action(p.name, o.label, o.rel_err, o.bytes, p.dense_bytes, _verb(o.kind)))
     return ActionsReport(weights.name, budget, actions, gaps, time.perf_counter() - start)

@@ -20,7 +20,6 @@ import numpy as np
 from opscope.probe.tensors import check_matrix, load_tensors
 
 TENSOR_SUFFIXES = (".tensor", ".npy", ".safetensors")
-VALUE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}  # a weight's stored width, by element type
 
 
 @dataclass
@@ -53,7 +52,7 @@ def open_weights(source=None, sites: str = "", named: Callable[[str], None] | No
         from opscope.drive.profile import default_source
 
         model = default_source(1)
-        return module_weights(model.name, model.module, sites, next(iter(model.inputs)))
+        return module_weights(model.name, model.module, sites, first_inputs(model))
     if is_tensor_path(source):
         tensors = _matching(load_tensors(source), sites, str(source))
         return WeightSet(str(source), {k: check_matrix(k, v) for k, v in tensors.items()})
@@ -72,9 +71,11 @@ def _matching(tensors: dict[str, np.ndarray], pattern: str, where: str) -> dict[
         raise OpscopeError(f"bad --sites regex '{pattern}': {e}") from None
     kept = {k: v for k, v in tensors.items() if regex.search(k)}
     if not kept:
+        from opscope.ir.quantize import MOST_NAMES
+
         names = list(tensors)
-        raise OpscopeError(f"{where}: sites='{pattern}' names no tensor (valid: {', '.join(names[:12])}"
-                           + (f" and {len(names) - 12} more)" if len(names) > 12 else ")"))
+        raise OpscopeError(f"{where}: sites='{pattern}' names no tensor (valid: {', '.join(names[:MOST_NAMES])}"
+                           + (f" and {len(names) - MOST_NAMES} more)" if len(names) > MOST_NAMES else ")"))
     return kept
 
 
@@ -82,8 +83,12 @@ def _model_weights(source, sites: str, named: Callable[[str], None] | None) -> W
     from opscope.models.source import open_model
 
     model = open_model(source, steps=1, named=named)
-    first = next(iter(model.inputs), None) if model.inputs is not None else None
-    return module_weights(model.name, model.module, sites, first)
+    return module_weights(model.name, model.module, sites, first_inputs(model))
+
+
+def first_inputs(model) -> list | None:
+    """A `ModelSource`'s first argument list, when it brings inputs (weights it takes as arguments are there)."""
+    return next(iter(model.inputs), None) if model.inputs is not None else None
 
 
 def module_weights(name: str, module, sites: str = "", inputs=None) -> WeightSet:
@@ -106,5 +111,5 @@ def module_weights(name: str, module, sites: str = "", inputs=None) -> WeightSet
             continue
         kept.append(w)
         matrices[w.name] = check_matrix(w.name, m)
-    widths = {w.name: VALUE_BYTES[w.element_type] for w in kept if VALUE_BYTES.get(w.element_type, 4) != 4}
+    widths = {w.name: w.element_bytes for w in kept if w.element_bytes != 4}
     return WeightSet(name, matrices, kept, skipped, widths)
