@@ -211,13 +211,12 @@ def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target:
     from opscope.analysis.dispatch import analyze_dispatches
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.ir.loading import new_context, parse_module
-    from opscope.run.compile import compile_module
-    from opscope.run.dispatch_timing import time_dispatches
+    from opscope.run.dispatch_timing import timed_build
     from opscope.run.runtime import load
 
     parsed = module if hasattr(module, "operation") else parse_module(module, new_context(), name)
     static = {d.name: d for d in analyze_dispatches(parsed, target).dispatches}
-    times = time_dispatches(parsed, target, repetitions=repetitions, progress=progress)
+    times, compiled = timed_build(parsed, target, repetitions=repetitions, progress=progress)
     peak = measure_bandwidth_gbps() if peak_gbps is None else peak_gbps
     timed = []
     for t in times:
@@ -225,7 +224,7 @@ def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target:
         flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
         roof = empirical_roofline(t.us / 1e3, flops, moved, peak) if flops is not None and moved else None
         timed.append(TimedDispatch(t.name, d.calls if d is not None else None, t.us, flops, moved, roof))
-    loaded = load(compile_module(parsed, target))
+    loaded = load(compiled)
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))
     return TimingReport(name, target, peak, timed, call)

@@ -23,6 +23,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode
+from opscope.run.compile import CompiledModule
 from opscope.run.targets import Target, get_target, require_runnable
 
 BATCH = 100  # dispatches per benchmark iteration: launch jitter averages out
@@ -47,6 +48,14 @@ def time_dispatches(module: ir.Module | str | bytes, target: str | Target = "llv
                     repetitions: int = REPETITIONS,
                     progress: Callable[[str], None] | None = None) -> list[DispatchTime]:
     """The measured time of each dispatch of `module` on `target`, in the order IREE numbers them."""
+    return timed_build(module, target, batch=batch, repetitions=repetitions, progress=progress)[0]
+
+
+def timed_build(module: ir.Module | str | bytes, target: str | Target = "llvm-cpu", *, batch: int = BATCH,
+                repetitions: int = REPETITIONS,
+                progress: Callable[[str], None] | None = None) -> tuple[list[DispatchTime], CompiledModule]:
+    """`time_dispatches`, and the module itself as the same `iree-compile` run built it (so timing the
+    whole call does not compile it again)."""
     from iree.compiler.tools.binaries import find_tool
 
     tgt = target if isinstance(target, Target) else get_target(target)
@@ -74,7 +83,7 @@ def time_dispatches(module: ir.Module | str | bytes, target: str | Target = "llv
             _run([find_tool("iree-compile"), str(path), "-o", str(vmfb)], f"compiling {path.name}")
             us = _benchmark(vmfb, found.group(1), tgt.driver, batch, repetitions)
             out.append(DispatchTime(_dispatch_name(path.stem), found.group(1), us, repetitions))
-        return out
+        return out, CompiledModule((root / "module.vmfb").read_bytes(), tgt, tuple(tgt.flags))
 
 
 def _order(path: Path) -> tuple[int, str]:
