@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from iree.compiler import ir
 
     from opscope.act.parity import ParityReport
+    from opscope.act.specialize import KernelPlan
     from opscope.act.whatif import WhatIfReport
     from opscope.drive.profile import ProfileResult
     from opscope.ir.manifest import Manifest
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
     "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors", "timing",
-    "ProbeReport", "LayersReport", "ActionsReport", "QuantReport", "TimingReport",
+    "kernel_plan", "ProbeReport", "LayersReport", "ActionsReport", "QuantReport", "TimingReport", "KernelPlan",
     "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
     "LoadedModule", "OpscopeError",
 ]
@@ -68,6 +69,7 @@ _LAZY = {
     "ActionsReport": "opscope.probe.report",
     "QuantReport": "opscope.probe.report",
     "TimingReport": "opscope.act.timing",
+    "KernelPlan": "opscope.act.specialize",
 }
 
 
@@ -447,3 +449,22 @@ def timing(source: str | Path | ir.Module | None = None, *, target: str = "llvm-
     module = model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(),
                                                                                       model.name)
     return time_model(module, batches[0], name=model.name, target=target, repetitions=repetitions, progress=say)
+
+
+def kernel_plan(run: str | Path, model: str | Path | ir.Module | None = None, *, target: str | None = None,
+                apply: bool = False, out: str | Path | None = None, rounds: int = 5, min_speedup: float = 1.05,
+                max_error: float = 0.01, kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight",
+                                                                  "factor-weight"),
+                say: Callable[[str], None] | None = None) -> KernelPlan:
+    """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
+    guard's stability over the recorded steps, the estimated and the measured speedup of the site
+    outlined at its real shapes, parity and the decision (exact rewrites bit-identical, lossy ones
+    within `max_error` of the site's output, both `min_speedup` faster); `apply` writes every
+    accepted rewrite to `out` and measures the whole model. `model` defaults to the one the run's
+    run.json names; `kinds` picks the candidates (skip-zero-channels, quantize-weight, factor-weight)."""
+    from opscope.act.specialize import kernel_plan as build
+
+    if rounds < 1:
+        raise OpscopeError(f"rounds must be >= 1, got {rounds}")
+    return build(run, model, target=target, apply=apply, out=out, rounds=rounds, min_speedup=min_speedup,
+                 max_error=max_error, kinds=kinds, say=say)

@@ -75,9 +75,35 @@ def _skip_residual_blocks():
     return SkipResidualBlocks
 
 
+def _extract_site():
+    from opscope.passes.extract_site import ExtractSite
+
+    return ExtractSite
+
+
+def _factor_weight():
+    from opscope.passes.factor_weight import FactorWeight
+
+    return FactorWeight
+
+
+def _quantize_weight():
+    from opscope.passes.quantize_weight import QuantizeWeight
+
+    return QuantizeWeight
+
+
+def _skip_zero_channels():
+    from opscope.passes.skip_zero_channels import SkipZeroChannels
+
+    return SkipZeroChannels
+
+
 PASSES: dict[str, Callable[[], type]] = {
     "dump-tensors": _dump_tensors,
     "expose-all-ops": _expose_all_ops,
+    "extract-site": _extract_site,
+    "factor-weight": _factor_weight,
     "fakequant-activations": _fakequant_activations,
     "fakequant-weights": _fakequant_weights,
     "gate-residual-blocks": _gate_residual_blocks,
@@ -86,7 +112,9 @@ PASSES: dict[str, Callable[[], type]] = {
     "inject-matmul-stats": _inject_matmul_stats,
     "inject-residual-stats": _inject_residual_stats,
     "lower-opscope": _lower_opscope,
+    "quantize-weight": _quantize_weight,
     "skip-residual-blocks": _skip_residual_blocks,
+    "skip-zero-channels": _skip_zero_channels,
 }
 
 

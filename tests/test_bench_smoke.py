@@ -75,3 +75,19 @@ def test_bench_memoize_quick_runs(tmp_path):
                           env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "hit rate 96.0%" in proc.stdout and "BIT-EXACT" in proc.stdout
+
+
+def test_bench_kernels_quick_runs():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_kernels.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("1×", "32×"))]
+    variants = {" ".join(r[1:-4]) for r in rows}
+    assert variants >= {"f32", "W8A16", "W4A16", "W8A8", "sparse-skip", "sparse-skip, no guard"}, proc.stdout
+    assert "not built" not in proc.stdout, proc.stdout
+    errors = {(r[0], " ".join(r[1:-4])): float(r[-2]) for r in rows}
+    for (shape, variant), err in errors.items():  # the exact rewrites are exact; the quantized ones are close
+        if variant.startswith(("f32", "sparse-skip")):
+            assert err < 1e-6, (shape, variant, err)
+        elif variant in ("W8A16", "W8A8"):
+            assert err < 0.02, (shape, variant, err)

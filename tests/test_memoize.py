@@ -7,6 +7,7 @@ import pytest
 
 from opscope.act import memoize
 from opscope.act.memoize import Memoized, fnv1a_f32
+from opscope.errors import OpscopeError
 
 
 def _demo(seed: int = 0x6041D):
@@ -69,3 +70,62 @@ def test_fnv1a_is_the_reference_definition():
     for word in (0x3F800000, 0x40000000):  # 1.0, 2.0
         h = ((h ^ word) * 0x100000001B3) % 2**64
     assert fnv1a_f32(np.array([1.0, 2.0], np.float32)) == h
+
+
+# -- one outlined site, compiled (`memoize_site`) -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digits_fc1():
+    """The digits model for 16 images a call, 6 distinct batches, and its fc1 alone behind the guard."""
+    pytest.importorskip("sklearn")
+    from opscope.models.digits import digit_images, digits_model
+
+    source, weights = digits_model(batch=16)
+    images = digit_images(16 * 6)
+    batches = [np.ascontiguousarray(images[i * 16:(i + 1) * 16]) for i in range(6)]
+    return source, weights[0], batches
+
+
+def test_memoized_outlined_site_hits_every_repeat_bit_exactly(digits_fc1):
+    source, w1, batches = digits_fc1
+    memo = memoize.memoize_site(source, "fc1", cap=16)
+    site = memo.fn  # the un-memoized compiled call of the outlined site
+    assert (site.site, site.function) == ("fc1", "site_fc1")
+    assert [a.shape for a in site.arguments] == [(16, 64), w1.shape]  # x and fc1's weight: the model's arguments
+    picks = np.random.default_rng(5).integers(0, len(batches), 60).tolist()
+    for i in picks:
+        got = memo(batches[i], w1)
+        assert got.tobytes() == site(batches[i], w1).tobytes()
+        np.testing.assert_allclose(got, batches[i] @ w1, rtol=1e-5, atol=1e-6)
+    distinct = len(set(picks))
+    repeats = len(picks) - distinct
+    assert memo.hit_rate == pytest.approx(repeats / len(picks))
+    assert (memo.hits, memo.misses, memo.collisions, len(memo)) == (repeats, distinct, 0, distinct)
+    memo(batches[picks[0]], w1 * 2)  # another weight is another input: a miss, never a stale hit
+    assert (memo.hits, memo.misses) == (repeats, distinct + 1)
+
+
+def test_memoized_site_keeps_its_cap_and_evicts_only_when_asked(digits_fc1):
+    source, w1, batches = digits_fc1
+    stream = [0, 1, 2, 2, 0]
+    kept = memoize.memoize_site(source, 0, cap=2)  # ordinal 0 is fc1
+    for i in stream:
+        kept(batches[i], w1)
+    assert (kept.hits, kept.misses, len(kept)) == (1, 4, 2)  # batch 2 was never stored: it runs again
+    lru = memoize.memoize_site(source, "fc1", cap=2, evict=True)
+    for i in stream:
+        lru(batches[i], w1)
+    assert (lru.hits, lru.misses, len(lru)) == (1, 4, 2)  # 2 evicts 0, then hits; 0 runs again
+    with pytest.raises(OpscopeError, match=r"^site 'fc1' takes 2 operands \(argument 0 \(tensor<16x64xf32>\)"):
+        kept.fn(batches[0])
+
+
+def test_memoize_site_outlines_a_constant_weight_with_the_site():
+    from opscope.models.demo import transformer_module
+
+    memo = memoize.memoize_site(transformer_module(1, 16, 8, weights="globals"), "layer0.ffn.up", cap=4)
+    assert [a.shape for a in memo.fn.arguments] == [(8, 16)]  # the weight is a global inside the module
+    x = np.random.default_rng(1).standard_normal((8, 16), dtype=np.float32)
+    first, again = memo(x), memo(x)
+    assert first.tobytes() == again.tobytes() == memo.fn(x).tobytes() and (memo.hits, memo.misses) == (1, 1)

@@ -10,15 +10,27 @@ the least recently used entry makes room). A hit is correct by construction.
 The key is BLAKE2b over the raw bytes, shapes and dtypes: fast and in C. The reference's
 FNV-1a over f32 bit patterns (`fnv1a_f32`) is kept for its definition; it is sequential,
 so slow in Python.
+
+`memoize_site(module, "fc1")` memoizes one site of a model by itself, on the host: the site
+is outlined alone (`extract-site{only=true}`), compiled for the target (through opscope's
+compile cache) and its call (`compile_site`, a `CompiledSite`: the site's runtime operands
+in, its result out) wrapped in `Memoized`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from iree.compiler import ir
+
+    from opscope.ir.arguments import Argument
+    from opscope.run.runtime import LoadedModule
 
 FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 MASK64 = (1 << 64) - 1
@@ -101,3 +113,55 @@ def _frozen(out):
     if isinstance(out, (list, tuple)):
         return type(out)(_frozen(o) for o in out)
     return out
+
+
+@dataclass
+class CompiledSite:
+    """One site outlined alone and compiled: `site(*operands) -> result`, the operands in the
+    outlined function's order (the lhs, then each runtime operand: a computed or argument
+    rhs, an init that is no fill of a constant; `arguments` gives their shapes and types)."""
+
+    site: str
+    function: str
+    arguments: list[Argument]
+    loaded: LoadedModule = field(repr=False)
+
+    def __call__(self, *operands: np.ndarray) -> np.ndarray:
+        if len(operands) != len(self.arguments):
+            from opscope.errors import OpscopeError
+
+            wanted = ", ".join(a.describe() for a in self.arguments)
+            raise OpscopeError(f"site '{self.site}' takes {len(self.arguments)} operands ({wanted}), "
+                               f"got {len(operands)}")
+        return self.loaded.invoke(self.function, *operands)[0]
+
+
+def compile_site(module: ir.Module | str | bytes, site: str | int, target: str = "llvm-cpu") -> CompiledSite:
+    """Outline `site` (a site name or 0-based ordinal, as `extract-site` takes it) of `module`
+    alone (`extract-site{only=true}`, on a copy: the caller's module is left as it was),
+    compile it for `target` with opscope's compile cache and load it."""
+    from iree.compiler import ir
+
+    from opscope.ir.arguments import arguments, symbol_name
+    from opscope.ir.loading import module_bytecode, new_context, parse_module
+    from opscope.ir.pipeline import Pipeline, run_pipeline
+    from opscope.passes.extract_site import SITE_ATTR, ExtractSite
+    from opscope.run.compile import compile_module
+    from opscope.run.runtime import load
+
+    source = module if isinstance(module, (str, bytes)) else module_bytecode(module)
+    outlined = parse_module(source, new_context())
+    run_pipeline(outlined, Pipeline((ExtractSite(site=str(site), only=True),)))
+    fn = next(op.operation for op in outlined.body.operations if SITE_ATTR in op.operation.attributes)
+    name = symbol_name(fn)
+    site_name = ir.StringAttr(fn.attributes[SITE_ATTR]).value
+    loaded = load(compile_module(outlined, target))
+    return CompiledSite(site_name, name, arguments(outlined, name), loaded)
+
+
+def memoize_site(module: ir.Module | str | bytes, site: str | int, target: str = "llvm-cpu", cap: int = 16,
+                 evict: bool = False) -> Memoized:
+    """`site` of `module` outlined alone, compiled for `target` (`compile_site`) and behind
+    the exact guard: `memo = memoize_site(text, "fc1"); memo(x, w1)`; `memo.fn` is the
+    un-memoized compiled call."""
+    return Memoized(compile_site(module, site, target), cap=cap, evict=evict)

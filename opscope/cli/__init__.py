@@ -8,7 +8,8 @@ per command group, each adding its subcommands.
 * `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`);
 * `parity`: two builds compared op by op (`parity`);
 * `whatif`: rewrites measured end to end on real data (`whatif`);
-* `probe`: host probes of weights and a plan under a byte budget (`probe`, `layers`, `actions`).
+* `probe`: host probes of weights and a plan under a byte budget (`probe`, `layers`, `actions`);
+* `specialize`: a run's findings as guarded, measured IREE rewrites (`plan`).
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 """
@@ -19,7 +20,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli import analysis, dynamics, ir_tools, mining, parity, probe, recording, whatif
+from opscope.cli import analysis, dynamics, ir_tools, mining, parity, probe, recording, specialize, whatif
 from opscope.errors import OpscopeError
 
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parity.register(sub)
     whatif.register(sub)
     probe.register(sub)
+    specialize.register(sub)
     ir_tools.register_targets(sub)
     return p
 

@@ -8,6 +8,8 @@ run folder:
     site_costs.csv   `site,flops` of every tapped matmul
     manifest.json    which function result holds which sketch (`opscope.ir.manifest`)
     report.md        the mined findings (`opscope.mining`), also printed on the terminal
+    run.json         (written by `profile`) the model as the user named it, the target, steps and
+                     inputs, so `opscope plan RUN` rebuilds the same model and inputs
 
 `default_model` is what runs when given nothing: a 2-layer transformer-style stack built in
 MLIR by opscope, fed a realistic mix (`default_inputs`): a residual stream with two hot
@@ -17,6 +19,8 @@ same weights.
 """
 
 from __future__ import annotations
+
+import json
 
 import re
 import time
@@ -37,12 +41,13 @@ from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
-from opscope.models.source import ModelSource, Source, open_model
+from opscope.models.source import ModelSource, Source, is_zoo_name, open_model
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
+RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
 InputsSpec = Union[str, Path, Sequence[Union[str, Path]], Iterable[Sequence[np.ndarray]], None]
@@ -193,7 +198,30 @@ def profile(
     else:
         model = open_model(source, steps, name=name, named=named)
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
-    return profile_module(model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps)
+    result = profile_module(model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps)
+    write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer)
+    return result
+
+
+def write_run_record(out: Path, source, target: str, steps: int, dist: str, inputs, text, tokenizer) -> None:
+    """`run.json`: the model as the user named it (a zoo name or an absolute file path; null for
+    the built-in model; no `source` key when it came in memory), the target, the steps and where
+    the inputs came from, so a later command (`opscope plan RUN`) rebuilds the same model and inputs."""
+    record: dict = {"target": target, "steps": steps, "dist": dist}
+    if source is None or isinstance(source, str) and is_zoo_name(source):
+        record["source"] = source
+    elif isinstance(source, (str, Path)) and Path(source).exists():
+        record["source"] = str(Path(source).resolve())
+    files = [inputs] if isinstance(inputs, (str, Path)) else inputs
+    if isinstance(files, (list, tuple)) and files and all(isinstance(f, (str, Path)) for f in files):
+        record["inputs"] = [str(Path(f).resolve()) for f in files]
+    elif inputs is not None:
+        record["inputs"] = "in-memory"
+    if text is not None:
+        record["text"] = [str(t) for t in text] if isinstance(text, (list, tuple)) else str(text)
+    if tokenizer is not None:
+        record["tokenizer"] = str(tokenizer)
+    (out / RUN_NAME).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def resolve_inputs(model: ModelSource, steps: int, inputs: InputsSpec = None,

@@ -18,7 +18,9 @@ to nearest even), re-emitting the copies between weight and site on top, exactly
 `fakequant-weights` feeds its round trip; the original stays for its other readers (a tied
 embedding's gather). Element types f32, f16, bf16 and f64 are read, as float32 (bf16 and
 f16 exactly). `dense_resource` blobs are not readable through the Python bindings: they
-are read from the module's printed resource section, printed once per call.
+are read from the module's printed resource section, printed once per call. A pass that
+rewrites around a weight itself (`factor-weight`) reads stored tensors with `read_stored`
+and stores new ones with `resource_attr`, the same reader and blob writer.
 """
 
 from __future__ import annotations
@@ -124,6 +126,33 @@ def replace_weights(module: ir.Module, new: Mapping[str, np.ndarray]) -> None:
         module.operation.verify()
 
 
+def read_stored(module: ir.Module, values: Sequence[ir.Value],
+                names: Sequence[str]) -> list[tuple[tuple, np.ndarray] | str]:
+    """Each tensor of `values` (where `copy_source` ends) as (a key naming its storage: every
+    load of one global shares it, its float32 values in its stored shape) when it is a stored
+    weight, else why not; `names` name them in errors. For a pass that reads weights itself
+    (`factor-weight`); blobs are printed once, and only when one is read."""
+    globals_ = _globals(module)
+    located: list[tuple[tuple, str, ir.Attribute] | str] = []
+    for value in values:
+        element = str(ir.RankedTensorType(value.type).element_type)
+        if element not in ELEMENT_TYPES:
+            located.append(f"its weight is {element}, not one of {', '.join(ELEMENT_TYPES)}")
+        elif isinstance(value, ir.BlockArgument):
+            located.append("its weight is a function argument, not stored")
+        else:
+            located.append(_storage(value, globals_))
+    blobs = _ResourceBlobs(module) if any(not isinstance(x, str) and _resource(x[2]) for x in located) else None
+    out: list[tuple[tuple, np.ndarray] | str] = []
+    for value, name, found in zip(values, names, located):
+        if isinstance(found, str):
+            out.append(found)
+            continue
+        ty = ir.RankedTensorType(value.type)
+        out.append((found[0], _values(found[2], tuple(ty.shape), str(ty.element_type), name, blobs)))
+    return out
+
+
 # ------------------------------------------------------------------------------------- discovery
 
 
@@ -162,8 +191,7 @@ class _Found:
 def _find(module: ir.Module, pattern: str, arguments: bool, who: str) -> list[_Found]:
     """The weights of the sites `pattern` selects, in site order, keyed by the stored tensor
     (a global by its symbol: every load of it is one tensor) and the K dims it is read with."""
-    globals_ = {ir.StringAttr(op.attributes["sym_name"]).value: op
-                for op in (o.operation for o in module.body.operations) if op.name == "util.global"}
+    globals_ = _globals(module)
     found: dict[tuple, _Found] = {}
     with memoized():
         for site in select_sites(who, module, pattern, None):
@@ -200,6 +228,22 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
         arg = ir.BlockArgument(value).arg_number
         return None, (("argument", ir.StringAttr(func.attributes["sym_name"]).value, arg), value, "argument",
                       None, k_dims, chain)
+    stored = _storage(value, globals_)
+    if isinstance(stored, str):
+        return stored, None
+    key, source, attr = stored
+    return None, (key, value, source, attr, k_dims, chain)
+
+
+def _globals(module: ir.Module) -> dict[str, ir.Operation]:
+    """The module's `util.global`s by symbol."""
+    return {ir.StringAttr(op.attributes["sym_name"]).value: op
+            for op in (o.operation for o in module.body.operations) if op.name == "util.global"}
+
+
+def _storage(value: ir.Value, globals_: dict[str, ir.Operation]) -> tuple[tuple, str, ir.Attribute] | str:
+    """(key, source, dense or dense_resource attribute) of a stored tensor (an `arith.constant`
+    or a `util.global.load`: the key names the storage, one per global), or why it is not one."""
     op = owner(value)
     if op.name == "arith.constant":
         key, source, attr = ("value", value), "constant", op.attributes["value"]
@@ -207,15 +251,15 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
         sym = ir.FlatSymbolRefAttr(op.attributes["global"]).value
         g = globals_.get(sym)
         if g is None or "initial_value" not in g.attributes:
-            return f"its global @{sym} has no initial value in this module (set by an initializer)", None
+            return f"its global @{sym} has no initial value in this module (set by an initializer)"
         key, source, attr = ("global", sym), "global", g.attributes["initial_value"]
     else:
-        return f"its weight is computed by '{op.name}' from constants (a cast or dequantization), not stored", None
+        return f"its weight is computed by '{op.name}' from constants (a cast or dequantization), not stored"
     if _resource(attr) is not None:
         source = "resource" if source == "constant" else source
     elif not _is_dense(attr):
-        return f"its weight's {source} holds neither dense<...> nor dense_resource<...> elements", None
-    return None, (key, value, source, attr, k_dims, chain)
+        return f"its weight's {source} holds neither dense<...> nor dense_resource<...> elements"
+    return key, source, attr
 
 
 def _is_dense(attr: ir.Attribute) -> bool:
@@ -233,19 +277,25 @@ def _read(f: _Found, blobs: _ResourceBlobs | None, inputs: Sequence[np.ndarray] 
     """A weight's values as float32 in its stored shape."""
     if f.source == "argument":
         return _argument(f, inputs)
-    resource = _resource(f.attr)
+    return _values(f.attr, f.shape, f.element_type, f.name, blobs)
+
+
+def _values(attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name: str,
+            blobs: _ResourceBlobs | None) -> np.ndarray:
+    """The float32 values of a stored tensor's dense or dense_resource attribute, in `shape`."""
+    resource = _resource(attr)
     if resource is not None:
-        raw = blobs.data(resource, f.name)
-        numel = prod(f.shape)
-        item = np.dtype(_NUMPY[f.element_type]).itemsize
+        raw = blobs.data(resource, name)
+        numel = prod(shape)
+        item = np.dtype(_NUMPY[element_type]).itemsize
         if len(raw) != numel * item:
-            raise OpscopeError(f"weight '{f.name}': its dense_resource blob {resource} holds {len(raw)} bytes, but "
-                               f"{_shape(f.shape)} {f.element_type} needs {numel * item}: the module is damaged, "
+            raise OpscopeError(f"weight '{name}': its dense_resource blob {resource} holds {len(raw)} bytes, but "
+                               f"{_shape(shape)} {element_type} needs {numel * item}: the module is damaged, "
                                "re-export it")
-        return _decode(np.frombuffer(raw, dtype=_NUMPY[f.element_type]), f.element_type).reshape(f.shape)
-    if f.element_type == "bf16":  # the bindings give no buffer for bf16: read its printed form
-        return _bf16_from_text(str(f.attr), f.shape, f.name)
-    return np.array(ir.DenseElementsAttr(f.attr), dtype=np.float32).reshape(f.shape)
+        return _decode(np.frombuffer(raw, dtype=_NUMPY[element_type]), element_type).reshape(shape)
+    if element_type == "bf16":  # the bindings give no buffer for bf16: read its printed form
+        return _bf16_from_text(str(attr), shape, name)
+    return np.array(ir.DenseElementsAttr(attr), dtype=np.float32).reshape(shape)
 
 
 def _argument(f: _Found, inputs: Sequence[np.ndarray]) -> np.ndarray:
@@ -336,8 +386,7 @@ def _replace(f: _Found, values: np.ndarray) -> None:
     """Feed each reader of `f` a new constant holding `values` (one constant per function,
     before its first reader), re-emitting the copies; erase what is left unused."""
     ty = ir.RankedTensorType(f.value.type)
-    data = _encode(values, f.element_type)
-    attr = ir.DenseResourceElementsAttr.get_from_buffer(data, _resource_name(f.name), ty)
+    attr = resource_attr(values, ty, f.name)
     constants: dict[ir.Operation, ir.Value] = {}
     for site, chain, _ in f.readers:
         func = site.op.parent
@@ -351,6 +400,14 @@ def _replace(f: _Found, values: np.ndarray) -> None:
     for old in {stored: None for _, _, stored in f.readers}:  # each load of a global, in order
         if isinstance(old, ir.OpResult) and not len(list(old.uses)):
             owner(old).erase()  # the old constant or global load, now unread (the global itself stays)
+
+
+def resource_attr(values: np.ndarray, ty: ir.RankedTensorType, name: str) -> ir.Attribute:
+    """A `dense_resource` attribute of type `ty` holding float32 `values` (of `ty`'s shape) in
+    `ty`'s element type (bf16 rounded to nearest even), its blob named after `name`. The
+    blob keeps the array it is given: `values` must be the caller's own (a fresh array)."""
+    return ir.DenseResourceElementsAttr.get_from_buffer(_encode(values, str(ty.element_type)),
+                                                        _resource_name(name), ty)
 
 
 def _encode(values: np.ndarray, element_type: str) -> np.ndarray:

@@ -107,15 +107,24 @@ def _run(argv: list[str], what: str) -> str:
     return proc.stdout
 
 
-def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
-    """Median over repetitions of the microseconds per dispatch."""
+def benchmark_tool() -> str:
+    """The `iree-benchmark-module` to run (the runtime package puts it on PATH next to iree-run-module)."""
     from iree.compiler.tools.binaries import find_tool
 
     try:
-        tool = find_tool("iree-benchmark-module")
-    except Exception:  # the runtime package ships it next to iree-run-module
-        tool = "iree-benchmark-module"
-    stdout = _run([tool, f"--module={vmfb}", f"--device={driver}", f"--function={function}",
+        return find_tool("iree-benchmark-module")
+    except Exception:
+        return "iree-benchmark-module"
+
+
+def run_tool(argv: list[str], what: str) -> str:
+    """Run an IREE tool; its first error line as a one-line OpscopeError naming `what` failed."""
+    return _run(argv, what)
+
+
+def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
+    """Median over repetitions of the microseconds per dispatch."""
+    stdout = _run([benchmark_tool(), f"--module={vmfb}", f"--device={driver}", f"--function={function}",
                    f"--batch_size={batch}", f"--benchmark_repetitions={max(repetitions, 1)}",
                    "--benchmark_format=json"], f"benchmarking {function}")
     runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]

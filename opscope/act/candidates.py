@@ -1,0 +1,127 @@
+"""What a profile run's sketches, and the model's IR, say each site could be specialized into.
+
+* `skip-zero-channels`: lhs K channels whose `chan_maxabs` was 0 in every recorded step
+  (border pixels, padded keys, dead ReLU units), sliced out behind a run-time guard whose
+  stability is the per-step share of zero channels (σ, population std; "stable" below 0.02,
+  the reference's threshold, else "watch drift"). Exact: bit-identical or rejected.
+* `quantize-weight` (W8A16, W8A8): a site whose rhs is a constant weight (a stationary
+  tensor the sketches see as a stationary rhs). Lossy: accepted within an output error.
+* `factor-weight` (the rank keeping 99 % of the weight's energy): the same sites, when the
+  rank reveal finds fewer FLOPs. Lossy.
+
+Lossy candidates have no run-time guard (the weights are constants): their predicate is
+"weights constant", with σ 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+SKIP, QUANT, FACTOR = "skip-zero-channels", "quantize-weight", "factor-weight"
+KINDS = (SKIP, QUANT, FACTOR)
+STABLE_SIGMA = 0.02  # the reference's guard stability threshold (σ of the per-step samples)
+LOSSY = {  # label -> (kind, options)
+    "W8A16": (QUANT, "bits=8"),
+    "W8A8": (QUANT, "bits=8 activations=true"),
+    "low rank": (FACTOR, "energy=0.99"),
+}
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A candidate's run-time predicate and how steady it was over the recorded steps."""
+
+    predicate: str
+    samples: tuple[float, ...]  # per step: the share the predicate rests on
+    sigma: float
+
+    @property
+    def stability(self) -> str:
+        return "stable" if self.sigma < STABLE_SIGMA else "watch drift"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One site's candidate rewrite before it is measured."""
+
+    site: str
+    kind: str
+    label: str
+    options: str  # the pass's options other than `sites`, as pipeline text: 'channels="0,8"'
+    why: str
+    guard: Guard
+
+    @property
+    def exact(self) -> bool:
+        """The rewrite promises the original's bits (a guarded skip), not an approximation."""
+        return self.kind == SKIP
+
+    @property
+    def pipeline(self) -> str:
+        """The rewrite of this site in the whole model."""
+        return self.pipeline_for(f"^{re.escape(self.site)}$")
+
+    def pipeline_for(self, sites: str, extra: str = "") -> str:
+        """The rewrite with `sites` as its site regex (the outlined site is the only one: "")."""
+        opts = " ".join(o for o in (f'sites="{sites}"' if sites else "", self.options, extra) if o)
+        return f"{self.kind}{{{opts}}}"
+
+
+def zero_channels(tidy, site: str) -> tuple[tuple[int, ...], int, tuple[float, ...]]:
+    """(lhs channels with chan_maxabs 0 in every step, channel count, per-step share of zero channels)."""
+    import polars as pl
+
+    rows = tidy.filter((pl.col("site") == site) & (pl.col("role") == "lhs") & (pl.col("stat") == "chan_maxabs"))
+    if rows.is_empty():
+        return (), 0, ()
+    steps = sorted(rows["step"].unique().to_list())
+    width = int(rows["idx"].max()) + 1
+    zero = np.ones(width, dtype=bool)
+    shares = []
+    for step in steps:
+        part = rows.filter(pl.col("step") == step)
+        z = np.zeros(width, dtype=bool)
+        z[part["idx"].to_numpy()] = part["value"].to_numpy() == 0
+        zero &= z
+        shares.append(float(z.mean()))
+    return tuple(int(i) for i in np.flatnonzero(zero)), width, tuple(shares)
+
+
+def propose(tidy, sites: dict, kinds=KINDS) -> list[Proposal]:
+    """The candidates of every recorded site (`sites`: name -> opscope.ir.sites.Site), in site order."""
+    out = []
+    for name, site in sites.items():
+        if SKIP in kinds:
+            out += _skip(tidy, name, site)
+        out += [p for p in _lossy(name, site) if p.kind in kinds]
+    return out
+
+
+def _skip(tidy, name: str, site) -> list[Proposal]:
+    from opscope.ir.quantize import is_convolution, operand_dims
+    from opscope.passes.skip_zero_channels import format_channels
+
+    skip, width, shares = zero_channels(tidy, name)
+    if not skip or is_convolution(site):
+        return []
+    rank = len(site.shape("lhs"))
+    if operand_dims(site, "lhs") != (rank - 1,) or site.shape("lhs")[-1] != width:
+        return []  # chan_maxabs is per last-axis channel: it names K channels only when K is last
+    channels = format_channels(skip)
+    guard = Guard(f"{name}.lhs[..., {{{channels}}}] == 0", shares, float(np.std(shares)))
+    why = f"{len(skip)} of {site.k} K channels all zero in every step"
+    return [Proposal(name, SKIP, f"skip {len(skip)}/{site.k}", f'channels="{channels}"', why, guard)]
+
+
+def _lossy(name: str, site) -> list[Proposal]:
+    from opscope.ir.const_expr import is_weight
+    from opscope.ir.quantize import is_convolution
+
+    if is_convolution(site) or not site.is_float or not is_weight(site.value("rhs")):
+        return []
+    guard = Guard("weights constant", (), 0.0)
+    return [Proposal(name, kind, label, options, "a constant weight", guard)
+            for label, (kind, options) in LOSSY.items()]

@@ -1,0 +1,57 @@
+"""The kernel plan as text: one row per candidate, the guard's cost, then the applied module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opscope.act.specialize import KernelPlan
+
+HEADER = ("site", "candidate", "guard", "σ", "stability", "est.", "orig µs", "new µs", "no-guard µs", "measured",
+          "parity", "rel err", "decision")
+
+
+def plan_text(plan: KernelPlan) -> str:
+    """The plan's table and the applied module's whole-model measurement."""
+    lines = [f"opscope plan: {plan.model} on {plan.target} (run {plan.run}, {plan.steps} steps)", ""]
+    if not plan.candidates:
+        lines.append("no candidate: no recorded site had an lhs channel zero in every step or a constant weight")
+    else:
+        rows = [_row(c) for c in plan.candidates]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip())
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+        lines.append("")
+        lines.append("lossy candidates (W8A16, W8A8, low rank) rewrite constant weights: no run-time guard, accepted "
+                     "within the error bound of the site's output (rel err, relative L2)")
+        lines.append("measured: the site outlined at its real shapes (extract-site) on the run's first-step tensors, "
+                     "µs per call (iree-benchmark-module), minimum over alternating rounds; est.: the cost model's "
+                     "roofline time before over after")
+    for c in plan.candidates:
+        m = c.measured
+        if m is not None and m.unguarded_us is not None:
+            lines.append(f"{c.site}: the slice alone {m.original_us / m.unguarded_us:.2f}×; the guard (check, "
+                         f"readback, branch) costs {m.rewritten_us - m.unguarded_us:+.1f} µs per call")
+    a = plan.applied
+    if a is not None:
+        lines.append("")
+        lines.append(f"applied: {a.pipeline}" if a.pipeline else "applied: no rewrite accepted; the module is the "
+                                                                 "original")
+        if a.measured is not None:
+            agreement = a.parity if a.parity == "bit-identical" else f"{a.parity}, rel err {a.rel_error:.2g}"
+            lines.append(f"whole model: {a.measured.original_us:.1f} µs → {a.measured.rewritten_us:.1f} µs "
+                         f"({a.measured.speedup:.2f}×), {agreement} over {a.steps} step(s)")
+        if a.path is not None:
+            lines.append(f"wrote {a.path} (compiles with plain iree-compile)")
+    return "\n".join(lines)
+
+
+def _row(c) -> tuple[str, ...]:
+    m = c.measured
+    g = c.guard
+    label = f"{c.proposal.label} ({c.proposal.why})" if c.proposal.exact else c.proposal.label
+    return (c.site, label, g.predicate if g.samples else "-", f"{g.sigma:.3f}" if g.samples else "-",
+            g.stability if g.samples else "-", f"{c.estimated:.2f}×" if m else "-",
+            f"{m.original_us:.1f}" if m else "-", f"{m.rewritten_us:.1f}" if m else "-",
+            f"{m.unguarded_us:.1f}" if m and m.unguarded_us is not None else "-",
+            f"{m.speedup:.2f}×" if m else "-", c.parity or "-", f"{c.rel_error:.1e}" if m else "-", c.decision or "-")

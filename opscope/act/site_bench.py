@@ -1,0 +1,195 @@
+"""One site outlined at its real shapes, rewritten, checked and timed against itself.
+
+`extract-site{only=true}` makes the site a module of its own; the proposal's pass rewrites
+it (in the outlined module it is the only site); IREE compiles both for the target; they
+run on the tensors the site saw (`site_tensors`: `dump-tensors` on the same model and
+inputs) for parity, and `opscope.run.call_timing` times them side by side. Sites of one
+shape and rewrite share one timing (a model's six identical layers are timed once); each
+site's parity is its own. The estimate is the static cost model's: roofline time
+max(FLOPs / ridge, bytes) of the outlined site before over after (`opscope.analysis.cost`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from opscope.act.candidates import FACTOR, SKIP, Proposal
+
+UNCHANGED = {FACTOR: "no gain: the rank keeping 99 % of the energy saves no FLOPs"}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Minimum (and median) µs per call over alternating rounds: original, rewritten, unguarded."""
+
+    original_us: float
+    rewritten_us: float
+    unguarded_us: float | None = None  # the rewrite without its guard: what the guard costs
+    rounds: int = 0
+    original_median_us: float | None = None
+    rewritten_median_us: float | None = None
+
+    @property
+    def speedup(self) -> float:
+        """At the floor: the minimum times' ratio."""
+        return self.original_us / self.rewritten_us
+
+    @property
+    def median_speedup(self) -> float:
+        """At the median: a gain that only shows at the floor is the machine's noise."""
+        if self.original_median_us is None or self.rewritten_median_us is None:
+            return self.speedup
+        return self.original_median_us / self.rewritten_median_us
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    """A proposal measured: estimate, times, parity and the rewrite's relative output error."""
+
+    estimated: float
+    measured: Measured | None
+    parity: str
+    rel_error: float
+    skipped: str = ""  # why the rewrite did not apply to this site (it left the module unchanged)
+
+
+def measured(times) -> Measured:
+    """A Measured from `time_calls` results: original, rewritten and (optional) unguarded."""
+    return Measured(times[0].min_us, times[1].min_us, times[2].min_us if len(times) > 2 else None,
+                    times[0].rounds, times[0].median_us, times[1].median_us)
+
+
+def parity(a: np.ndarray, b: np.ndarray) -> tuple[str, float]:
+    """("bit-identical" or "max |Δ| …", ‖b − a‖ / ‖a‖)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape == b.shape and a.tobytes() == b.tobytes():
+        return "bit-identical", 0.0
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    rel = float(np.linalg.norm(b64 - a64) / max(np.linalg.norm(a64), 1e-30))
+    return f"max |Δ| {float(np.max(np.abs(a64 - b64))):.3g}", rel
+
+
+def site_tensors(text: str, names: list[str], batch: list[np.ndarray], target: str) -> dict[str, list[np.ndarray]]:
+    """Each named site's runtime operands on `batch` (lhs, and a rhs that is no weight), as the model computes them."""
+    from opscope.ir.const_expr import is_const_expr
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.ir.pipeline import Pipeline, run_pipeline
+    from opscope.ir.sites import find_sites
+    from opscope.passes.dump_tensors import DumpTensors, dumps
+    from opscope.run.compile import compile_module
+    from opscope.run.runtime import load
+    from opscope.run.ticker import ticking
+
+    module = parse_module(text, new_context(), "model")
+    chosen = set(names)
+    computed_rhs = {s.name for s in find_sites(module.operation) if s.name in chosen
+                    and not is_const_expr(s.value("rhs"))}
+    run_pipeline(module, Pipeline((DumpTensors(keep=lambda s: s.name in chosen, role="lhs"),
+                                   DumpTensors(keep=lambda s: s.name in computed_rhs, role="rhs"))))
+    function, dumped = dumps(module)
+    with ticking(f"compile the model with {len(dumped)} dumped tensors for {target}"):
+        loaded = load(compile_module(module, target))
+    results = loaded.invoke(function, *batch)
+    out: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for d in sorted(dumped, key=lambda d: (d.site, d.role != "lhs")):
+        out[d.site].append(np.asarray(results[d.result]))
+    return out
+
+
+def outlined(text: str, site: str) -> str:
+    """The site alone, as a module (`extract-site{only=true}`), locations kept."""
+    from opscope.passes.extract_site import ExtractSite
+
+    return _transformed(text, lambda module: ExtractSite(site=site, only=True).apply(module))
+
+
+def rewritten(text: str, pipeline: str) -> str:
+    """`text` after an opscope-opt pipeline, locations kept."""
+    from opscope.ir.pipeline import parse_pipeline, run_pipeline
+
+    return _transformed(text, lambda module: run_pipeline(module, parse_pipeline(pipeline)))
+
+
+def _transformed(text: str, fn: Callable) -> str:
+    import logging
+
+    from opscope.ir.loading import module_text, new_context, parse_module
+
+    ctx = new_context()
+    module = parse_module(text, ctx, "site")
+    quiet = logging.getLogger("opscope")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # a rewrite that skips the site says so in the plan, not as a warning
+    try:
+        with ctx:
+            fn(module)
+            return module_text(module, debug_info=True)
+    finally:
+        quiet.setLevel(level)
+
+
+def estimate(before: str, after: str) -> float:
+    """The cost model's speedup: roofline time max(FLOPs / ridge, bytes) before over after."""
+    from opscope.analysis.cost import analyze
+    from opscope.analysis.roofline import DEFAULT_RIDGE
+    from opscope.ir.loading import new_context, parse_module
+
+    def seconds(text: str) -> float:
+        cost = analyze(parse_module(text, new_context(), "site"))
+        return max(cost.total_flops / DEFAULT_RIDGE, cost.total_bytes)
+
+    return seconds(before) / max(seconds(after), 1e-30)
+
+
+class SiteBench:
+    """Measures proposals on their outlined sites; timings shared by sites of one shape and rewrite."""
+
+    def __init__(self, text: str, target: str, rounds: int):
+        self.text, self.target, self.rounds = text, target, rounds
+        self._times: dict[str, Measured] = {}
+        self._sites: dict[str, str] = {}
+
+    def site(self, name: str) -> str:
+        if name not in self._sites:
+            self._sites[name] = outlined(self.text, name)
+        return self._sites[name]
+
+    def measure(self, p: Proposal, args: list[np.ndarray]) -> SiteResult:
+        """`p` on its outlined site: estimate, parity on `args`, and the (shared) timing."""
+        from opscope.ir.arguments import function_op, symbol_name
+        from opscope.ir.loading import new_context, parse_module
+        from opscope.run.call_timing import time_calls
+        from opscope.run.compile import compile_module
+        from opscope.run.runtime import load
+
+        site = self.site(p.site)
+        new = rewritten(site, p.pipeline_for(""))  # the outlined module holds this one site
+        if new == site:
+            return SiteResult(1.0, None, "-", 0.0, skipped=UNCHANGED.get(p.kind, f"{p.kind} leaves this site as it is"))
+        function = symbol_name(function_op(parse_module(site, new_context(), "site")))
+        variants = [site, new] + ([rewritten(site, p.pipeline_for("", "guard=false"))] if p.kind == SKIP else [])
+        compiled = [compile_module(v, self.target) for v in variants]
+        a, b = (load(m).invoke(function, *args)[0] for m in compiled[:2])
+        same, rel = parity(a, b)
+        key = hashlib.sha256("\0".join([p.kind, p.options if p.kind == SKIP else p.label,
+                                        *(f"{x.shape}{x.dtype}" for x in args), _shape_key(site)])
+                             .encode()).hexdigest()
+        if key not in self._times:
+            self._times[key] = measured(time_calls(compiled, function, args, rounds=self.rounds))
+        # the cost model sees no branch: a skip is priced as its slice (the check reads only the skipped columns)
+        priced = rewritten(site, p.pipeline_for("", "guard=false") + ",canonicalize") if p.kind == SKIP else new
+        return SiteResult(estimate(site, priced), self._times[key], same, rel)
+
+
+def _shape_key(site: str) -> str:
+    """The outlined site without its constants' values and names: what its timing depends on."""
+    import re
+
+    body = site.split("{-#", 1)[0]
+    body = re.sub(r"dense(_resource)?<[^>]*>", "dense<>", body)
+    body = re.sub(r'loc\([^)]*\)|#loc\d*|@[\w$.]+|"[^"]*"', "", body)
+    return body

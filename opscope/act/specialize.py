@@ -1,0 +1,275 @@
+"""The kernel plan: a profile run's findings turned into IREE rewrites, each guarded, checked and timed.
+
+`kernel_plan(run)` reads the run folder (`run.json` names the model, target, steps and
+inputs), proposes per recorded site what its sketches and IR support
+(`opscope.act.candidates`: a guarded channel skip, int8 weights, a low-rank weight),
+measures each on the site outlined at its real shapes, fed the tensors it saw on the run's
+first step (`opscope.act.site_bench`), and decides: an exact rewrite must stay bit-identical,
+a lossy one within `max_error` of the site's output (relative L2); either must be at least
+`min_speedup` faster at the floor and at the median of the rounds (a gain only the floor
+shows is the machine's noise). A site keeps its fastest accepted rewrite. `apply` writes
+the module with every kept rewrite and measures the whole model against the original, on
+every recorded step's inputs for agreement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from opscope.act.candidates import KINDS, Guard, Proposal, propose
+from opscope.act.site_bench import Measured, SiteBench, measured, parity
+from opscope.errors import OpscopeError
+
+MIN_SPEEDUP = 1.05  # measured: below this a rewrite is noise, not a gain
+MAX_ERROR = 0.01  # a lossy rewrite's relative L2 error of the site's output, at most
+ACCEPT = "accept"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One site's specialization: the pass that makes it, why, what it should and does save, the decision."""
+
+    proposal: Proposal
+    estimated: float = 1.0  # the cost model's speedup of the site
+    measured: Measured | None = None
+    parity: str = ""  # "bit-identical" or "max |Δ| …"
+    rel_error: float = 0.0
+    decision: str = ""
+
+    @property
+    def site(self) -> str:
+        return self.proposal.site
+
+    @property
+    def kind(self) -> str:
+        return self.proposal.kind
+
+    @property
+    def options(self) -> str:
+        return self.proposal.options
+
+    @property
+    def guard(self) -> Guard:
+        return self.proposal.guard
+
+    @property
+    def pipeline(self) -> str:
+        return self.proposal.pipeline
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision == ACCEPT
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The specialized module written by `apply`, and the whole model timed against the original."""
+
+    path: Path | None
+    pipeline: str
+    measured: Measured | None
+    parity: str
+    rel_error: float
+    steps: int
+
+
+@dataclass
+class KernelPlan:
+    """Every candidate of a run, measured and decided, and the specialized module when applied."""
+
+    run: Path
+    model: str
+    target: str
+    steps: int
+    candidates: list[Candidate] = field(default_factory=list)
+    applied: Applied | None = None
+
+    @property
+    def accepted(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.accepted]
+
+    def text(self) -> str:
+        from opscope.act.render_plan import plan_text
+
+        return plan_text(self)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["run"] = str(self.run)
+        if self.applied is not None and self.applied.path is not None:
+            d["applied"]["path"] = str(self.applied.path)
+        for c, cd in zip(self.candidates, d["candidates"]):
+            cd.update(cd.pop("proposal"))
+            cd["pipeline"] = c.pipeline
+            cd["guard"]["stability"] = c.guard.stability
+            if c.measured is not None:
+                cd["measured"]["speedup"] = c.measured.speedup
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+
+def read_run(run: str | Path) -> tuple[Path, dict]:
+    """The run folder and its `run.json` (what was profiled); one-line errors for what is missing."""
+    from opscope.drive.profile import CSV_NAME, RUN_NAME
+
+    folder = Path(run)
+    if not folder.is_dir():
+        raise OpscopeError(f"no such run folder: {folder} (give the folder `opscope profile --out` wrote)")
+    if not (folder / CSV_NAME).exists():
+        raise OpscopeError(f"{folder} holds no {CSV_NAME}: not a profile run folder")
+    record = {}
+    if (folder / RUN_NAME).exists():
+        record = json.loads((folder / RUN_NAME).read_text())
+    return folder, record
+
+
+def check_kinds(kinds) -> tuple[str, ...]:
+    """The candidate kinds asked for, each one of KINDS (a one-line error otherwise)."""
+    kinds = tuple(kinds)
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise OpscopeError(f"unknown candidate kind {', '.join(bad) or '(none)'}: choose from {', '.join(KINDS)}")
+    return kinds
+
+
+def kernel_plan(run: str | Path, model=None, *, target: str | None = None, apply: bool = False,
+                out: str | Path | None = None, rounds: int = 5, min_speedup: float = MIN_SPEEDUP,
+                max_error: float = MAX_ERROR, kinds=KINDS,
+                say: Callable[[str], None] | None = None) -> KernelPlan:
+    """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
+    write the specialized module to `out` and measure the whole model."""
+    from opscope.drive.profile import CSV_NAME, resolve_inputs
+    from opscope.record.tidy import read_tidy
+
+    kinds = check_kinds(kinds)
+    folder, record = read_run(run)
+    if model is None and "source" not in record:
+        raise OpscopeError(f"{folder} does not say which model it profiled (no run.json source): "
+                           "give the model, e.g. `opscope plan RUN --model model.onnx`")
+    target = target or record.get("target", "llvm-cpu")
+    steps = int(record.get("steps", 1))
+    tidy = read_tidy(folder / CSV_NAME)
+    source, text, module, sites = _model(model if model is not None else record["source"], steps, tidy, folder)
+    if say is not None:
+        say(f"{source.name} on {target} ({folder})")
+    batches, _ = resolve_inputs(source, steps, _inputs(record))
+    plan = KernelPlan(folder, source.name, target, steps)
+    proposals = propose(tidy, sites, kinds)
+    del sites, module  # the proposals hold names and text, not IR
+    if proposals:
+        from opscope.act.site_bench import site_tensors
+
+        tensors = site_tensors(text, sorted({p.site for p in proposals}), batches[0], target)
+        bench = SiteBench(text, target, rounds)
+        for i, p in enumerate(proposals):
+            if say is not None:
+                say(f"[{i + 1}/{len(proposals)}] {p.site}: {p.label}")
+            r = bench.measure(p, tensors[p.site])
+            c = Candidate(p, r.estimated, r.measured, r.parity, r.rel_error)
+            plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
+        plan.candidates = keep_fastest(plan.candidates)
+    if apply:
+        plan.applied = _apply(plan, text, batches, target, rounds, out, say)
+    return plan
+
+
+def _model(model, steps: int, tidy, folder: Path):
+    """(the model source, its module text with locations, the parsed module, its recorded sites
+    by name: they live as long as the module); one line if the run recorded sites the model lacks."""
+    import polars as pl
+
+    from opscope.drive.profile import default_source
+    from opscope.ir.loading import module_text, new_context, parse_module
+    from opscope.ir.sites import ROLES, find_sites
+    from opscope.models.source import open_model
+
+    source = default_source(steps) if model is None else open_model(model, steps)
+    if isinstance(source.module, str):
+        text = source.module
+    else:
+        parsed = source.module if hasattr(source.module, "operation") else parse_module(source.module, new_context(),
+                                                                                        source.name)
+        text = module_text(parsed, debug_info=True)
+    module = parse_module(text, new_context(), source.name)
+    every = {s.name: s for s in find_sites(module.operation)}
+    recorded = tidy.filter(pl.col("role").cast(pl.String).is_in(ROLES))["site"].cast(pl.String).unique(
+        maintain_order=True).to_list()  # the matmul sites: attention, routing and residual taps have roles of their own
+    missing = [s for s in recorded if s not in every]
+    if missing:
+        raise OpscopeError(f"{folder} records sites the model lacks ({', '.join(missing[:6])}): "
+                           f"profile this model again, or give the model the run was recorded on (--model)")
+    return source, text, module, {name: site for name, site in every.items() if name in set(recorded)}
+
+
+def _inputs(record: dict):
+    """The input files a run recorded, if it was fed any (else the model's own or generated inputs)."""
+    given = record.get("inputs")
+    if given == "in-memory":
+        raise OpscopeError("the run was fed inputs in memory: rebuild its plan through the Python API with "
+                           "the same inputs")
+    return given
+
+
+def decide(c: Candidate, min_speedup: float, max_error: float) -> str:
+    """Accept a rewrite that keeps its promise (exact: bit-identical; lossy: within `max_error`)
+    and is `min_speedup` faster both at the floor and at the median."""
+    m = c.measured
+    if c.proposal.exact and c.parity != "bit-identical":
+        return f"reject: not bit-identical ({c.parity})"
+    if not c.proposal.exact and c.rel_error > max_error:
+        return f"reject: error {c.rel_error:.2g} > {max_error:g}"
+    if m.speedup < min_speedup:
+        return f"no gain (measured {m.speedup:.2f}×)"
+    if m.median_speedup < min_speedup:
+        return f"no gain (noisy: {m.speedup:.2f}× at the floor, {m.median_speedup:.2f}× at the median)"
+    return ACCEPT
+
+
+def keep_fastest(candidates: list[Candidate]) -> list[Candidate]:
+    """One rewrite per site: its fastest accepted candidate stays accepted, the others say which won."""
+    best: dict[str, Candidate] = {}
+    for c in candidates:
+        if c.accepted and (c.site not in best or c.measured.speedup > best[c.site].measured.speedup):
+            best[c.site] = c
+    return [c if not c.accepted or best[c.site] is c else
+            replace(c, decision=f"accept, but {best[c.site].proposal.label} is faster "
+                                f"({best[c.site].measured.speedup:.2f}×)") for c in candidates]
+
+
+def _apply(plan: KernelPlan, text: str, batches: list, target: str, rounds: int, out, say) -> Applied:
+    """The module with every accepted rewrite, written to `out`, timed and compared with the original."""
+    from opscope.act.site_bench import rewritten
+    from opscope.ir.arguments import function_op, symbol_name
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.run.call_timing import time_calls
+    from opscope.run.compile import compile_module
+    from opscope.run.runtime import load
+
+    pipeline = ",".join(c.pipeline for c in plan.accepted)
+    specialized = rewritten(text, pipeline) if pipeline else text
+    path = None
+    if out is not None:
+        path = Path(out)
+        path.write_text(specialized)
+        if say is not None:
+            say(f"wrote {path} ({len(plan.accepted)} rewrite(s))")
+    if not pipeline:
+        return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches))
+    function = symbol_name(function_op(parse_module(text, new_context(), "model")))
+    compiled = [compile_module(text, target), compile_module(specialized, target)]
+    loaded = [load(m) for m in compiled]
+    worst, worst_rel = "bit-identical", 0.0
+    for batch in batches:
+        got = [m.invoke(function, *batch) for m in loaded]
+        for a, b in zip(*got):
+            same, rel = parity(a, b)
+            if same != "bit-identical" and rel >= worst_rel:
+                worst, worst_rel = same, rel
+    times = time_calls(compiled, function, batches[0], rounds=rounds)
+    return Applied(path, pipeline, measured(times), worst, worst_rel, len(batches))
+

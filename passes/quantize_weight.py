@@ -1,0 +1,525 @@
+"""`quantize-weight`: store each matmul's constant weight as real int8/int4 codes plus f32 scales (W8A16, W4A16, W8A8).
+
+Matches every float, static-shaped linalg contraction site (`opscope.ir.sites`) in a
+function's entry block whose name `sites` finds (and, from Python, `keep` accepts) and whose
+rhs is a stored weight (an `arith.constant` or immutable `util.global` holding `dense<…>` or
+`dense_resource<…>`, under the transposes, batch broadcasts and batch-merging
+`tensor.collapse_shape`s an importer put in between). The weight is quantized on the host
+with `fakequant-weights`' numerics (symmetric, one scale per output channel, or per (output
+channel, group of `group` consecutive K); codes round(x·(1/amax)·qmax) half away from zero,
+clamped to ±qmax; an all-zero channel gets zero codes), stored as an i8 `dense_resource` or an
+i4 `dense` constant (IREE packs i4 two to a byte; the bytecode writer takes no i4 resource)
+and f32 scales amax·(1/qmax). The site becomes one `linalg.generic` at its location that
+reads the codes through the copies' composed indexing maps and dequantizes in its body:
+`acc + x·(sitofp(q)·scale)`, the site's own body with the dequantized weight for its rhs
+(`group`: K split into [K/g, g] loops, the lhs expanded to match). Why in the body: a
+standalone dequantization of constants is a constant expression, which IREE 3.13 hoists
+into an f32 global filled at load time (measured: the .vmfb stays small but the f32 weight
+is back in memory); inside the contraction it reads the activation, so the codes stay codes
+up to the matmul dispatch (512×512 .vmfb: f32 1.06 MB, i8 284 KB, i4 145 KB).
+`activations=true` (W8A8; bits=8, group=0) quantizes the lhs per row at run time (amax over
+its K dims), contracts i8 × i8 into i32 and scales back: out + f32(acc)·(amax_x/qmax)·scale.
+A site whose rhs is a function argument or computed (q·kᵀ) is skipped (info), or refused
+when `sites` names it; convolutions and other unsupported sites are skipped with a warning.
+
+    %w = arith.constant dense<…> : tensor<4x8xf32>
+    %wt = linalg.transpose ins(%w : tensor<4x8xf32>) outs(%e : tensor<8x4xf32>) permutation = [1, 0]
+    %0 = linalg.matmul ins(%x, %wt : tensor<3x8xf32>, tensor<8x4xf32>) outs(%c : tensor<3x4xf32>) loc("fc1")
+becomes
+    %q = arith.constant dense_resource<opscope.fc1.codes> : tensor<4x8xi8>
+    %s = arith.constant dense<[…]> : tensor<4xf32>
+    %0 = linalg.generic {indexing_maps = [(m, n, k) -> (m, k), (m, n, k) -> (n, k), (m, n, k) -> (n),
+                                          (m, n, k) -> (m, n)], iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %q, %s : tensor<3x8xf32>, tensor<4x8xi8>, tensor<4xf32>) outs(%c : tensor<3x4xf32>) {
+      sitofp, mulf (the dequantized weight), mulf, addf (the matmul's body) } loc("fc1")
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+from iree.compiler import ir
+from iree.compiler.dialects import arith, linalg, math, tensor, util
+
+from opscope.errors import OpscopeError
+from opscope.ir.const_expr import memoized, owner
+from opscope.ir.quantize import TINY, is_convolution, operand_dims, qmax, rhs_source, select_sites
+from opscope.ir.sites import Site
+from opscope.ir.weights import read_stored
+
+log = logging.getLogger("opscope")
+
+BITS = (4, 8)  # the integer types IREE stores and runs on llvm-cpu: i4 (packed) and i8
+MERGED = -1  # a dim of a copy's input that a collapse_shape merges with others (no loop of its own)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one site reads its weight: the stored tensor, the site's loop that indexes each of
+    its dims, its dims indexed by K loops, and the copies from it to the site's rhs."""
+
+    site: Site
+    weight: ir.Value
+    loops: tuple[int, ...]
+    k_dims: tuple[int, ...]
+    chain: tuple[ir.Operation, ...]
+
+
+@dataclass(frozen=True)
+class QuantizeWeight:
+    """Store each matmul site's constant weight as int8/int4 codes and f32 scales, dequantized in the contraction."""
+
+    name: ClassVar[str] = "quantize-weight"
+
+    bits: int = 8
+    group: int = 0
+    activations: bool = False
+    sites: str = ""
+    keep: Callable[[Site], bool] | None = field(default=None, compare=False, metadata={"api_only": True})
+
+    def __post_init__(self) -> None:
+        """Refuse a negative group (`bits` and `activations` are checked when the pass runs)."""
+        if self.group < 0:
+            raise OpscopeError(f"{self.name}: option 'group' expects a group size >= 0 (0: one scale per output "
+                               f"channel), got {self.group}")
+
+    def check(self) -> None:
+        """Refuse a bit width IREE stores no integer type for, and W8A8 with anything but 8 bits per channel."""
+        if self.bits not in BITS:
+            raise OpscopeError(f"{self.name}: option 'bits' expects 4 or 8 (codes stored as i4 or i8), got {self.bits}")
+        if self.activations and (self.bits != 8 or self.group):
+            raise OpscopeError(f"{self.name}: activations=true (W8A8, an i8 x i8 -> i32 contraction) takes bits=8 "
+                               f"group=0 only, got bits={self.bits} group={self.group}: drop activations for "
+                               f"W{self.bits}A16")
+
+    def plan(self, site: Site) -> _Plan | str:
+        """How `site` reads its weight, or why it is skipped; raises for a site `sites` names whose
+        rhs is no constant, and for K not a multiple of `group`."""
+        where = f"{self.name}: site '{site.name}' at {site.location}"
+        source = rhs_source(site)
+        if source != "constant":
+            what = ("a function argument" if source == "argument"
+                    else "computed from activations (an attention's q·kᵀ or p·v)")
+            if self.sites:
+                fix = ("fakequant-weights{arguments=true} simulates its quantization; " if source == "argument"
+                       else "")
+                raise OpscopeError(f"{where}: its rhs is {what}, not a stored weight: {fix}leave it out of 'sites'")
+            return f"its rhs is {what}, not a stored weight"
+        if is_convolution(site):
+            return "a convolution: only contractions are rewritten (fakequant-weights simulates a filter's codes)"
+        traced = trace_weight(site)
+        if isinstance(traced, str):
+            return traced
+        weight, loops, chain = traced
+        k_loops = set(linalg.infer_contraction_dimensions(site.op).k)
+        k_dims = tuple(d for d, loop in enumerate(loops) if loop in k_loops)
+        if not k_dims:
+            return "its weight has no K dim"
+        if self.group:
+            if len(k_dims) != 1:
+                return f"group={self.group} needs one K dim in the weight, it has {len(k_dims)}"
+            k = ir.RankedTensorType(weight.type).shape[k_dims[0]]
+            if k % self.group:
+                raise OpscopeError(f"{where}: K = {k} is not a multiple of group={self.group}")
+            if _lhs_position(site, loops[k_dims[0]]) is None:
+                return "its lhs does not index the K loop by one plain dim"
+        if self.activations:
+            lhs_k = operand_dims(site, "lhs")
+            if lhs_k is None or not lhs_k:
+                return "its lhs is indexed by a compound expression of its K loops"
+            if _row_positions(site, lhs_k) is None:
+                return "its lhs rows are not indexed by plain loops the result keeps"
+        return _Plan(site, weight, loops, k_dims, tuple(chain))
+
+    def apply(self, module) -> None:
+        self.check()
+        with memoized():
+            plans: list[_Plan] = []
+            for site in select_sites(self.name, module, self.sites, self.keep):
+                plan = self.plan(site)  # every refusal before the first rewrite
+                if isinstance(plan, str):
+                    level = logging.INFO if plan.startswith("its rhs is") else logging.WARNING
+                    log.log(level, "%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, plan)
+                else:
+                    plans.append(plan)
+        stored = read_stored(module, [p.weight for p in plans], [p.site.name for p in plans])
+        built: dict = {}  # (storage, K dims, function) -> (codes, scales): a tied weight is quantized once
+        rows: dict = {}  # (lhs, K dims) -> (i8 codes, amax): q/k/v projections of one x share it
+        done = 0
+        for plan, read in zip(plans, stored):
+            site = plan.site
+            if isinstance(read, str):
+                log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, read)
+                continue
+            key, values = read
+            ip, loc = ir.InsertionPoint(site.op), site.op.location
+            cache = (key, plan.k_dims, site.op.parent)
+            with loc:
+                if cache not in built:
+                    codes, scales = quantize(values, plan.k_dims, self.bits, self.group)
+                    built[cache] = _constants(codes, scales, self.bits, site.name, site.op.parent, ip)
+                q, s = built[cache]
+                if self.activations:
+                    out = _w8a8(plan, q, s, rows, loc, ip)
+                else:
+                    out = _dequant_contraction(plan, q, s, self.group, loc, ip)
+            site.op.results[0].replace_all_uses_with(out)
+            site.op.erase()
+            _erase_unused([*reversed(plan.chain), owner(plan.weight)] if isinstance(plan.weight, ir.OpResult)
+                          else list(reversed(plan.chain)))
+            done += 1
+        if not done:
+            log.warning("%s: no matmul site with a constant weight to quantize in this module", self.name)
+
+
+# ------------------------------------------------------------------------------ the weight's codes
+
+
+def quantize(w: np.ndarray, k_dims: Sequence[int], bits: int, group: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 codes, float32 scales) of the float32 weight `w` quantized over its dims `k_dims`,
+    in `fakequant-weights`' float32 op order: amax = max|w| per scale, t = (w·(1/amax))·qmax
+    (1/amax taken as 0 when amax <= 1e-20), codes = round(t) half away from zero, clamped to
+    ±qmax; scale = amax·(1/qmax), so codes·scale is the round trip to float rounding. Without
+    a group the scales have `w`'s other dims; with one (a single K dim of size a multiple of
+    `group`), K is split into [K/group, group] in both codes and scales (scales: K/group)."""
+    w = np.asarray(w, np.float32)
+    q = np.float32(qmax(bits))
+    if group:
+        (kd,) = k_dims
+        w = w.reshape(w.shape[:kd] + (w.shape[kd] // group, group) + w.shape[kd + 1:])
+        reduced: tuple[int, ...] = (kd + 1,)
+    else:
+        reduced = tuple(k_dims)
+    amax = np.abs(w).max(axis=reduced, keepdims=True).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > np.float32(TINY), np.float32(1) / amax, np.float32(0)).astype(np.float32)
+    t = ((w * inv).astype(np.float32) * q).astype(np.float32).astype(np.float64)
+    codes = np.clip(np.sign(t) * np.floor(np.abs(t) + 0.5), -q, q).astype(np.int8)  # exact in float64
+    scales = (np.squeeze(amax, axis=reduced) * np.float32(1.0 / float(q))).astype(np.float32)
+    return codes, scales
+
+
+def _constants(codes: np.ndarray, scales: np.ndarray, bits: int, name: str, func: ir.Operation,
+               ip: ir.InsertionPoint) -> tuple[ir.Value, ir.Value]:
+    """The codes and the f32 scales (`dense`) as values at `ip` (inside `func`). i8 codes: an
+    `arith.constant` holding a `dense_resource` blob. i4 codes: a private `util.global`
+    `<inlining_policy = #util.inline.never>` holding `dense` (IREE packs it two to a byte),
+    loaded at `ip`: IREE 3.13 copies a small constant into the dispatch that reads it, and
+    llvm-cpu cannot lower an i4 constant there (`memref.get_global` of i4: measured)."""
+    ty = ir.RankedTensorType.get(list(codes.shape), ir.IntegerType.get_signless(bits))
+    if bits == 8:
+        attr = ir.DenseResourceElementsAttr.get_from_buffer(np.ascontiguousarray(codes), _symbol(name), ty)
+        q = arith.ConstantOp(ty, attr, ip=ip).result
+    else:
+        # one byte per element, masked to its nibble: IREE packs the bytes two to one by OR-ing, so a
+        # sign-extended byte (0xFE for -2) would spill into its neighbour's nibble (measured on IREE 3.13)
+        attr = ir.DenseElementsAttr.get(np.ascontiguousarray(codes & 0xF), type=ty.element_type)
+        table, sym = ir.SymbolTable(func.parent), _symbol(name)
+        while sym in table:
+            sym += "_"
+        util.GlobalOp(sym, ty, sym_visibility="private", initial_value=attr,
+                      inlining_policy=ir.Attribute.parse("#util.inline.never"), ip=ir.InsertionPoint(func))
+        q = util.GlobalLoadOp(ty, sym, is_immutable=True, ip=ip).result
+    f32 = ir.F32Type.get()
+    scales = np.ascontiguousarray(scales, np.float32)
+    s_ty = ir.RankedTensorType.get(list(scales.shape), f32)
+    s_attr = ir.DenseElementsAttr.get(scales, type=f32) if scales.ndim else ir.DenseElementsAttr.get_splat(
+        s_ty, ir.FloatAttr.get(f32, float(scales)))
+    return q, arith.ConstantOp(s_ty, s_attr, ip=ip).result
+
+
+def _symbol(site: str) -> str:
+    """The codes' resource or global name (MLIR renames a resource on a collision)."""
+    return "opscope." + re.sub(r"[^A-Za-z0-9_.]", "_", site) + ".codes"
+
+
+# ------------------------------------------------------------------------- tracing the weight's copies
+
+
+def trace_weight(site: Site) -> tuple[ir.Value, tuple[int, ...], list[ir.Operation]] | str:
+    """(the tensor under `site`'s rhs copies, the site's loop indexing each of its dims, the
+    copies from it to the rhs in order), or why the rhs cannot be read that way. Copies are
+    `linalg.transpose`, `linalg.broadcast`, a copying `linalg.generic` (transpose/broadcast)
+    and a `tensor.collapse_shape` whose merged dims are all broadcast below it."""
+    maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(site.op)]
+    if not all(isinstance(e, ir.AffineDimExpr) for e in maps[1].results):
+        return "its rhs is indexed by a compound expression of its loops"
+    loops = [ir.AffineDimExpr(e).position for e in maps[1].results]
+    value: ir.Value = site.op.operands[1]
+    chain: list[ir.Operation] = []
+    while isinstance(value, ir.OpResult):
+        op = owner(value)
+        back = _input_loops(op, loops)
+        if back is None:
+            break
+        chain.append(op)
+        value, loops = op.operands[0], back
+    if MERGED in loops:
+        return "its weight reaches the site through a tensor.collapse_shape that merges its dims"
+    if len(set(loops)) != len(loops):
+        return "its weight is read along a diagonal (one loop indexes two of its dims)"
+    return value, tuple(loops), chain[::-1]
+
+
+def _input_loops(op: ir.Operation, loops: list[int]) -> list[int] | None:
+    """The loops indexing each dim of the input of copy `op` whose result dims `loops` index,
+    or None when `op` is no copy."""
+    if len(op.results) != 1 or not len(op.operands):
+        return None
+    if op.name == "linalg.transpose":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        back = [0] * len(perm)
+        for d, p in enumerate(perm):
+            back[p] = loops[d]
+        return back
+    if op.name == "linalg.broadcast":
+        added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+        return [loop for d, loop in enumerate(loops) if d not in added]
+    if op.name == "tensor.collapse_shape":
+        groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
+                  for g in ir.ArrayAttr(op.attributes["reassociation"])]
+        back = [MERGED] * ir.RankedTensorType(op.operands[0].type).rank
+        for d, g in enumerate(groups):
+            if len(g) == 1:
+                back[g[0]] = loops[d]
+        return back
+    if op.name != "linalg.generic" or len(op.operands) != 2:
+        return None
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
+    iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if len(body) != 1 or list(body[0].operands) != [block.arguments[0]] or any("parallel" not in i for i in iters):
+        return None
+    in_map, out_map = (ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"]))
+    if not all(isinstance(e, ir.AffineDimExpr) for e in [*in_map.results, *out_map.results]):
+        return None
+    out_loops = [ir.AffineDimExpr(e).position for e in out_map.results]
+    in_loops = [ir.AffineDimExpr(e).position for e in in_map.results]
+    if sorted(out_loops) != list(range(out_map.n_dims)):
+        return None
+    return [loops[out_loops.index(loop)] for loop in in_loops]
+
+
+def _maps(op: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
+
+
+def _lhs_position(site: Site, k_loop: int) -> int | None:
+    """The lhs dim indexed by loop `k_loop` when exactly one plain dim is and no compound expression uses it."""
+    amap = _maps(site.op)[0]
+    found = [p for p, e in enumerate(amap.results) if isinstance(e, ir.AffineDimExpr) and e.position == k_loop]
+    plain = all(isinstance(e, ir.AffineDimExpr) for e in amap.results)
+    return found[0] if len(found) == 1 and plain else None
+
+
+def _row_positions(site: Site, lhs_k: Sequence[int]) -> list[int] | None:
+    """For each lhs dim that is not a K dim (a row dim), the result dim its loop indexes, or
+    None when one is no plain loop of the result."""
+    lhs_map, _, out_map = _maps(site.op)
+    out_loops = [ir.AffineDimExpr(e).position if isinstance(e, ir.AffineDimExpr) else None for e in out_map.results]
+    found = []
+    for p, e in enumerate(lhs_map.results):
+        if p in lhs_k:
+            continue
+        if not isinstance(e, ir.AffineDimExpr) or ir.AffineDimExpr(e).position not in out_loops:
+            return None
+        found.append(out_loops.index(ir.AffineDimExpr(e).position))
+    return found
+
+
+# --------------------------------------------------------------------------------- the rewrites
+
+
+def _iterators(op: ir.Operation, n_loops: int) -> list[str]:
+    k_loops = set(linalg.infer_contraction_dimensions(op).k)
+    return ["reduction" if d in k_loops else "parallel" for d in range(n_loops)]
+
+
+def _dim_map(n_dims: int, results: Sequence[int]) -> ir.AffineMap:
+    return ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in results])
+
+
+def _extend(amap: ir.AffineMap, n_dims: int) -> ir.AffineMap:
+    """`amap` over `n_dims` loops (new loops appended, unused)."""
+    return ir.AffineMap.get(n_dims, 0, list(amap.results))
+
+
+def _dequant_contraction(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location,
+                         ip: ir.InsertionPoint) -> ir.Value:
+    """The site as one linalg.generic reading (lhs, codes, scales): its own body with
+    sitofp(code)·scale for the rhs element. With `group`, the K loop k becomes two loops
+    (k over K/g, a new last loop over g) and the lhs is expanded to match."""
+    op, site = plan.site.op, plan.site
+    maps = _maps(op)
+    n = maps[0].n_dims
+    lhs, init = op.operands[0], op.operands[2]
+    iters = _iterators(op, n)
+    lhs_map, out_map = maps[0], maps[2]
+    codes_loops: list = list(plan.loops)
+    scale_loops: list = [loop for d, loop in enumerate(plan.loops) if d not in plan.k_dims]
+    if group:
+        kd = plan.k_dims[0]
+        k = plan.loops[kd]
+        n += 1
+        iters.append("reduction")
+        codes_loops = [*plan.loops[:kd], k, n - 1, *plan.loops[kd + 1:]]
+        scale_loops = [*plan.loops[:kd], k, *plan.loops[kd + 1:]]
+        pos = _lhs_position(site, k)
+        shape = list(ir.RankedTensorType(lhs.type).shape)
+        split = shape[:pos] + [shape[pos] // group, group] + shape[pos + 1:]
+        lhs = _expand(lhs, split, pos, loc, ip)
+        lhs_loops = [ir.AffineDimExpr(e).position for e in lhs_map.results]
+        lhs_map = _dim_map(n, [*lhs_loops[:pos], k, n - 1, *lhs_loops[pos + 1:]])
+    new_maps = [_extend(lhs_map, n), _dim_map(n, codes_loops), _dim_map(n, scale_loops), _extend(out_map, n)]
+    w_type = ir.RankedTensorType(op.operands[1].type).element_type
+    f32 = ir.F32Type.get()
+    old = op.regions[0].blocks[0]
+
+    def body(a, code, scale, acc):
+        return _clone_body(old, [a, _cast(arith.mulf(arith.sitofp(f32, code), scale), w_type), acc])
+
+    with loc:
+        return _generic(op.results[0].type, [lhs, q, s], init, new_maps, iters, body, ip)
+
+
+def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+    """The site as an i8 x i8 -> i32 contraction of the row-quantized lhs with the codes, then
+    out + f32(acc)·(amax_x·(1/127))·scale, elementwise (IREE fuses it into the matmul's dispatch)."""
+    op, site = plan.site.op, plan.site
+    maps = _maps(op)
+    n = maps[0].n_dims
+    lhs, init = op.operands[0], op.operands[2]
+    lhs_k = operand_dims(site, "lhs")
+    key = (lhs, tuple(lhs_k))
+    with loc:
+        if key not in rows:
+            rows[key] = _quantize_rows(lhs, lhs_k, ip)
+        xq, amax = rows[key]
+        i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
+        out_ty = ir.RankedTensorType(op.results[0].type)
+        acc_ty = ir.RankedTensorType.get(list(out_ty.shape), i32)
+        zero = arith.ConstantOp(i32, 0, ip=ip)
+        empty = tensor.EmptyOp(list(out_ty.shape), i32, ip=ip)
+        with ip:  # linalg.fill's builder inserts at the innermost insertion point
+            acc0 = linalg.fill(zero.result, outs=[empty.result])
+
+        def mac(a, b, c):
+            return arith.addi(c, arith.muli(arith.extsi(i32, a), arith.extsi(i32, b)))
+
+        acc = _generic(acc_ty, [xq, q], acc0, [maps[0], _dim_map(n, plan.loops), maps[2]], _iterators(op, n), mac, ip)
+        rank = out_ty.rank
+        ident = _dim_map(rank, range(rank))
+        row_map = _dim_map(rank, _row_positions(site, lhs_k))
+        out_loops = [ir.AffineDimExpr(e).position for e in maps[2].results]
+        scale_map = _dim_map(rank, [out_loops.index(loop) for d, loop in enumerate(plan.loops)
+                                    if d not in plan.k_dims])
+        inv_q = 1.0 / qmax(8)
+        elem = out_ty.element_type
+
+        def rescale(c, ax, sw, o):
+            sx = arith.mulf(ax, arith.constant(f32, inv_q))
+            return arith.addf(o, _cast(arith.mulf(arith.mulf(arith.sitofp(f32, c), sx), sw), elem))
+
+        return _generic(out_ty, [acc, amax, s], init, [ident, row_map, scale_map, ident], ["parallel"] * rank,
+                        rescale, ip)
+
+
+def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) -> tuple[ir.Value, ir.Value]:
+    """(i8 codes of `x`, f32 amax per row: over its dims `k_dims`), with `fakequant-activations`'
+    per-token numerics: round((x·(1/amax))·127) half away from zero, clamped to ±127."""
+    ty = ir.RankedTensorType(x.type)
+    rank = ty.rank
+    kept = [d for d in range(rank) if d not in k_dims]
+    f32, i8 = ir.F32Type.get(), ir.IntegerType.get_signless(8)
+    ident, row_map = _dim_map(rank, range(rank)), _dim_map(rank, kept)
+    zero = arith.ConstantOp(f32, 0.0, ip=ip)
+    empty = tensor.EmptyOp([ty.shape[d] for d in kept], f32, ip=ip)
+    with ip:
+        init = linalg.fill(zero.result, outs=[empty.result])
+    amax_ty = ir.RankedTensorType.get([ty.shape[d] for d in kept], f32)
+    iters = ["reduction" if d in k_dims else "parallel" for d in range(rank)]
+    amax = _generic(amax_ty, [x], init, [ident, row_map], iters,
+                    lambda v, acc: arith.maximumf(acc, math.absf(_to_f32(v))), ip)
+    q = float(qmax(8))
+
+    def codes(v, m, _out):
+        zero_, one, tiny, lo, hi = (arith.constant(f32, c) for c in (0.0, 1.0, TINY, -q, q))
+        inv = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, m, tiny), arith.divf(one, m), zero_)
+        t = arith.mulf(arith.mulf(_to_f32(v), inv), hi)
+        return arith.fptosi(i8, arith.minimumf(arith.maximumf(math.round(t), lo), hi))
+
+    out = tensor.EmptyOp(list(ty.shape), i8, ip=ip)
+    xq = _generic(ir.RankedTensorType.get(list(ty.shape), i8), [x, amax], out.result, [ident, row_map, ident],
+                  ["parallel"] * rank, codes, ip)
+    return xq, amax
+
+
+def _expand(v: ir.Value, shape: list[int], pos: int, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+    """`v` with its dim `pos` split into the two dims shape[pos], shape[pos + 1]."""
+    groups = [[d] for d in range(pos)] + [[pos, pos + 1]] + [[d + 1] for d in range(pos + 1, len(shape) - 1)]
+    i64 = ir.IntegerType.get_signless(64)
+    attr = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+    ty = ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)
+    return tensor.ExpandShapeOp(ty, v, attr, [], shape, loc=loc, ip=ip).result
+
+
+def _clone_body(block: ir.Block, args: list[ir.Value]) -> ir.Value:
+    """The ops of a single-result linalg body `block`, cloned at the current insertion point
+    with its block arguments replaced by `args`; returns what it yields."""
+    mapping = dict(zip(block.arguments, args))
+    for old in block.operations:
+        old = old.operation
+        if old.name == "linalg.yield":
+            return mapping.get(old.operands[0], old.operands[0])
+        new = old.clone()
+        for i, v in enumerate(old.operands):
+            if v in mapping:
+                new.operands[i] = mapping[v]
+        for r_old, r_new in zip(old.results, new.results):
+            mapping[r_old] = r_new
+    raise OpscopeError("quantize-weight: a contraction body without linalg.yield")  # verified IR never gets here
+
+
+def _cast(v: ir.Value, ty: ir.Type) -> ir.Value:
+    """A float scalar `v` in the float type `ty` (truncated or extended)."""
+    if v.type == ty:
+        return v
+    return (arith.truncf if ir.FloatType(ty).width < ir.FloatType(v.type).width else arith.extf)(ty, v)
+
+
+def _to_f32(v: ir.Value) -> ir.Value:
+    return _cast(v, ir.F32Type.get())
+
+
+def _generic(result: ir.Type, ins: list[ir.Value], out: ir.Value, maps: list[ir.AffineMap], iters: list[str],
+             body: Callable, ip: ir.InsertionPoint) -> ir.Value:
+    """One `linalg.generic` with a single result; `body(*block_args)` returns what it yields."""
+    op = linalg.GenericOp(
+        [result], ins, [out],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
+        ip=ip,
+    )
+    types = [ir.ShapedType(v.type).element_type for v in [*ins, out]]
+    block = op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(*block.arguments)])
+    return op.result
+
+
+def _erase_unused(ops: Sequence[ir.Operation]) -> None:
+    """Erase `ops` in order while nothing reads them (the old copies, then the old weight's
+    constant or global load; the global itself stays)."""
+    for op in ops:
+        if any(len(list(r.uses)) for r in op.results):
+            break
+        inits = [owner(v) for v in op.operands if isinstance(v, ir.OpResult) and owner(v).name == "tensor.empty"]
+        op.erase()
+        for empty in inits:  # a copy's destination, now unread
+            if not len(list(empty.results[0].uses)):
+                empty.erase()

@@ -1,0 +1,139 @@
+"""skip-zero-channels against numpy and the dense op: bit-identical when the guard holds and when it fails.
+
+The digits MLP takes its weights as arguments (so the weight rows are gathered on every call,
+inside the guarded branch); the constant-weight module checks the slice IREE folds at compile
+time. Bit-identity is the pass's promise on llvm-cpu (each output accumulates its K terms in
+order, so dropping exact zeros changes no bit); numpy is the independent reference (rtol 1e-5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opscope.errors import OpscopeError
+from opscope.ir.loading import module_text, new_context, parse_module
+from opscope.models import digits
+from opscope.passes.skip_zero_channels import SkipZeroChannels, format_channels, parse_channels
+from opscope.run.compile import compile_module
+from opscope.run.runtime import load
+
+
+def _rewritten(text: str, **options) -> str:
+    ctx = new_context()
+    module = parse_module(text, ctx, "m")
+    with ctx:
+        SkipZeroChannels(**options).apply(module)
+        assert module.operation.verify()
+        return module_text(module, debug_info=True)
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+@pytest.fixture(scope="module")
+def digits_pair():
+    trained = digits.train_digits()
+    zero = np.flatnonzero(np.abs(trained.x_train).max(axis=0) == 0)
+    assert len(zero) >= 2, "the digits' training images have always-zero border pixels"
+    text = digits.digits_mlir(digits.BATCH)
+    spec = _rewritten(text, sites="^fc1$", channels=format_channels(zero))
+    return trained, zero, load(compile_module(text)), load(compile_module(spec))
+
+
+def test_guard_holds_bit_identical_and_matches_numpy(digits_pair):
+    trained, zero, dense, fast = digits_pair
+    x = np.ascontiguousarray(trained.x_test[:digits.BATCH], dtype=np.float32)
+    assert not x[:, zero].any()
+    a = dense.invoke("main", x, *trained.weights)[0]
+    b = fast.invoke("main", x, *trained.weights)[0]
+    assert _bits(a) == _bits(b)
+    np.testing.assert_allclose(b, digits.forward(x, trained.weights), rtol=1e-5, atol=1e-5)
+
+
+def test_guard_fails_falls_back_bit_identical(digits_pair):
+    trained, zero, dense, fast = digits_pair
+    x = np.array(trained.x_test[:digits.BATCH], dtype=np.float32)
+    x[3, zero[0]] = 0.75  # one skipped pixel lit in one image: the sliced product would be wrong
+    a = dense.invoke("main", x, *trained.weights)[0]
+    b = fast.invoke("main", x, *trained.weights)[0]
+    assert _bits(a) == _bits(b)
+    np.testing.assert_allclose(b, digits.forward(x, trained.weights), rtol=1e-5, atol=1e-5)
+    x[3, zero[0]] = np.nan  # NaN fails the guard too (max |x| is NaN): the dense op propagates it
+    a = dense.invoke("main", x, *trained.weights)[0]
+    b = fast.invoke("main", x, *trained.weights)[0]
+    assert np.isnan(b[3]).all() and _bits(a) == _bits(b)
+
+
+MATMUL = """func.func @main(%x: tensor<16x40xf32>) -> tensor<16x24xf32> {{
+  %w = arith.constant dense<{w}> : tensor<40x24xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x24xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<16x24xf32>) -> tensor<16x24xf32>
+  %0 = linalg.matmul ins(%x, %w : tensor<16x40xf32>, tensor<40x24xf32>) outs(%c : tensor<16x24xf32>)
+         -> tensor<16x24xf32> loc("fc")
+  return %0 : tensor<16x24xf32>
+}}"""
+
+BATCH_MATMUL = """func.func @main(%q: tensor<2x8x12xf32>, %v: tensor<2x12x6xf32>) -> tensor<2x8x6xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8x6xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
+  %0 = linalg.batch_matmul ins(%q, %v : tensor<2x8x12xf32>, tensor<2x12x6xf32>) outs(%c : tensor<2x8x6xf32>)
+         -> tensor<2x8x6xf32> loc("pv")
+  return %0 : tensor<2x8x6xf32>
+}"""
+
+
+def test_constant_weight_sliced_at_compile_time():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    text = MATMUL.format(w=np.array2string(w, separator=",", threshold=10**6, floatmode="unique").replace("\n", ""))
+    skip = [0, 1, 2, 17, 33, 39]
+    dense, fast = load(compile_module(text)), load(compile_module(_rewritten(text, channels=format_channels(skip))))
+    x = rng.standard_normal((16, 40)).astype(np.float32)
+    x[:, skip] = 0.0
+    a, b = dense.invoke("main", x)[0], fast.invoke("main", x)[0]
+    assert _bits(a) == _bits(b)
+    np.testing.assert_allclose(b, x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+    x[5, 17] = -2.0  # guard fails
+    a, b = dense.invoke("main", x)[0], fast.invoke("main", x)[0]
+    assert _bits(a) == _bits(b)
+    np.testing.assert_allclose(b, x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_matmul_with_computed_rhs_padded_keys():
+    """p·v of an attention: the padded key positions (K) of the probabilities are zero."""
+    rng = np.random.default_rng(1)
+    p = rng.random((2, 8, 12)).astype(np.float32)
+    p[..., 9:] = 0.0  # three padded keys
+    v = rng.standard_normal((2, 12, 6)).astype(np.float32)
+    dense = load(compile_module(BATCH_MATMUL))
+    fast = load(compile_module(_rewritten(BATCH_MATMUL, channels="9-11")))
+    a, b = dense.invoke("main", p, v)[0], fast.invoke("main", p, v)[0]
+    assert _bits(a) == _bits(b)
+    np.testing.assert_allclose(b, np.matmul(p.astype(np.float64), v), rtol=1e-5, atol=1e-6)
+
+
+def test_every_channel_skipped_yields_the_init():
+    fast = load(compile_module(_rewritten(BATCH_MATMUL, channels="0-11")))
+    v = np.ones((2, 12, 6), np.float32)
+    assert not fast.invoke("main", np.zeros((2, 8, 12), np.float32), v)[0].any()
+    p = np.zeros((2, 8, 12), np.float32)
+    p[1, 2, 4] = 1.0  # guard fails: the dense op
+    np.testing.assert_array_equal(fast.invoke("main", p, v)[0], np.matmul(p, v))
+
+
+def test_channels_text_round_trips():
+    assert parse_channels("skip-zero-channels", "0,7-9, 56,8") == (0, 7, 8, 9, 56)
+    assert format_channels([0, 8, 7, 9, 56, 3, 4]) == "0,3,4,7-9,56"
+    assert parse_channels("p", format_channels(range(0, 64, 8))) == tuple(range(0, 64, 8))
+
+
+@pytest.mark.parametrize("text,needle", [("", "option 'channels' is empty"), ("1,x", "got 'x'"),
+                                         ("4-2", "'4-2' is not an index"), ("3,12", "channel 12 is past its K = 12")])
+def test_bad_channels_are_one_line_errors(text, needle):
+    with pytest.raises(OpscopeError, match=needle) as e:
+        _rewritten(BATCH_MATMUL, channels=text)
+    assert "\n" not in str(e.value)
