@@ -454,14 +454,15 @@ def timing(source: str | Path | ir.Module | None = None, *, target: str = "llvm-
 def kernel_plan(run: str | Path, model: str | Path | ir.Module | None = None, *, target: str | None = None,
                 apply: bool = False, out: str | Path | None = None, rounds: int = 5, min_speedup: float = 1.05,
                 max_error: float = 0.01, kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight",
-                                                                  "factor-weight"),
+                                                                  "factor-weight", "memoize"),
                 say: Callable[[str], None] | None = None) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
     guard's stability over the recorded steps, the estimated and the measured speedup of the site
     outlined at its real shapes, parity and the decision (exact rewrites bit-identical, lossy ones
     within `max_error` of the site's output, both `min_speedup` faster); `apply` writes every
     accepted rewrite to `out` and measures the whole model. `model` defaults to the one the run's
-    run.json names; `kinds` picks the candidates (skip-zero-channels, quantize-weight, factor-weight)."""
+    run.json names; `kinds` picks the candidates (skip-zero-channels, quantize-weight, factor-weight,
+    memoize)."""
     from opscope.act.specialize import kernel_plan as build
 
     if rounds < 1:

@@ -9,14 +9,40 @@ with `fakequant-weights`' numerics (symmetric, one scale per output channel, or 
 channel, group of `group` consecutive K); codes round(x·(1/amax)·qmax) half away from zero,
 clamped to ±qmax; an all-zero channel gets zero codes), stored as an i8 `dense_resource` or an
 i4 `dense` constant (IREE packs i4 two to a byte; the bytecode writer takes no i4 resource)
-and f32 scales amax·(1/qmax). The site becomes one `linalg.generic` at its location that
-reads the codes through the copies' composed indexing maps and dequantizes in its body:
-`acc + x·(sitofp(q)·scale)`, the site's own body with the dequantized weight for its rhs
-(`group`: K split into [K/g, g] loops, the lhs expanded to match). Why in the body: a
-standalone dequantization of constants is a constant expression, which IREE 3.13 hoists
-into an f32 global filled at load time (measured: the .vmfb stays small but the f32 weight
-is back in memory); inside the contraction it reads the activation, so the codes stay codes
-up to the matmul dispatch (512×512 .vmfb: f32 1.06 MB, i8 284 KB, i4 145 KB).
+and f32 scales amax·(1/qmax). The codes are stored in a matmul rhs' layout, the K dims just
+before the last N dim (a Linear's W [N, K] as [K, N]: `codes_layout`), and read through the
+copies' composed indexing maps (no transpose or broadcast is left).
+
+The scales are factored out of the K sum. Per channel the site becomes a mixed-type
+contraction acc = Σ_K f32(x)·sitofp(q), two inputs and a multiply-add body (a contraction
+to IREE, which tiles it as a matmul; llvm-cpu has no data tiling for f32 × i8, so the codes
+are read as stored, in vectors along N), into zeros, then one elementwise generic
+out + acc·scale that IREE fuses into the contraction's dispatch. With `group`: K is split
+into [K/g, g], the contraction sums each group into p[K/g, out…] (the group a batch loop,
+outermost), p·scale elementwise, then a plain reduction out + Σ_groups behind an
+`iree_tensor_ext.compute_barrier.start` (why: `_grouped`). Nothing dequantizes the codes
+outside the contraction: a standalone dequantization of constants is a constant
+expression, which IREE 3.13 hoists into an f32 global filled at load time (measured: the
+.vmfb stays small but the f32 weight is back in memory); here the codes stay codes up to
+the matmul's dispatch (512×512 .vmfb: f32 1.06 MB, i8 275 KB, i4 144 KB, i4 in groups of
+128 151 KB).
+
+Why factored (IREE 3.13, llvm-cpu, opscope's tuned flags, 2 cores, µs per call,
+iree-benchmark-module, min of 5 rounds): the previous lowering, one generic dequantizing in
+its body (acc + x·(sitofp(q)·scale): three inputs, no contraction to IREE, generic codegen),
+against this one, on x[M, 1024] · W (`bench/bench_kernels.py`: W [K, N] = [1024, 1024], a global):
+
+    M=1   f32 134 | W8A16 271 -> 149 | W4A16 g128 293 -> 159 | W8A8 108
+    M=32  f32 518 | W8A16 3576 -> 759 | W4A16 g128 6888 -> 646 | W8A8 336
+    M=32, a torch Linear's W [N, K]: f32 518 | W8A16 5202 -> 534 | W4A16 g128 2529 -> 658
+    M=32, 3072×1024: f32 1174 | W8A16 9861 -> 1354 | W4A16 g128 15821 -> 2074
+
+Measured on the way there: the codes read along K (W [N, K] kept as is) are about 3×
+slower at M=1 and M=32 (the contraction vectorizes along N); a separate dequantization generic on
+the codes behind `util.optimization_barrier` (no hoisting) becomes its own dispatch writing
+the f32 weight on every call (M=1 2× slower than f32); the group loop after the site's loops
+instead of first is 2× slower at M=32. The partial sums p cost K/g × M × N floats written
+and read back: at M=512 (one thread) f32 10.7 ms, W8A16 11.3, W4A16 14.0, W4A16 g128 16.6.
 `activations=true` (W8A8; bits=8, group=0) quantizes the lhs per row at run time (amax over
 its K dims), contracts i8 × i8 into i32 and scales back: out + f32(acc)·(amax_x/qmax)·scale.
 A site whose rhs is a function argument or computed (q·kᵀ) is skipped (info), or refused
@@ -26,12 +52,14 @@ when `sites` names it; convolutions and other unsupported sites are skipped with
     %wt = linalg.transpose ins(%w : tensor<4x8xf32>) outs(%e : tensor<8x4xf32>) permutation = [1, 0]
     %0 = linalg.matmul ins(%x, %wt : tensor<3x8xf32>, tensor<8x4xf32>) outs(%c : tensor<3x4xf32>) loc("fc1")
 becomes
-    %q = arith.constant dense_resource<opscope.fc1.codes> : tensor<4x8xi8>
+    %q = arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8>
     %s = arith.constant dense<[…]> : tensor<4xf32>
-    %0 = linalg.generic {indexing_maps = [(m, n, k) -> (m, k), (m, n, k) -> (n, k), (m, n, k) -> (n),
-                                          (m, n, k) -> (m, n)], iterator_types = ["parallel", "parallel", "reduction"]}
-        ins(%x, %q, %s : tensor<3x8xf32>, tensor<4x8xi8>, tensor<4xf32>) outs(%c : tensor<3x4xf32>) {
-      sitofp, mulf (the dequantized weight), mulf, addf (the matmul's body) } loc("fc1")
+    %acc = linalg.generic {indexing_maps = [(m, n, k) -> (m, k), (m, n, k) -> (k, n), (m, n, k) -> (m, n)],
+                           iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %q : tensor<3x8xf32>, tensor<8x4xi8>) outs(%zeros : tensor<3x4xf32>) {
+      sitofp, mulf, addf } loc("fc1")
+    %0 = linalg.generic {(m, n) -> (m, n), (m, n) -> (n), (m, n) -> (m, n)} ins(%acc, %s) outs(%c) {
+      mulf, addf: out + acc·scale } loc("fc1")
 """
 
 from __future__ import annotations
@@ -44,7 +72,7 @@ from typing import ClassVar
 
 import numpy as np
 from iree.compiler import ir
-from iree.compiler.dialects import arith, linalg, math, tensor, util
+from iree.compiler.dialects import arith, iree_tensor_ext, linalg, math, tensor, util
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized, owner
@@ -60,11 +88,13 @@ MERGED = -1  # a dim of a copy's input that a collapse_shape merges with others 
 
 @dataclass(frozen=True)
 class _Plan:
-    """How one site reads its weight: the stored tensor, the site's loop that indexes each of
-    its dims, its dims indexed by K loops, and the copies from it to the site's rhs."""
+    """How one site reads its weight: the stored tensor, the copies from it to the site's rhs,
+    and the codes' layout: `perm`, the weight's dims in the codes' order (`codes_layout`); the
+    site's loop that indexes each codes dim; the codes dims indexed by K loops."""
 
     site: Site
     weight: ir.Value
+    perm: tuple[int, ...]
     loops: tuple[int, ...]
     k_dims: tuple[int, ...]
     chain: tuple[ir.Operation, ...]
@@ -134,7 +164,9 @@ class QuantizeWeight:
                 return "its lhs is indexed by a compound expression of its K loops"
             if _row_positions(site, lhs_k) is None:
                 return "its lhs rows are not indexed by plain loops the result keeps"
-        return _Plan(site, weight, loops, k_dims, tuple(chain))
+        perm = codes_layout(len(loops), k_dims)
+        return _Plan(site, weight, perm, tuple(loops[d] for d in perm), tuple(perm.index(d) for d in k_dims),
+                     tuple(chain))
 
     def apply(self, module) -> None:
         self.check()
@@ -157,8 +189,9 @@ class QuantizeWeight:
                 log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, read)
                 continue
             key, values = read
+            values = np.transpose(values, plan.perm)
             ip, loc = ir.InsertionPoint(site.op), site.op.location
-            cache = (key, plan.k_dims, site.op.parent)
+            cache = (key, plan.perm, plan.k_dims, site.op.parent)
             with loc:
                 if cache not in built:
                     codes, scales = quantize(values, plan.k_dims, self.bits, self.group)
@@ -167,7 +200,8 @@ class QuantizeWeight:
                 if self.activations:
                     out = _w8a8(plan, q, s, rows, loc, ip)
                 else:
-                    out = _dequant_contraction(plan, q, s, self.group, loc, ip)
+                    out = (_grouped(plan, q, s, self.group, loc, ip) if self.group
+                           else _factored(plan, q, s, loc, ip))
             site.op.results[0].replace_all_uses_with(out)
             site.op.erase()
             _erase_unused([*reversed(plan.chain), owner(plan.weight)] if isinstance(plan.weight, ir.OpResult)
@@ -178,6 +212,15 @@ class QuantizeWeight:
 
 
 # ------------------------------------------------------------------------------ the weight's codes
+
+
+def codes_layout(rank: int, k_dims: Sequence[int]) -> tuple[int, ...]:
+    """The weight's dims in the order the codes store them: the K dims just before the last
+    non-K dim (a Linear's W [N, K] is stored [K, N], a batched [B, N, K] as [B, K, N]): the
+    layout of a matmul's rhs, which IREE's contraction codegen reads along N in vectors (the
+    codes are not data-tiled: llvm-cpu has no f32 x i8 tile; read along K it is 3x slower)."""
+    rest = [d for d in range(rank) if d not in k_dims]
+    return (*rest[:-1], *k_dims, *rest[-1:])
 
 
 def quantize(w: np.ndarray, k_dims: Sequence[int], bits: int, group: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -344,47 +387,99 @@ def _dim_map(n_dims: int, results: Sequence[int]) -> ir.AffineMap:
     return ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in results])
 
 
-def _extend(amap: ir.AffineMap, n_dims: int) -> ir.AffineMap:
-    """`amap` over `n_dims` loops (new loops appended, unused)."""
-    return ir.AffineMap.get(n_dims, 0, list(amap.results))
-
-
-def _dequant_contraction(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location,
-                         ip: ir.InsertionPoint) -> ir.Value:
-    """The site as one linalg.generic reading (lhs, codes, scales): its own body with
-    sitofp(code)·scale for the rhs element. With `group`, the K loop k becomes two loops
-    (k over K/g, a new last loop over g) and the lhs is expanded to match."""
-    op, site = plan.site.op, plan.site
-    maps = _maps(op)
-    n = maps[0].n_dims
-    lhs, init = op.operands[0], op.operands[2]
-    iters = _iterators(op, n)
-    lhs_map, out_map = maps[0], maps[2]
-    codes_loops: list = list(plan.loops)
-    scale_loops: list = [loop for d, loop in enumerate(plan.loops) if d not in plan.k_dims]
-    if group:
-        kd = plan.k_dims[0]
-        k = plan.loops[kd]
-        n += 1
-        iters.append("reduction")
-        codes_loops = [*plan.loops[:kd], k, n - 1, *plan.loops[kd + 1:]]
-        scale_loops = [*plan.loops[:kd], k, *plan.loops[kd + 1:]]
-        pos = _lhs_position(site, k)
-        shape = list(ir.RankedTensorType(lhs.type).shape)
-        split = shape[:pos] + [shape[pos] // group, group] + shape[pos + 1:]
-        lhs = _expand(lhs, split, pos, loc, ip)
-        lhs_loops = [ir.AffineDimExpr(e).position for e in lhs_map.results]
-        lhs_map = _dim_map(n, [*lhs_loops[:pos], k, n - 1, *lhs_loops[pos + 1:]])
-    new_maps = [_extend(lhs_map, n), _dim_map(n, codes_loops), _dim_map(n, scale_loops), _extend(out_map, n)]
-    w_type = ir.RankedTensorType(op.operands[1].type).element_type
-    f32 = ir.F32Type.get()
-    old = op.regions[0].blocks[0]
-
-    def body(a, code, scale, acc):
-        return _clone_body(old, [a, _cast(arith.mulf(arith.sitofp(f32, code), scale), w_type), acc])
-
+def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+    """The site with its per-channel scales factored out of the K sum: a mixed-type contraction
+    acc = Σ_K f32(x)·sitofp(q) (two inputs, the body a multiply-add through casts: the
+    contraction IREE tiles as a matmul), then out + acc·scale, elementwise (fused into the
+    contraction's dispatch)."""
+    op = plan.site.op
+    lhs_map, _, out_map = _maps(op)
+    out_ty = ir.RankedTensorType(op.results[0].type)
+    rank = out_ty.rank
+    codes_map = _dim_map(lhs_map.n_dims, plan.loops)
     with loc:
-        return _generic(op.results[0].type, [lhs, q, s], init, new_maps, iters, body, ip)
+        acc = _mixed_contraction(op.operands[0], q, [lhs_map, codes_map, out_map], _iterators(op, lhs_map.n_dims),
+                                 list(out_ty.shape), ip)
+        ident = _dim_map(rank, range(rank))
+
+        def rescale(c, sw, o):
+            return arith.addf(o, _cast(arith.mulf(c, sw), out_ty.element_type))
+
+        return _generic(out_ty, [acc, s], op.operands[2], [ident, _dim_map(rank, _scale_dims(plan)), ident],
+                        ["parallel"] * rank, rescale, ip)
+
+
+def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+    """The site with per-group scales: K split into [K/g, g] loops, a mixed-type contraction
+    sums each group into p[K/g, out…] (the group loop a batch loop, outermost: 2× faster at
+    M=32 than after the site's loops), p·scale elementwise (fused into its dispatch), then
+    out + Σ_groups, a plain reduction. The sum reads the scaled p through an
+    `iree_tensor_ext.compute_barrier.start`: without it IREE fuses the scaling into the sum,
+    a multiply-add over the groups that it data-tiles as a second contraction (measured 20×
+    slower at M=32); with `math.fma` as its body LLVM gets no vector reduction (scalar: 2.4×
+    f32 at M=512, against 1.5×); `util.optimization_barrier` works too but makes the host
+    wait between the two dispatches (+50 µs a site at M=1). IREE drops the barrier when it
+    forms dispatches."""
+    op, site = plan.site.op, plan.site
+    lhs_map, _, out_map = _maps(op)
+    n = lhs_map.n_dims
+    out_ty = ir.RankedTensorType(op.results[0].type)
+    rank = out_ty.rank
+    kd = plan.k_dims[0]
+    k = plan.loops[kd]
+    # loops renumbered: kg (the group) first, the site's loops but K after it in order, j (in the group) last
+    new = {old: i + 1 for i, old in enumerate(x for x in range(n) if x != k)}
+    kg, j = 0, n
+    pos = _lhs_position(site, k)
+    shape = list(ir.RankedTensorType(op.operands[0].type).shape)
+    lhs = _expand(op.operands[0], shape[:pos] + [shape[pos] // group, group] + shape[pos + 1:], pos, loc, ip)
+    lhs_loops = [new[ir.AffineDimExpr(e).position] for e in lhs_map.results if ir.AffineDimExpr(e).position != k]
+    maps = [_dim_map(n + 1, [*lhs_loops[:pos], kg, j, *lhs_loops[pos:]]),
+            _dim_map(n + 1, [*(new[x] for x in plan.loops[:kd]), kg, j, *(new[x] for x in plan.loops[kd + 1:])]),
+            _dim_map(n + 1, [kg, *(new[ir.AffineDimExpr(e).position] for e in out_map.results)])]
+    iters = ["parallel"] + [it for x, it in enumerate(_iterators(op, n)) if x != k] + ["reduction"]
+    p_shape = [ir.RankedTensorType(q.type).shape[kd], *out_ty.shape]
+    f32 = ir.F32Type.get()
+    p_ty = ir.RankedTensorType.get(p_shape, f32)
+    ident = _dim_map(rank + 1, range(rank + 1))
+    scale_dims = [d + 1 for d in _scale_dims(plan)]
+    scale_dims.insert(kd, 0)  # the scales' group dim: p's dim 0
+    with loc:
+        p = _mixed_contraction(lhs, q, maps, iters, p_shape, ip)
+        scaled = _generic(p_ty, [p, s], tensor.EmptyOp(p_shape, f32, ip=ip).result,
+                          [ident, _dim_map(rank + 1, scale_dims), ident], ["parallel"] * (rank + 1),
+                          lambda c, sw, _o: arith.mulf(c, sw), ip)
+        scaled = iree_tensor_ext.ComputeBarrierStartOp(p_ty, scaled, [], ip=ip).result
+
+        def add(c, o):
+            return _cast(arith.addf(_to_f32(o), c), out_ty.element_type)
+
+        return _generic(out_ty, [scaled], op.operands[2], [_dim_map(rank + 1, [rank, *range(rank)]),
+                                                           _dim_map(rank + 1, range(rank))],
+                        ["parallel"] * rank + ["reduction"], add, ip)
+
+
+def _mixed_contraction(lhs: ir.Value, q: ir.Value, maps: list[ir.AffineMap], iters: list[str], shape: list[int],
+                       ip: ir.InsertionPoint) -> ir.Value:
+    """Σ f32(lhs)·sitofp(codes) into a zero-filled f32 tensor of `shape` (f32 also for an
+    f16/bf16 site: the unscaled codes' sums reach 127·K·|x|)."""
+    f32 = ir.F32Type.get()
+    zero = arith.ConstantOp(f32, 0.0, ip=ip)
+    empty = tensor.EmptyOp(shape, f32, ip=ip)
+    with ip:  # linalg.fill's builder inserts at the innermost insertion point
+        init = linalg.fill(zero.result, outs=[empty.result])
+
+    def mac(a, code, acc):
+        return arith.addf(acc, arith.mulf(_to_f32(a), arith.sitofp(f32, code)))
+
+    return _generic(ir.RankedTensorType.get(shape, f32), [lhs, q], init, maps, iters, mac, ip)
+
+
+def _scale_dims(plan: _Plan) -> list[int]:
+    """For each per-channel scale dim (a codes dim not indexed by K: an N or batch loop), the
+    result dim its loop indexes."""
+    out_loops = [ir.AffineDimExpr(e).position for e in _maps(plan.site.op)[2].results]
+    return [out_loops.index(loop) for d, loop in enumerate(plan.loops) if d not in plan.k_dims]
 
 
 def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
@@ -415,9 +510,7 @@ def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, i
         rank = out_ty.rank
         ident = _dim_map(rank, range(rank))
         row_map = _dim_map(rank, _row_positions(site, lhs_k))
-        out_loops = [ir.AffineDimExpr(e).position for e in maps[2].results]
-        scale_map = _dim_map(rank, [out_loops.index(loop) for d, loop in enumerate(plan.loops)
-                                    if d not in plan.k_dims])
+        scale_map = _dim_map(rank, _scale_dims(plan))
         inv_q = 1.0 / qmax(8)
         elem = out_ty.element_type
 
@@ -466,23 +559,6 @@ def _expand(v: ir.Value, shape: list[int], pos: int, loc: ir.Location, ip: ir.In
     attr = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
     ty = ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)
     return tensor.ExpandShapeOp(ty, v, attr, [], shape, loc=loc, ip=ip).result
-
-
-def _clone_body(block: ir.Block, args: list[ir.Value]) -> ir.Value:
-    """The ops of a single-result linalg body `block`, cloned at the current insertion point
-    with its block arguments replaced by `args`; returns what it yields."""
-    mapping = dict(zip(block.arguments, args))
-    for old in block.operations:
-        old = old.operation
-        if old.name == "linalg.yield":
-            return mapping.get(old.operands[0], old.operands[0])
-        new = old.clone()
-        for i, v in enumerate(old.operands):
-            if v in mapping:
-                new.operands[i] = mapping[v]
-        for r_old, r_new in zip(old.results, new.results):
-            mapping[r_old] = r_new
-    raise OpscopeError("quantize-weight: a contraction body without linalg.yield")  # verified IR never gets here
 
 
 def _cast(v: ir.Value, ty: ir.Type) -> ir.Value:

@@ -14,12 +14,12 @@ that splits K across lanes may round differently, which `opscope parity` measure
 
     %0 = linalg.matmul ins(%x, %w : tensor<64x64xf32>, tensor<64x64xf32>) outs(%z : ...) loc("fc1")
   becomes
-    %s = linalg.generic {gather} ins(%skip_idx : tensor<10xi64>) outs(...) -> tensor<64x10xf32>   // x[:, skipped]
+    %s = linalg.generic {gather} ins(%skip_idx : tensor<10xi32>) outs(...) -> tensor<64x10xf32>   // x[:, skipped]
     %m = linalg.generic {max |s|} ... -> tensor<f32>
     %ok = arith.cmpf oeq, (tensor.extract %m[]), 0.0
     %0 = scf.if %ok -> (tensor<64x64xf32>) {
-      %xk = linalg.generic {gather} ins(%keep_idx : tensor<54xi64>) ...                          // x[:, kept]
-      %wk = linalg.generic {gather} ins(%keep_idx : tensor<54xi64>) ...                          // w[kept, :]
+      %xk = linalg.generic {gather} ins(%keep_idx : tensor<54xi32>) ...                          // x[:, kept]
+      %wk = linalg.generic {gather} ins(%keep_idx : tensor<54xi32>) ...                          // w[kept, :]
       %r = linalg.matmul ins(%xk, %wk : tensor<64x54xf32>, tensor<54x64xf32>) outs(%z : ...) loc("fc1")
       scf.yield %r
     } else {
@@ -169,25 +169,25 @@ def _guard(site: Site, skip: tuple[int, ...], lhs_dim: int, rhs_dim: int, guarde
 
 
 def _indices(index: tuple[int, ...], ip: ir.InsertionPoint) -> ir.Value:
-    """A constant i64 tensor holding `index`."""
-    ty = ir.RankedTensorType.get([len(index)], ir.IntegerType.get_signless(64))
-    return arith.ConstantOp(ty, ir.DenseElementsAttr.get(np.asarray(index, dtype=np.int64), type=ty), ip=ip).result
+    """A constant i32 tensor holding `index` (i32: SPIR-V targets have no 64-bit integers)."""
+    ty = ir.RankedTensorType.get([len(index)], ir.IntegerType.get_signless(32))
+    return arith.ConstantOp(ty, ir.DenseElementsAttr.get(np.asarray(index, dtype=np.int32), type=ty), ip=ip).result
 
 
 def _gather(src: ir.Value, dim: int, index: ir.Value, ip: ir.InsertionPoint) -> ir.Value:
-    """`src` with only the positions `index` (a constant i64 vector) of dim `dim`, in order: a gather generic."""
+    """`src` with only the positions `index` (a constant i32 vector) of dim `dim`, in order: a gather generic."""
     ty = ir.RankedTensorType(src.type)
     shape = list(ty.shape)
     shape[dim] = ir.RankedTensorType(index.type).shape[0]
     rank = ty.rank
-    i64 = ir.IntegerType.get_signless(64)
+    i32 = ir.IntegerType.get_signless(32)
     empty = tensor.EmptyOp(shape, ty.element_type, ip=ip)
     maps = [ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(dim)]), ir.AffineMap.get_identity(rank)]
     out_ty = ir.RankedTensorType.get(shape, ty.element_type)
     gather = linalg.GenericOp([out_ty], [index], [empty.result],
                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
                               ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank), ip=ip)
-    block = gather.regions[0].blocks.append(i64, ty.element_type)
+    block = gather.regions[0].blocks.append(i32, ty.element_type)
     with ir.InsertionPoint(block):
         at = [linalg.IndexOp(d).result for d in range(rank)]
         at[dim] = arith.IndexCastOp(ir.IndexType.get(), block.arguments[0]).result

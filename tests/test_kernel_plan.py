@@ -158,3 +158,23 @@ def test_lossy_rewrites_over_the_error_bound_are_rejected(constant_run):
 def test_unknown_kind_is_a_one_line_error(run):
     with pytest.raises(OpscopeError, match="unknown candidate kind prune: choose from skip-zero-channels, "):
         opscope.kernel_plan(run, kinds=["prune"])
+
+
+def test_repeated_inputs_get_a_memoized_site_bit_identical(tmp_path):
+    """Steps a, a, b, a: 2 of 3 later steps repeat an earlier input (the miner's recur), at every site."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 16, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", np.stack([a, a, b, a]))
+    (tmp_path / "mlp.mlir").write_text(bias_mlp_module(2, 64, 16))
+    run = opscope.profile(str(tmp_path / "mlp.mlir"), out=tmp_path / "run", steps=STEPS,
+                          inputs=str(tmp_path / "x.npy")).out_dir
+    assert json.loads((run / "run.json").read_text())["inputs"] == [str(tmp_path / "x.npy")]
+    plan = opscope.kernel_plan(run, kinds=["memoize"], apply=True, min_speedup=0.0)
+    assert [(c.site, c.kind) for c in plan.candidates] == [("fc0", "memoize"), ("fc1", "memoize")]
+    for c in plan.candidates:
+        assert c.proposal.repeat_rate == pytest.approx(2 / 3) and "2 of 3 steps" in c.proposal.why
+        assert c.parity == "bit-identical" and c.accepted
+        m = c.measured  # at the recorded rate: r·hit + (1 − r)·(call + hit) ≥ (1 − r)·call, all misses still call
+        assert m.rewritten_us >= m.original_us / 3 and c.estimated == pytest.approx(3.0)
+    assert plan.applied.pipeline == ""  # host-side: nothing to build into the module
+    assert "memoize on the host (not an IR rewrite): opscope.act.memoize.memoize_site(model, 'fc0'" in plan.text()

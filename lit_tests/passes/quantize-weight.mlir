@@ -6,51 +6,78 @@
 // RUN: opscope-opt %s -p quantize-weight --split-input-file -o %t 2>&1 | filecheck %s --check-prefix=WARN
 
 // An importer's Linear: W [N, K] = [4, 8] fed to a matmul as its transpose. W is stored as
-// i8 codes in its own layout (one scale per output channel: per row of W, amax/127; the
-// all-zero channel gets scale 0) and the matmul becomes one generic that reads the codes
-// through the transpose's map, (m, n, k) -> (n, k), and dequantizes them in its body before
-// the matmul's own multiply-add: no transpose and no standalone dequantization is left for
-// IREE to fold back into an f32 constant.
+// i8 codes [K, N] = [8, 4], transposed on the host (a matmul rhs' layout, which IREE's
+// contraction codegen reads in vectors along N; read along K it is 3x slower), with one
+// scale per output channel (amax/127; the all-zero channel gets scale 0). The scales are
+// factored out of the K sum: the matmul becomes a mixed-type contraction of x with the
+// codes, Σ_k x·sitofp(q) into zeros (two inputs and a multiply-add body: IREE tiles it as a
+// matmul), then one elementwise generic out + acc·scale into the matmul's outs. No
+// transpose and no standalone dequantization is left for IREE to fold back into an f32
+// constant.
 
-// CHECK-DAG:   #[[$CODES:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
-// CHECK-DAG:   #[[$SCALE:.+]] = affine_map<(d0, d1, d2) -> (d1)>
+// CHECK-DAG:   #[[$X:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG:   #[[$CODES:.+]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG:   #[[$OUT:.+]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG:   #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[$SCALE:.+]] = affine_map<(d0, d1) -> (d1)>
 // CHECK-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
 // CHECK-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
 // CHECK-NOT:   linalg.transpose
-// CHECK:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<4x8xi8>
+// CHECK:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8>
 // CHECK-NEXT:  %[[S:.+]] = arith.constant dense<[0.0314960629, 0.0314960629, 0.000000e+00, 0.0354330689]> : tensor<4xf32>
-// CHECK-NEXT:  %[[Y:.+]] = linalg.generic {indexing_maps = [#{{.+}}, #[[$CODES]], #[[$SCALE]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK-SAME:      ins(%[[X]], %[[Q]], %[[S]] : tensor<3x8xf32>, tensor<4x8xi8>, tensor<4xf32>) outs(%[[C]] : tensor<3x4xf32>)
-// CHECK-NEXT:  ^bb0(%[[A:.+]]: f32, %[[QI:.+]]: i8, %[[SI:.+]]: f32, %[[ACC:.+]]: f32):
+// CHECK:       %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<3x4xf32>)
+// CHECK-NEXT:  %[[ACC:.+]] = linalg.generic {indexing_maps = [#[[$X]], #[[$CODES]], #[[$OUT]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%[[X]], %[[Q]] : tensor<3x8xf32>, tensor<8x4xi8>) outs(%[[Z]] : tensor<3x4xf32>)
+// CHECK-NEXT:  ^bb0(%[[A:.+]]: f32, %[[QI:.+]]: i8, %[[SUM:.+]]: f32):
 // CHECK-NEXT:    %[[D:.+]] = arith.sitofp %[[QI]] : i8 to f32
-// CHECK-NEXT:    %[[W:.+]] = arith.mulf %[[D]], %[[SI]] : f32
-// CHECK-NEXT:    %[[P:.+]] = arith.mulf %[[A]], %[[W]] : f32
-// CHECK-NEXT:    %[[R:.+]] = arith.addf %[[ACC]], %[[P]] : f32
+// CHECK-NEXT:    %[[P:.+]] = arith.mulf %[[A]], %[[D]] : f32
+// CHECK-NEXT:    %[[R:.+]] = arith.addf %[[SUM]], %[[P]] : f32
 // CHECK-NEXT:    linalg.yield %[[R]] : f32
+// CHECK:       %[[Y:.+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$SCALE]], #[[$ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME:      ins(%[[ACC]], %[[S]] : tensor<3x4xf32>, tensor<4xf32>) outs(%[[C]] : tensor<3x4xf32>)
+// CHECK-NEXT:  ^bb0(%[[AI:.+]]: f32, %[[SI:.+]]: f32, %[[O:.+]]: f32):
+// CHECK-NEXT:    %[[T:.+]] = arith.mulf %[[AI]], %[[SI]] : f32
+// CHECK-NEXT:    %[[U:.+]] = arith.addf %[[O]], %[[T]] : f32
+// CHECK-NEXT:    linalg.yield %[[U]] : f32
 // CHECK:       return %[[Y]]
 // CHECK-NOT:   linalg.matmul
-// CHECK:       opscope.fc1.codes: "0x01000000
+// CHECK:       opscope.fc1.codes: "0x010000002020001CC04000385F5F0055107F00710820001C40400038A15F00557F7F0081"
 
-// bits=4: codes in [-7, 7], rounded half away from zero (row 0: 3.5 -> 4, -3.5 -> -4), in an
-// i4 global IREE packs two to a byte; inline.never keeps IREE from copying a small i4
-// constant into the dispatch, which llvm-cpu cannot lower.
-// BITS4:       util.global private @opscope.fc1.codes <inlining_policy = #util.inline.never> = dense<{{\[}}[2, -4, 5, 1, 0, 4, -5, 7], [2, 4, 5, 7, 2, 4, 5, 7], [0, 0, 0, 0, 0, 0, 0, 0], [2, 3, 5, 6, 2, 3, 5, -7]]> : tensor<4x8xi4>
+// bits=4: codes in [-7, 7], rounded half away from zero (W's row 0, now column 0: 3.5 -> 4,
+// -3.5 -> -4), in an i4 global IREE packs two to a byte; inline.never keeps IREE from
+// copying a small i4 constant into the dispatch, which llvm-cpu cannot lower.
+// BITS4:       util.global private @opscope.fc1.codes <inlining_policy = #util.inline.never> = dense<{{\[}}[2, 2, 0, 2], [-4, 4, 0, 3], [5, 5, 0, 5], [1, 7, 0, 6], [0, 2, 0, 2], [4, 4, 0, 3], [-5, 5, 0, 5], [7, 7, 0, -7]]> : tensor<8x4xi4>
 // BITS4-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
-// BITS4:       %[[Q:.+]] = util.global.load immutable @opscope.fc1.codes : tensor<4x8xi4>
+// BITS4:       %[[Q:.+]] = util.global.load immutable @opscope.fc1.codes : tensor<8x4xi4>
 // BITS4-NEXT:  %[[S:.+]] = arith.constant dense<[0.571428597, 0.571428597, 0.000000e+00, 0.642857194]> : tensor<4xf32>
-// BITS4-NEXT:  linalg.generic {{.+}} ins(%{{.+}}, %[[Q]], %[[S]] : tensor<3x8xf32>, tensor<4x8xi4>, tensor<4xf32>)
+// BITS4:       linalg.generic {{.+}} ins(%{{.+}}, %[[Q]] : tensor<3x8xf32>, tensor<8x4xi4>)
 // BITS4:         arith.sitofp %{{.+}} : i4 to f32
+// BITS4:       linalg.generic {{.+}} ins(%{{.+}}, %[[S]] : tensor<3x4xf32>, tensor<4xf32>)
 
-// group=4: K = 8 in 2 groups of 4 consecutive elements, one scale per (output channel,
-// group): the codes are stored [N, K/4, 4], the lhs is expanded to [M, K/4, 4] and K
-// becomes two reduction loops.
+// group=4: K = 8 in 2 groups of 4 consecutive elements, one scale per (group, output
+// channel): the codes are stored [K/4, 4, N], the lhs is expanded to [M, K/4, 4]. The
+// contraction sums each group on its own into p [K/4, M, N] (the group a batch loop, the
+// first), an elementwise generic scales p, and a reduction sums the groups into the
+// matmul's outs. Between the two, iree_tensor_ext.compute_barrier.start keeps IREE from
+// fusing the scaling into the sum, a multiply-add it would data-tile as a second (slow)
+// contraction.
+// GROUP-DAG:   #[[$GX:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d0, d3)>
+// GROUP-DAG:   #[[$GQ:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+// GROUP-DAG:   #[[$GP:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// GROUP-DAG:   #[[$GSUM:.+]] = affine_map<(d0, d1, d2) -> (d2, d0, d1)>
 // GROUP-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
 // GROUP-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
-// GROUP:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<4x2x4xi8>
-// GROUP-NEXT:  %[[S:.+]] = arith.constant dense<{{\[}}[0.0236220472, 0.0314960629], [0.0314960629, 0.0314960629], [0.000000e+00, 0.000000e+00], [0.0314960629, 0.0354330689]]> : tensor<4x2xf32>
+// GROUP:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<2x4x4xi8>
+// GROUP-NEXT:  %[[S:.+]] = arith.constant dense<{{\[}}[0.0236220472, 0.0314960629, 0.000000e+00, 0.0314960629], [0.0314960629, 0.0314960629, 0.000000e+00, 0.0354330689]]> : tensor<2x4xf32>
 // GROUP-NEXT:  %[[E:.+]] = tensor.expand_shape %[[X]] {{\[}}[0], [1, 2]] output_shape [3, 2, 4] : tensor<3x8xf32> into tensor<3x2x4xf32>
-// GROUP-NEXT:  linalg.generic {{{.+}} iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
-// GROUP-SAME:      ins(%[[E]], %[[Q]], %[[S]] : tensor<3x2x4xf32>, tensor<4x2x4xi8>, tensor<4x2xf32>) outs(%[[C]] : tensor<3x4xf32>)
+// GROUP:       %[[P:.+]] = linalg.generic {indexing_maps = [#[[$GX]], #[[$GQ]], #[[$GP]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// GROUP-SAME:      ins(%[[E]], %[[Q]] : tensor<3x2x4xf32>, tensor<2x4x4xi8>) outs(%{{.+}} : tensor<2x3x4xf32>)
+// GROUP:       %[[PS:.+]] = linalg.generic {{.+}} ins(%[[P]], %[[S]] : tensor<2x3x4xf32>, tensor<2x4xf32>)
+// GROUP:       %[[B:.+]] = iree_tensor_ext.compute_barrier.start %[[PS]] : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+// GROUP-NEXT:  %[[Y:.+]] = linalg.generic {indexing_maps = [#[[$GSUM]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[B]] : tensor<2x3x4xf32>) outs(%[[C]] : tensor<3x4xf32>)
+// GROUP-NEXT:  ^bb0(%[[PI:.+]]: f32, %[[O:.+]]: f32):
+// GROUP-NEXT:    arith.addf %[[O]], %[[PI]] : f32
+// GROUP:       return %[[Y]]
 
 // activations=true (W8A8): x quantized per row at run time (amax over K, the same round and
 // clamp as fakequant-activations, then fptosi to i8), an i8 x i8 -> i32 contraction with the
@@ -58,7 +85,7 @@
 // out + f32(acc)·(amax_x·(1/127))·scale.
 // W8A8-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
 // W8A8-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
-// W8A8:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<4x8xi8>
+// W8A8:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8>
 // W8A8:       %[[S:.+]] = arith.constant dense<[0.0314960629, 0.0314960629, 0.000000e+00, 0.0354330689]> : tensor<4xf32>
 // W8A8:       %[[AMAX:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<3x8xf32>) outs(%{{.+}} : tensor<3xf32>)
 // W8A8:       %[[XQ:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[AMAX]] : tensor<3x8xf32>, tensor<3xf32>) outs(%{{.+}} : tensor<3x8xi8>)
@@ -66,7 +93,7 @@
 // W8A8-NEXT:    arith.maximumf
 // W8A8-NEXT:    arith.minimumf
 // W8A8-NEXT:    arith.fptosi %{{.+}} : f32 to i8
-// W8A8:       %[[ACC:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[XQ]], %[[Q]] : tensor<3x8xi8>, tensor<4x8xi8>) outs(%{{.+}} : tensor<3x4xi32>)
+// W8A8:       %[[ACC:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[XQ]], %[[Q]] : tensor<3x8xi8>, tensor<8x4xi8>) outs(%{{.+}} : tensor<3x4xi32>)
 // W8A8-NEXT:  ^bb0(%{{.+}}: i8, %{{.+}}: i8, %{{.+}}: i32):
 // W8A8-NEXT:    arith.extsi
 // W8A8-NEXT:    arith.extsi
@@ -79,10 +106,11 @@
 // W8A8-NEXT:    arith.mulf
 // W8A8-NEXT:    arith.addf
 
-// The new contraction keeps the site's location (its name survives).
+// The new ops keep the site's location (its name survives).
 // LOC:         [[FC1:#loc[0-9]+]] = loc("fc1")
 // LOC:         func.func @per_channel_codes_of_a_transposed_weight(
-// LOC:         arith.constant dense_resource<opscope.fc1.codes> : tensor<4x8xi8> loc([[FC1]])
+// LOC:         arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8> loc([[FC1]])
+// LOC:         } -> tensor<3x4xf32> loc([[FC1]])
 // LOC:         } -> tensor<3x4xf32> loc([[FC1]])
 func.func @per_channel_codes_of_a_transposed_weight(%x: tensor<3x8xf32>, %c: tensor<3x4xf32>) -> tensor<3x4xf32> {
   %w = arith.constant dense<[[1.0, -2.0, 3.0, 0.5, 0.25, 2.0, -3.0, 4.0], [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0],
@@ -96,22 +124,24 @@ func.func @per_channel_codes_of_a_transposed_weight(%x: tensor<3x8xf32>, %c: ten
 // -----
 
 // A 3-D Linear: batch_matmul reading broadcast(transpose(W)) of a global W [4, 8]. The codes
-// are indexed (b, m, n, k) -> (n, k): the batch broadcast and the transpose live in the
+// are stored [K, N] and indexed (b, m, n, k) -> (k, n): the batch broadcast lives in the
 // map, so the codes are stored once, not per batch. The f32 global is no longer read.
 
-// CHECK-DAG:   #[[$BCODES:.+]] = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+// CHECK-DAG:   #[[$BCODES:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 // CHECK-LABEL: func.func @batch_matmul_reads_codes_through_transpose_and_broadcast(
 // CHECK-NOT:   util.global.load @w
-// CHECK:       %[[Q:.+]] = arith.constant dense_resource<opscope.proj.codes> : tensor<4x8xi8>
-// CHECK:       linalg.generic {indexing_maps = [#{{.+}}, #[[$BCODES]], #{{.+}}, #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-// CHECK-SAME:      ins(%{{.+}}, %[[Q]], %{{.+}} : tensor<2x3x8xf32>, tensor<4x8xi8>, tensor<4xf32>)
+// CHECK:       %[[Q:.+]] = arith.constant dense_resource<opscope.proj.codes> : tensor<8x4xi8>
+// CHECK:       linalg.generic {indexing_maps = [#{{.+}}, #[[$BCODES]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%{{.+}}, %[[Q]] : tensor<2x3x8xf32>, tensor<8x4xi8>)
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<2x3x4xf32>, tensor<4xf32>)
 // CHECK-NOT:   linalg.batch_matmul
 // GROUP-LABEL: func.func @batch_matmul_reads_codes_through_transpose_and_broadcast(
 // GROUP:       tensor.expand_shape %{{.+}} {{\[}}[0], [1], [2, 3]] output_shape [2, 3, 2, 4] : tensor<2x3x8xf32> into tensor<2x3x2x4xf32>
-// GROUP:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<2x3x2x4xf32>, tensor<4x2x4xi8>, tensor<4x2xf32>)
+// GROUP:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<2x3x2x4xf32>, tensor<2x4x4xi8>) outs(%{{.+}} : tensor<2x2x3x4xf32>)
+// GROUP:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<2x2x3x4xf32>, tensor<2x4xf32>)
 // W8A8-LABEL: func.func @batch_matmul_reads_codes_through_transpose_and_broadcast(
 // W8A8:       linalg.generic {{{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}} : tensor<2x3x8xf32>) outs(%{{.+}} : tensor<2x3xf32>)
-// W8A8:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<2x3x8xi8>, tensor<4x8xi8>) outs(%{{.+}} : tensor<2x3x4xi32>)
+// W8A8:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<2x3x8xi8>, tensor<8x4xi8>) outs(%{{.+}} : tensor<2x3x4xi32>)
 func.func @batch_matmul_reads_codes_through_transpose_and_broadcast(%x: tensor<2x3x8xf32>, %c: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   %w = util.global.load @w : tensor<4x8xf32>
   %e = tensor.empty() : tensor<8x4xf32>
@@ -131,11 +161,11 @@ util.global private @w = dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 
 
 // A 4-D Linear: the importer broadcasts Wᵀ over both batch dims and collapses them for
 // batch_matmul; the collapsed batch dim is merged only from broadcast dims, so the codes
-// are still read (b, m, n, k) -> (n, k).
+// are still read (b, m, n, k) -> (k, n).
 
 // CHECK-LABEL: func.func @four_d_linear_reads_codes_through_collapse_shape(
 // CHECK-NOT:   tensor.collapse_shape
-// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<4x3x8xf32>, tensor<4x8xi8>, tensor<4xf32>)
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<4x3x8xf32>, tensor<8x4xi8>)
 func.func @four_d_linear_reads_codes_through_collapse_shape(%x: tensor<4x3x8xf32>, %c: tensor<4x3x4xf32>) -> tensor<4x3x4xf32> {
   %w = util.global.load @w4 : tensor<4x8xf32>
   %e = tensor.empty() : tensor<8x4xf32>
@@ -159,8 +189,10 @@ util.global private @w4 = dense<1.0> : tensor<4x8xf32>
 // CHECK-LABEL: func.func @tied_weight_and_shared_lhs(
 // CHECK:       %[[Q:.+]] = arith.constant dense_resource<opscope.a.codes> : tensor<8x4xi8>
 // CHECK-NEXT:  %[[S:.+]] = arith.constant dense<{{.+}}> : tensor<4xf32>
-// CHECK-NEXT:  linalg.generic {{.+}} ins(%{{.+}}, %[[Q]], %[[S]] :
-// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %[[Q]], %[[S]] :
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %[[Q]] :
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %[[S]] :
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %[[Q]] :
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}}, %[[S]] :
 // CHECK-NOT:   dense_resource<opscope.b.codes>
 // W8A8-LABEL:   func.func @tied_weight_and_shared_lhs(
 // W8A8-COUNT-1: math.round

@@ -12,9 +12,9 @@
 // CHECK-SAME:      %[[X:.+]]: tensor<4x8xf32>, %[[W:.+]]: tensor<8x3xf32>)
 // CHECK:       %[[INIT:.+]] = linalg.fill
 // CHECK-DAG:   %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
-// CHECK-DAG:   %[[SKIP:.+]] = arith.constant dense<[0, 5, 6, 7]> : tensor<4xi64>
-// CHECK-DAG:   %[[KEEP:.+]] = arith.constant dense<[1, 2, 3, 4]> : tensor<4xi64>
-// CHECK:       %[[S:.+]] = linalg.generic {{.+}} ins(%[[SKIP]] : tensor<4xi64>) outs(%{{.+}} : tensor<4x4xf32>)
+// CHECK-DAG:   %[[SKIP:.+]] = arith.constant dense<[0, 5, 6, 7]> : tensor<4xi32>
+// CHECK-DAG:   %[[KEEP:.+]] = arith.constant dense<[1, 2, 3, 4]> : tensor<4xi32>
+// CHECK:       %[[S:.+]] = linalg.generic {{.+}} ins(%[[SKIP]] : tensor<4xi32>) outs(%{{.+}} : tensor<4x4xf32>)
 // CHECK:         linalg.index 0
 // CHECK:         arith.index_cast
 // CHECK:         tensor.extract %[[X]]
@@ -24,9 +24,9 @@
 // CHECK:       %[[V:.+]] = tensor.extract %[[M]][] : tensor<f32>
 // CHECK:       %[[OK:.+]] = arith.cmpf oeq, %[[V]], %[[ZERO]] : f32
 // CHECK:       %[[R:.+]] = scf.if %[[OK]] -> (tensor<4x3xf32>) {
-// CHECK:         %[[XK:.+]] = linalg.generic {{.+}} ins(%[[KEEP]] : tensor<4xi64>) outs(%{{.+}} : tensor<4x4xf32>)
+// CHECK:         %[[XK:.+]] = linalg.generic {{.+}} ins(%[[KEEP]] : tensor<4xi32>) outs(%{{.+}} : tensor<4x4xf32>)
 // CHECK:           tensor.extract %[[X]]
-// CHECK:         %[[WK:.+]] = linalg.generic {{.+}} ins(%[[KEEP]] : tensor<4xi64>) outs(%{{.+}} : tensor<4x3xf32>)
+// CHECK:         %[[WK:.+]] = linalg.generic {{.+}} ins(%[[KEEP]] : tensor<4xi32>) outs(%{{.+}} : tensor<4x3xf32>)
 // CHECK:           tensor.extract %[[W]]
 // CHECK:         %[[SL:.+]] = linalg.matmul ins(%[[XK]], %[[WK]] : tensor<4x4xf32>, tensor<4x3xf32>) outs(%[[INIT]] : tensor<4x3xf32>)
 // CHECK:         scf.yield %[[SL]]

@@ -8,6 +8,10 @@
   tensor the sketches see as a stationary rhs). Lossy: accepted within an output error.
 * `factor-weight` (the rank keeping 99 % of the weight's energy): the same sites, when the
   rank reveal finds fewer FLOPs. Lossy.
+* `memoize`: a site whose input repeated an earlier step's (the miner's temporal
+  `memoize` verdict: recur above 20 %), behind `Memoized`'s exact guard (hash, then a
+  bitwise compare) on the host: `opscope.act.memoize.memoize_site`. Exact; not an IR rewrite,
+  so `--apply` leaves it out of the module and names the call instead.
 
 Lossy candidates have no run-time guard (the weights are constants): their predicate is
 "weights constant", with σ 0.
@@ -20,8 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SKIP, QUANT, FACTOR = "skip-zero-channels", "quantize-weight", "factor-weight"
-KINDS = (SKIP, QUANT, FACTOR)
+SKIP, QUANT, FACTOR, MEMO = "skip-zero-channels", "quantize-weight", "factor-weight", "memoize"
+KINDS = (SKIP, QUANT, FACTOR, MEMO)
+IR_KINDS = (SKIP, QUANT, FACTOR)  # rewrites of the module (a memoized site is a host-side wrapper)
 STABLE_SIGMA = 0.02  # the reference's guard stability threshold (σ of the per-step samples)
 LOSSY = {  # label -> (kind, options)
     "W8A16": (QUANT, "bits=8"),
@@ -53,11 +58,12 @@ class Proposal:
     options: str  # the pass's options other than `sites`, as pipeline text: 'channels="0,8"'
     why: str
     guard: Guard
+    repeat_rate: float = 0.0  # memoize: the share of recorded steps that repeated an earlier input
 
     @property
     def exact(self) -> bool:
-        """The rewrite promises the original's bits (a guarded skip), not an approximation."""
-        return self.kind == SKIP
+        """The rewrite promises the original's bits (a guarded skip, a memoized call), not an approximation."""
+        return self.kind in (SKIP, MEMO)
 
     @property
     def pipeline(self) -> str:
@@ -92,12 +98,31 @@ def zero_channels(tidy, site: str) -> tuple[tuple[int, ...], int, tuple[float, .
 
 def propose(tidy, sites: dict, kinds=KINDS) -> list[Proposal]:
     """The candidates of every recorded site (`sites`: name -> opscope.ir.sites.Site), in site order."""
+    repeats = _repeats(tidy) if MEMO in kinds else {}
     out = []
     for name, site in sites.items():
         if SKIP in kinds:
             out += _skip(tidy, name, site)
         out += [p for p in _lossy(name, site) if p.kind in kinds]
+        if name in repeats:
+            out.append(_memo(name, *repeats[name]))
     return out
+
+
+def _repeats(tidy) -> dict[str, tuple[float, int]]:
+    """Site -> (the share of steps that repeated an earlier input, steps), where the miner says memoize."""
+    from opscope.mining.temporal import MEMOIZE, opportunities
+
+    opps = opportunities(tidy)
+    return {str(site): (float(recur), int(steps)) for site, recur, steps, action
+            in opps.select("site", "recur", "steps", "action").iter_rows() if action == MEMOIZE}
+
+
+def _memo(name: str, recur: float, steps: int) -> Proposal:
+    repeats = round(recur * (steps - 1))
+    guard = Guard("hash(inputs) hit, inputs bitwise equal", (), 0.0)
+    why = f"{repeats} of {steps - 1} steps repeated an earlier input"
+    return Proposal(name, MEMO, "memoize", "", why, guard, recur)
 
 
 def _skip(tidy, name: str, site) -> list[Proposal]:

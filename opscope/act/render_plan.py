@@ -22,8 +22,9 @@ def plan_text(plan: KernelPlan) -> str:
         lines.append("  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip())
         lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         lines.append("")
-        lines.append("lossy candidates (W8A16, W8A8, low rank) rewrite constant weights: no run-time guard, accepted "
-                     "within the error bound of the site's output (rel err, relative L2)")
+        if any(not c.proposal.exact for c in plan.candidates):
+            lines.append("lossy candidates (W8A16, W8A8, low rank) rewrite constant weights: no run-time guard, "
+                         "accepted within the error bound of the site's output (rel err, relative L2)")
         lines.append("measured: the site outlined at its real shapes (extract-site) on the run's first-step tensors, "
                      "µs per call (iree-benchmark-module), minimum over alternating rounds; est.: the cost model's "
                      "roofline time before over after")
@@ -43,6 +44,10 @@ def plan_text(plan: KernelPlan) -> str:
                          f"({a.measured.speedup:.2f}×), {agreement} over {a.steps} step(s)")
         if a.path is not None:
             lines.append(f"wrote {a.path} (compiles with plain iree-compile)")
+    for c in plan.accepted:
+        if c.kind == "memoize":
+            lines.append(f"{c.site}: memoize on the host (not an IR rewrite): "
+                         f"opscope.act.memoize.memoize_site(model, {c.site!r}, {plan.target!r})")
     return "\n".join(lines)
 
 
@@ -50,8 +55,9 @@ def _row(c) -> tuple[str, ...]:
     m = c.measured
     g = c.guard
     label = f"{c.proposal.label} ({c.proposal.why})" if c.proposal.exact else c.proposal.label
-    return (c.site, label, g.predicate if g.samples else "-", f"{g.sigma:.3f}" if g.samples else "-",
-            g.stability if g.samples else "-", f"{c.estimated:.2f}×" if m else "-",
+    predicate = g.predicate if g.samples or c.proposal.exact else "-"
+    return (c.site, label, predicate, f"{g.sigma:.3f}" if g.samples else "-", g.stability if g.samples else "-",
+            f"{c.estimated:.2f}×" if m else "-",
             f"{m.original_us:.1f}" if m else "-", f"{m.rewritten_us:.1f}" if m else "-",
             f"{m.unguarded_us:.1f}" if m and m.unguarded_us is not None else "-",
             f"{m.speedup:.2f}×" if m else "-", c.parity or "-", f"{c.rel_error:.1e}" if m else "-", c.decision or "-")

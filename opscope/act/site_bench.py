@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from opscope.act.candidates import FACTOR, SKIP, Proposal
+from opscope.act.candidates import FACTOR, MEMO, SKIP, Proposal
 
 UNCHANGED = {FACTOR: "no gain: the rank keeping 99 % of the energy saves no FLOPs"}
 
@@ -160,6 +160,8 @@ class SiteBench:
 
     def measure(self, p: Proposal, args: list[np.ndarray]) -> SiteResult:
         """`p` on its outlined site: estimate, parity on `args`, and the (shared) timing."""
+        if p.kind == MEMO:
+            return self.memoized(p, args)
         from opscope.ir.arguments import function_op, symbol_name
         from opscope.ir.loading import new_context, parse_module
         from opscope.run.call_timing import time_calls
@@ -184,6 +186,23 @@ class SiteBench:
         priced = rewritten(site, p.pipeline_for("", "guard=false") + ",canonicalize") if p.kind == SKIP else new
         return SiteResult(estimate(site, priced), self._times[key], same, rel)
 
+    def memoized(self, p: Proposal, args: list[np.ndarray]) -> SiteResult:
+        """The outlined site called directly and behind `Memoized` (host-side, Python calls both):
+        a hit must return the direct call's bits; the time is at the recorded repeat rate."""
+        from opscope.act.memoize import Memoized, compile_site
+
+        site = compile_site(self.text, p.site, self.target)
+        memo = Memoized(site, cap=16)
+        direct, first = site(*args), memo(*args)
+        hit = memo(*args)
+        same, rel = parity(direct, hit)
+        if memo.hits != 1 or parity(direct, first)[0] != "bit-identical":
+            same = "the guard missed a repeat"
+        call_us = _median_us(lambda: site(*args), MEMO_CALLS)
+        hit_us = _median_us(lambda: memo(*args), MEMO_CALLS)
+        recur = p.repeat_rate
+        return SiteResult(1.0 / max(1.0 - recur, 1e-9), memo_measured(call_us, hit_us, recur), same, rel)
+
 
 def _shape_key(site: str) -> str:
     """The outlined site without its constants' values and names: what its timing depends on."""
@@ -193,3 +212,25 @@ def _shape_key(site: str) -> str:
     body = re.sub(r"dense(_resource)?<[^>]*>", "dense<>", body)
     body = re.sub(r'loc\([^)]*\)|#loc\d*|@[\w$.]+|"[^"]*"', "", body)
     return body
+
+
+MEMO_CALLS = 50  # timed calls of the outlined site, and of its memoized hits
+
+
+def _median_us(fn: Callable[[], object], calls: int) -> float:
+    import time
+
+    fn()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e6
+
+
+def memo_measured(call_us: float, hit_us: float, recur: float) -> Measured:
+    """The memoized site at the recorded repeat rate: a hit costs the guard (hash + compare),
+    a miss the call and the guard: r·hit + (1 − r)·(call + hit)."""
+    expected = recur * hit_us + (1.0 - recur) * (call_us + hit_us)
+    return Measured(call_us, expected, None, MEMO_CALLS, call_us, expected)

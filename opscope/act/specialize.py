@@ -2,7 +2,8 @@
 
 `kernel_plan(run)` reads the run folder (`run.json` names the model, target, steps and
 inputs), proposes per recorded site what its sketches and IR support
-(`opscope.act.candidates`: a guarded channel skip, int8 weights, a low-rank weight),
+(`opscope.act.candidates`: a guarded channel skip, int8 weights, a low-rank weight, a
+memoized call),
 measures each on the site outlined at its real shapes, fed the tensors it saw on the run's
 first step (`opscope.act.site_bench`), and decides: an exact rewrite must stay bit-identical,
 a lossy one within `max_error` of the site's output (relative L2); either must be at least
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from opscope.act.candidates import KINDS, Guard, Proposal, propose
+from opscope.act.candidates import IR_KINDS, KINDS, Guard, Proposal, propose
 from opscope.act.site_bench import Measured, SiteBench, measured, parity
 from opscope.errors import OpscopeError
 
@@ -250,14 +251,14 @@ def _apply(plan: KernelPlan, text: str, batches: list, target: str, rounds: int,
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
 
-    pipeline = ",".join(c.pipeline for c in plan.accepted)
+    pipeline = ",".join(c.pipeline for c in plan.accepted if c.kind in IR_KINDS)
     specialized = rewritten(text, pipeline) if pipeline else text
     path = None
     if out is not None:
         path = Path(out)
         path.write_text(specialized)
         if say is not None:
-            say(f"wrote {path} ({len(plan.accepted)} rewrite(s))")
+            say(f"wrote {path} ({pipeline.count('{')} rewrite(s))")
     if not pipeline:
         return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches))
     function = symbol_name(function_op(parse_module(text, new_context(), "model")))
