@@ -38,3 +38,12 @@ def test_dispatch_names_are_the_flow_executables():
 def test_a_target_that_cannot_run_here_is_refused_in_one_line():
     with pytest.raises(OpscopeError, match="cannot run here"):
         time_dispatches(mlp_module(1, 8, 4), "cuda")
+
+
+def test_encoding_dispatches_are_counted_per_call_from_the_stream_ir():
+    """Three 64x64 weights passed as arguments: IREE re-lays each out on every call with one
+    shared `_encoding_N` executable (3 calls), and the activations once (1 call)."""
+    timed = time_dispatches(mlp_module(3, 64, 32), repetitions=1)
+    encodings = sorted(t.calls for t in timed if t.name.startswith("_encoding_"))
+    assert encodings == [1, 3]
+    assert all(t.calls is None for t in timed if not t.name.startswith("_encoding_"))  # the static view has those

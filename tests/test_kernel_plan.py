@@ -178,3 +178,12 @@ def test_repeated_inputs_get_a_memoized_site_bit_identical(tmp_path):
         assert m.rewritten_us >= m.original_us / 3 and c.estimated == pytest.approx(3.0)
     assert plan.applied.pipeline == ""  # host-side: nothing to build into the module
     assert "memoize on the host (not an IR rewrite): opscope.act.memoize.memoize_site(model, 'fc0'" in plan.text()
+
+
+def test_a_model_given_as_text_is_not_recorded_as_a_path(tmp_path):
+    run = opscope.profile(matmul_module(8, 16, 4), out=tmp_path / "r", steps=1).out_dir
+    assert "source" not in json.loads((run / "run.json").read_text())
+    with pytest.raises(OpscopeError, match="does not say which model it profiled"):
+        opscope.kernel_plan(run)
+    plan = opscope.kernel_plan(run, matmul_module(8, 16, 4), rounds=1)  # given again: a plan (no candidate here)
+    assert plan.candidates == [] and "no candidate" in plan.text()

@@ -92,8 +92,11 @@ def test_timing_joins_every_dispatch_with_its_static_cost(capsys):
         assert (t.calls, t.flops, t.bytes) == (d.calls, d.flops, d.bytes_external)
         assert t.roofline is not None and t.roofline.achieved_gflops == pytest.approx(d.flops / (t.us * 1e3))
     assert report.call_ms > 0 and report.dispatch_ms > 0 and report.peak_gbps >= 1
+    assert 0 < report.resident_ms and report.upload_ms == pytest.approx(max(report.call_ms - report.resident_ms, 0))
+    assert "with its inputs already on the device" in report.text()
     assert main(["timing", source, "--repetitions", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == "opscope-timing/1" and {d["name"] for d in data["dispatches"]} >= set(static)
+    assert data["resident_ms"] > 0
     assert main(["timing", source, "--repetitions", "0"]) == 1
     assert "repetitions must be >= 1" in capsys.readouterr().err

@@ -149,7 +149,7 @@ class TimedDispatch:
     """One dispatch: its static cost per call, its measured time per call and where that puts it."""
 
     name: str
-    calls: int | None  # per model call (None: not in the static view, e.g. a data-layout encoding)
+    calls: int | None  # per model call (a data-layout encoding: counted in IREE's stream IR; None: unknown)
     us: float
     flops: int | None
     bytes: int | None  # to and from memory
@@ -164,19 +164,29 @@ class TimingReport:
     target: str
     peak_gbps: float  # the host copy bandwidth, measured (the ceiling of a memory-bound dispatch on CPU)
     dispatches: list[TimedDispatch]
-    call_ms: float  # the whole call, median, through the runtime
+    call_ms: float  # the whole call, median, through the runtime: numpy inputs in, results back on the host
+    resident_ms: float | None = None  # the same call with its inputs already on the device, results left there
+
+    @property
+    def upload_ms(self) -> float | None:
+        """What the whole call spends outside the device program: copying inputs in, results out."""
+        return None if self.resident_ms is None else max(self.call_ms - self.resident_ms, 0.0)
 
     @property
     def dispatch_ms(self) -> float:
-        """Σ calls × time over the dispatches (an encoding the static view does not count: once)."""
+        """Σ calls × time over the dispatches (one whose calls are unknown: once)."""
         return sum((d.calls or 1) * d.us for d in self.dispatches) / 1e3
 
     def text(self) -> str:
         from opscope.analysis.ledger import human_bytes, human_count
 
+        resident = "" if self.resident_ms is None else (
+            f"; with its inputs already on the device {self.resident_ms:.3f} ms (Σ dispatches "
+            f"{self.dispatch_ms / self.resident_ms:.0%} of that; copying inputs in and results out "
+            f"{self.upload_ms:.3f} ms)")
         lines = [f"timing: {self.model} on {self.target}: whole call {self.call_ms:.3f} ms (median); Σ dispatches "
-                 f"{self.dispatch_ms:.3f} ms ({self.dispatch_ms / self.call_ms:.0%} of the call); host copy "
-                 f"bandwidth {self.peak_gbps:.1f} GB/s (measured)", ""]
+                 f"{self.dispatch_ms:.3f} ms ({self.dispatch_ms / self.call_ms:.0%} of the call){resident}; host "
+                 f"copy bandwidth {self.peak_gbps:.1f} GB/s (measured)", ""]
         head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
         rows = []
         for d in sorted(self.dispatches, key=lambda d: -(d.calls or 1) * d.us):
@@ -195,7 +205,7 @@ class TimingReport:
 
     def to_dict(self) -> dict:
         return {"schema": "opscope-timing/1", "model": self.model, "target": self.target, "peak_gbps": self.peak_gbps,
-                "call_ms": self.call_ms, "dispatch_ms": self.dispatch_ms,
+                "call_ms": self.call_ms, "resident_ms": self.resident_ms, "dispatch_ms": self.dispatch_ms,
                 "dispatches": [{"name": d.name, "calls": d.calls, "us": d.us, "flops": d.flops, "bytes": d.bytes,
                                 **({} if d.roofline is None else {
                                     "gflops": d.roofline.achieved_gflops, "gbps": d.roofline.achieved_gbps,
@@ -223,8 +233,20 @@ def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target:
         d = static.get(t.name)
         flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
         roof = empirical_roofline(t.us / 1e3, flops, moved, peak) if flops is not None and moved else None
-        timed.append(TimedDispatch(t.name, d.calls if d is not None else None, t.us, flops, moved, roof))
+        timed.append(TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof))
     loaded = load(compiled)
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))
-    return TimingReport(name, target, peak, timed, call)
+    resident = _resident_ms(loaded, function, args, max(repetitions, 9))
+    return TimingReport(name, target, peak, timed, call, resident)
+
+
+def _resident_ms(loaded, function: str, args: list[np.ndarray], runs: int) -> float:
+    """The call with its inputs uploaded to the device once beforehand and its results left
+    there, timed like the whole call (median through the runtime): what the dispatches add up
+    to, without the host copies a whole call pays (weights passed as arguments are copied in
+    on every call)."""
+    import iree.runtime as rt
+
+    on_device = [rt.asdevicearray(loaded.config.device, np.ascontiguousarray(a)) for a in args]
+    return median_ms(lambda: loaded.invoke_raw(function, *on_device), warmup=2, runs=runs)  # returns when done

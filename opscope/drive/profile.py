@@ -210,8 +210,9 @@ def write_run_record(out: Path, source, target: str, steps: int, dist: str, inpu
     record: dict = {"target": target, "steps": steps, "dist": dist}
     if source is None or isinstance(source, str) and is_zoo_name(source):
         record["source"] = source
-    elif isinstance(source, (str, Path)) and Path(source).exists():
-        record["source"] = str(Path(source).resolve())
+    elif isinstance(source, Path) or isinstance(source, str) and "\n" not in source and "{" not in source:
+        if Path(source).exists():  # a file; MLIR text (braces, line breaks) came in memory
+            record["source"] = str(Path(source).resolve())
     files = [inputs] if isinstance(inputs, (str, Path)) else inputs
     if isinstance(files, (list, tuple)) and files and all(isinstance(f, (str, Path)) for f in files):
         record["inputs"] = [str(Path(f).resolve()) for f in files]
