@@ -36,7 +36,7 @@ from iree.compiler.dialects import func
 
 from opscope.errors import OpscopeError
 from opscope.ir.blocks import verify_or_refuse
-from opscope.ir.const_expr import is_const_expr, memoized, owner
+from opscope.ir.const_expr import is_const_expr, memoized, owner, region_reads
 from opscope.ir.quantize import MOST_NAMES
 from opscope.ir.sites import ROLES, Site, find_sites
 
@@ -139,34 +139,14 @@ def _slice(site: Site) -> tuple[list[ir.Value], list[ir.Operation]]:
             ready.add(value)
             return
         op = owner(value)
-        for operand in [*op.operands, *_read_inside(op)]:
+        for operand in [*op.operands, *region_reads(op)]:
             need(operand)
         copies.append(op)
         ready.update(op.results)
 
-    for operand in [*site.op.operands, *_read_inside(site.op)]:
+    for operand in [*site.op.operands, *region_reads(site.op)]:
         need(operand)
     return arguments, copies
-
-
-def _read_inside(op: ir.Operation) -> list[ir.Value]:
-    """Values of any type that `op`'s regions read from outside them (a pad's yielded zero
-    included; `const_expr.captures` keeps only tensors)."""
-    inside: set[ir.Value] = set()
-    found: list[ir.Value] = []
-
-    def walk(parent: ir.Operation) -> None:
-        for region in parent.regions:
-            for block in region.blocks:
-                inside.update(block.arguments)
-                for inner in block.operations:
-                    inner = inner.operation
-                    found.extend(v for v in inner.operands if v not in inside and v not in found)
-                    walk(inner)
-                    inside.update(inner.results)
-
-    walk(op)
-    return found
 
 
 def _pads(value: ir.Value, lhs: ir.Value) -> bool:

@@ -32,6 +32,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg, tensor
 
 from opscope.errors import OpscopeError
+from opscope.ir.build import cast_float, dim_map, generic
 from opscope.ir.const_expr import memoized, owner
 from opscope.ir.quantize import copy_source, is_convolution, rhs_source, select_sites
 from opscope.ir.sites import Site, loop_sizes
@@ -244,37 +245,16 @@ def _contraction(layout: _Layout, a: ir.Value, b: ir.Value, init: ir.Value, *, d
     new = {d: i for i, d in enumerate(loops)}
     n, r = len(loops) + 1, len(loops)
 
-    def amap(dims) -> ir.AffineMap:
-        return ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(d) for d in dims])
-
     lhs_map, _, out_map = layout.maps
-    t_map = amap([*(new[d] for d in rows), r])
+    t_map = dim_map(n, [*(new[d] for d in rows), r])
     if first:
-        maps = [amap([new[ir.AffineDimExpr(e).position] for e in lhs_map.results]),
-                amap([*(new[d] for d in layout.k_loops), r]), t_map]
+        maps = [dim_map(n, [new[ir.AffineDimExpr(e).position] for e in lhs_map.results]),
+                dim_map(n, [*(new[d] for d in layout.k_loops), r]), t_map]
         iters = ["reduction" if d in layout.k_loops else "parallel" for d in loops] + ["parallel"]
     else:
-        maps = [t_map, amap([r, *(new[d] for d in layout.n_loops)]),
-                amap([new[ir.AffineDimExpr(e).position] for e in out_map.results])]
+        maps = [t_map, dim_map(n, [r, *(new[d] for d in layout.n_loops)]),
+                dim_map(n, [new[ir.AffineDimExpr(e).position] for e in out_map.results])]
         iters = ["parallel"] * len(loops) + ["reduction"]
-    result = init.type
-    op = linalg.GenericOp(
-        [result], [a, b], [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
-    )
-    acc = ir.RankedTensorType(result).element_type
-    block = op.regions[0].blocks.append(*(ir.ShapedType(x.type).element_type for x in (a, b, init)))
-    with ir.InsertionPoint(block):
-        x, y, sum_ = block.arguments
-        linalg.YieldOp([arith.addf(sum_, arith.mulf(_cast(x, acc), _cast(y, acc)))])
-    return op.result
-
-
-def _cast(x: ir.Value, ty: ir.Type) -> ir.Value:
-    """`x` in the float type `ty` (extended or truncated)."""
-    if x.type == ty:
-        return x
-    if ir.FloatType(x.type).width < ir.FloatType(ty).width:
-        return arith.extf(ty, x)
-    return arith.truncf(ty, x)
+    acc = ir.RankedTensorType(init.type).element_type
+    return generic(init.type, [a, b], init, maps, iters,
+                   lambda x, y, sum_: arith.addf(sum_, arith.mulf(cast_float(x, acc), cast_float(y, acc))))

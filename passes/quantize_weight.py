@@ -75,6 +75,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, iree_tensor_ext, linalg, math, tensor, util
 
 from opscope.errors import OpscopeError
+from opscope.ir.build import cast_float, dim_map, generic, to_f32
 from opscope.ir.const_expr import memoized, owner
 from opscope.ir.quantize import TINY, is_convolution, operand_dims, qmax, rhs_source, select_sites
 from opscope.ir.sites import Site
@@ -383,10 +384,6 @@ def _iterators(op: ir.Operation, n_loops: int) -> list[str]:
     return ["reduction" if d in k_loops else "parallel" for d in range(n_loops)]
 
 
-def _dim_map(n_dims: int, results: Sequence[int]) -> ir.AffineMap:
-    return ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in results])
-
-
 def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
     """The site with its per-channel scales factored out of the K sum: a mixed-type contraction
     acc = Σ_K f32(x)·sitofp(q) (two inputs, the body a multiply-add through casts: the
@@ -396,16 +393,16 @@ def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.In
     lhs_map, _, out_map = _maps(op)
     out_ty = ir.RankedTensorType(op.results[0].type)
     rank = out_ty.rank
-    codes_map = _dim_map(lhs_map.n_dims, plan.loops)
+    codes_map = dim_map(lhs_map.n_dims, plan.loops)
     with loc:
         acc = _mixed_contraction(op.operands[0], q, [lhs_map, codes_map, out_map], _iterators(op, lhs_map.n_dims),
                                  list(out_ty.shape), ip)
-        ident = _dim_map(rank, range(rank))
+        ident = dim_map(rank, range(rank))
 
         def rescale(c, sw, o):
-            return arith.addf(o, _cast(arith.mulf(c, sw), out_ty.element_type))
+            return arith.addf(o, cast_float(arith.mulf(c, sw), out_ty.element_type))
 
-        return _generic(out_ty, [acc, s], op.operands[2], [ident, _dim_map(rank, _scale_dims(plan)), ident],
+        return generic(out_ty, [acc, s], op.operands[2], [ident, dim_map(rank, _scale_dims(plan)), ident],
                         ["parallel"] * rank, rescale, ip)
 
 
@@ -434,28 +431,28 @@ def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location
     shape = list(ir.RankedTensorType(op.operands[0].type).shape)
     lhs = _expand(op.operands[0], shape[:pos] + [shape[pos] // group, group] + shape[pos + 1:], pos, loc, ip)
     lhs_loops = [new[ir.AffineDimExpr(e).position] for e in lhs_map.results if ir.AffineDimExpr(e).position != k]
-    maps = [_dim_map(n + 1, [*lhs_loops[:pos], kg, j, *lhs_loops[pos:]]),
-            _dim_map(n + 1, [*(new[x] for x in plan.loops[:kd]), kg, j, *(new[x] for x in plan.loops[kd + 1:])]),
-            _dim_map(n + 1, [kg, *(new[ir.AffineDimExpr(e).position] for e in out_map.results)])]
+    maps = [dim_map(n + 1, [*lhs_loops[:pos], kg, j, *lhs_loops[pos:]]),
+            dim_map(n + 1, [*(new[x] for x in plan.loops[:kd]), kg, j, *(new[x] for x in plan.loops[kd + 1:])]),
+            dim_map(n + 1, [kg, *(new[ir.AffineDimExpr(e).position] for e in out_map.results)])]
     iters = ["parallel"] + [it for x, it in enumerate(_iterators(op, n)) if x != k] + ["reduction"]
     p_shape = [ir.RankedTensorType(q.type).shape[kd], *out_ty.shape]
     f32 = ir.F32Type.get()
     p_ty = ir.RankedTensorType.get(p_shape, f32)
-    ident = _dim_map(rank + 1, range(rank + 1))
+    ident = dim_map(rank + 1, range(rank + 1))
     scale_dims = [d + 1 for d in _scale_dims(plan)]
     scale_dims.insert(kd, 0)  # the scales' group dim: p's dim 0
     with loc:
         p = _mixed_contraction(lhs, q, maps, iters, p_shape, ip)
-        scaled = _generic(p_ty, [p, s], tensor.EmptyOp(p_shape, f32, ip=ip).result,
-                          [ident, _dim_map(rank + 1, scale_dims), ident], ["parallel"] * (rank + 1),
+        scaled = generic(p_ty, [p, s], tensor.EmptyOp(p_shape, f32, ip=ip).result,
+                          [ident, dim_map(rank + 1, scale_dims), ident], ["parallel"] * (rank + 1),
                           lambda c, sw, _o: arith.mulf(c, sw), ip)
         scaled = iree_tensor_ext.ComputeBarrierStartOp(p_ty, scaled, [], ip=ip).result
 
         def add(c, o):
-            return _cast(arith.addf(_to_f32(o), c), out_ty.element_type)
+            return cast_float(arith.addf(to_f32(o), c), out_ty.element_type)
 
-        return _generic(out_ty, [scaled], op.operands[2], [_dim_map(rank + 1, [rank, *range(rank)]),
-                                                           _dim_map(rank + 1, range(rank))],
+        return generic(out_ty, [scaled], op.operands[2], [dim_map(rank + 1, [rank, *range(rank)]),
+                                                           dim_map(rank + 1, range(rank))],
                         ["parallel"] * rank + ["reduction"], add, ip)
 
 
@@ -470,9 +467,9 @@ def _mixed_contraction(lhs: ir.Value, q: ir.Value, maps: list[ir.AffineMap], ite
         init = linalg.fill(zero.result, outs=[empty.result])
 
     def mac(a, code, acc):
-        return arith.addf(acc, arith.mulf(_to_f32(a), arith.sitofp(f32, code)))
+        return arith.addf(acc, arith.mulf(to_f32(a), arith.sitofp(f32, code)))
 
-    return _generic(ir.RankedTensorType.get(shape, f32), [lhs, q], init, maps, iters, mac, ip)
+    return generic(ir.RankedTensorType.get(shape, f32), [lhs, q], init, maps, iters, mac, ip)
 
 
 def _scale_dims(plan: _Plan) -> list[int]:
@@ -506,19 +503,19 @@ def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, i
         def mac(a, b, c):
             return arith.addi(c, arith.muli(arith.extsi(i32, a), arith.extsi(i32, b)))
 
-        acc = _generic(acc_ty, [xq, q], acc0, [maps[0], _dim_map(n, plan.loops), maps[2]], _iterators(op, n), mac, ip)
+        acc = generic(acc_ty, [xq, q], acc0, [maps[0], dim_map(n, plan.loops), maps[2]], _iterators(op, n), mac, ip)
         rank = out_ty.rank
-        ident = _dim_map(rank, range(rank))
-        row_map = _dim_map(rank, _row_positions(site, lhs_k))
-        scale_map = _dim_map(rank, _scale_dims(plan))
+        ident = dim_map(rank, range(rank))
+        row_map = dim_map(rank, _row_positions(site, lhs_k))
+        scale_map = dim_map(rank, _scale_dims(plan))
         inv_q = 1.0 / qmax(8)
         elem = out_ty.element_type
 
         def rescale(c, ax, sw, o):
             sx = arith.mulf(ax, arith.constant(f32, inv_q))
-            return arith.addf(o, _cast(arith.mulf(arith.mulf(arith.sitofp(f32, c), sx), sw), elem))
+            return arith.addf(o, cast_float(arith.mulf(arith.mulf(arith.sitofp(f32, c), sx), sw), elem))
 
-        return _generic(out_ty, [acc, amax, s], init, [ident, row_map, scale_map, ident], ["parallel"] * rank,
+        return generic(out_ty, [acc, amax, s], init, [ident, row_map, scale_map, ident], ["parallel"] * rank,
                         rescale, ip)
 
 
@@ -529,25 +526,25 @@ def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) ->
     rank = ty.rank
     kept = [d for d in range(rank) if d not in k_dims]
     f32, i8 = ir.F32Type.get(), ir.IntegerType.get_signless(8)
-    ident, row_map = _dim_map(rank, range(rank)), _dim_map(rank, kept)
+    ident, row_map = dim_map(rank, range(rank)), dim_map(rank, kept)
     zero = arith.ConstantOp(f32, 0.0, ip=ip)
     empty = tensor.EmptyOp([ty.shape[d] for d in kept], f32, ip=ip)
     with ip:
         init = linalg.fill(zero.result, outs=[empty.result])
     amax_ty = ir.RankedTensorType.get([ty.shape[d] for d in kept], f32)
     iters = ["reduction" if d in k_dims else "parallel" for d in range(rank)]
-    amax = _generic(amax_ty, [x], init, [ident, row_map], iters,
-                    lambda v, acc: arith.maximumf(acc, math.absf(_to_f32(v))), ip)
+    amax = generic(amax_ty, [x], init, [ident, row_map], iters,
+                    lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip)
     q = float(qmax(8))
 
     def codes(v, m, _out):
         zero_, one, tiny, lo, hi = (arith.constant(f32, c) for c in (0.0, 1.0, TINY, -q, q))
         inv = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, m, tiny), arith.divf(one, m), zero_)
-        t = arith.mulf(arith.mulf(_to_f32(v), inv), hi)
+        t = arith.mulf(arith.mulf(to_f32(v), inv), hi)
         return arith.fptosi(i8, arith.minimumf(arith.maximumf(math.round(t), lo), hi))
 
     out = tensor.EmptyOp(list(ty.shape), i8, ip=ip)
-    xq = _generic(ir.RankedTensorType.get(list(ty.shape), i8), [x, amax], out.result, [ident, row_map, ident],
+    xq = generic(ir.RankedTensorType.get(list(ty.shape), i8), [x, amax], out.result, [ident, row_map, ident],
                   ["parallel"] * rank, codes, ip)
     return xq, amax
 
@@ -559,33 +556,6 @@ def _expand(v: ir.Value, shape: list[int], pos: int, loc: ir.Location, ip: ir.In
     attr = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
     ty = ir.RankedTensorType.get(shape, ir.RankedTensorType(v.type).element_type)
     return tensor.ExpandShapeOp(ty, v, attr, [], shape, loc=loc, ip=ip).result
-
-
-def _cast(v: ir.Value, ty: ir.Type) -> ir.Value:
-    """A float scalar `v` in the float type `ty` (truncated or extended)."""
-    if v.type == ty:
-        return v
-    return (arith.truncf if ir.FloatType(ty).width < ir.FloatType(v.type).width else arith.extf)(ty, v)
-
-
-def _to_f32(v: ir.Value) -> ir.Value:
-    return _cast(v, ir.F32Type.get())
-
-
-def _generic(result: ir.Type, ins: list[ir.Value], out: ir.Value, maps: list[ir.AffineMap], iters: list[str],
-             body: Callable, ip: ir.InsertionPoint) -> ir.Value:
-    """One `linalg.generic` with a single result; `body(*block_args)` returns what it yields."""
-    op = linalg.GenericOp(
-        [result], ins, [out],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
-        ip=ip,
-    )
-    types = [ir.ShapedType(v.type).element_type for v in [*ins, out]]
-    block = op.regions[0].blocks.append(*types)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([body(*block.arguments)])
-    return op.result
 
 
 def _erase_unused(ops: Sequence[ir.Operation]) -> None:

@@ -46,6 +46,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg, math, scf, tensor
 
 from opscope.errors import OpscopeError
+from opscope.ir.build import dim_map, generic, to_f32
 from opscope.ir.const_expr import is_weight
 from opscope.ir.quantize import is_convolution, operand_dims, select_sites
 from opscope.ir.sites import Site
@@ -180,39 +181,23 @@ def _gather(src: ir.Value, dim: int, index: ir.Value, ip: ir.InsertionPoint) -> 
     shape = list(ty.shape)
     shape[dim] = ir.RankedTensorType(index.type).shape[0]
     rank = ty.rank
-    i32 = ir.IntegerType.get_signless(32)
-    empty = tensor.EmptyOp(shape, ty.element_type, ip=ip)
-    maps = [ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(dim)]), ir.AffineMap.get_identity(rank)]
-    out_ty = ir.RankedTensorType.get(shape, ty.element_type)
-    gather = linalg.GenericOp([out_ty], [index], [empty.result],
-                              ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                              ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank), ip=ip)
-    block = gather.regions[0].blocks.append(i32, ty.element_type)
-    with ir.InsertionPoint(block):
+
+    def body(i, _out):
         at = [linalg.IndexOp(d).result for d in range(rank)]
-        at[dim] = arith.IndexCastOp(ir.IndexType.get(), block.arguments[0]).result
-        linalg.YieldOp([tensor.ExtractOp(src, at).result])
-    return gather.result
+        at[dim] = arith.IndexCastOp(ir.IndexType.get(), i).result
+        return tensor.ExtractOp(src, at).result
+
+    empty = tensor.EmptyOp(shape, ty.element_type, ip=ip)
+    return generic(ir.RankedTensorType.get(shape, ty.element_type), [index], empty.result,
+                   [dim_map(rank, [dim]), dim_map(rank, range(rank))], ["parallel"] * rank, body, ip)
 
 
 def _max_abs(src: ir.Value, zero: ir.Value, ip: ir.InsertionPoint) -> ir.Value:
     """max |x| over all of `src`, as an f32 scalar (NaN if any element is NaN); `zero` is 0.0 : f32."""
-    ty = ir.RankedTensorType(src.type)
+    rank = ir.RankedTensorType(src.type).rank
     f32 = ir.F32Type.get()
-    scalar_ty = ir.RankedTensorType.get([], f32)
-    empty = tensor.EmptyOp([], f32, ip=ip)
-    init = linalg.FillOp([scalar_ty], [zero], [empty.result], ip=ip)
-    fill_block = init.regions[0].blocks.append(f32, f32)
-    with ir.InsertionPoint(fill_block):
-        linalg.YieldOp([fill_block.arguments[0]])
-    maps = [ir.AffineMap.get_identity(ty.rank), ir.AffineMap.get(ty.rank, 0, [])]
-    red = linalg.GenericOp([scalar_ty], [src], [init.result],
-                           ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                           ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<reduction>")] * ty.rank), ip=ip)
-    block = red.regions[0].blocks.append(ty.element_type, f32)
-    with ir.InsertionPoint(block):
-        v = block.arguments[0]
-        if v.type != f32:
-            v = arith.ExtFOp(f32, v).result
-        linalg.YieldOp([arith.MaximumFOp(block.arguments[1], math.AbsFOp(v).result).result])
-    return tensor.ExtractOp(red.result, [], ip=ip).result
+    with ip:  # linalg.fill's builder ignores ip=: it inserts at the innermost insertion point
+        init = linalg.fill(zero, outs=[tensor.EmptyOp([], f32).result])
+    red = generic(ir.RankedTensorType.get([], f32), [src], init, [dim_map(rank, range(rank)), dim_map(rank, [])],
+                  ["reduction"] * rank, lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip)
+    return tensor.ExtractOp(red, [], ip=ip).result

@@ -131,6 +131,12 @@ def _reads_data(value: ir.Value, depth: int) -> bool:
 def captures(op: ir.Operation) -> list[ir.Value]:
     """Tensor values that `op`'s regions read from outside them, in first-use order (a
     `linalg.generic` gathering from a table with `tensor.extract` reads that table)."""
+    return [v for v in region_reads(op) if isinstance(v.type, TENSOR_TYPES)]
+
+
+def region_reads(op: ir.Operation) -> list[ir.Value]:
+    """Values of any type that `op`'s regions read from outside them, in first-use order (a
+    pad's yielded zero, a gathered table)."""
     if not len(op.regions):
         return []
     inside: set[ir.Value] = set()
@@ -142,9 +148,7 @@ def captures(op: ir.Operation) -> list[ir.Value]:
                 inside.update(block.arguments)
                 for inner in block.operations:
                     inner = inner.operation
-                    for v in inner.operands:
-                        if v not in inside and v not in found and isinstance(v.type, TENSOR_TYPES):
-                            found.append(v)
+                    found.extend(v for v in inner.operands if v not in inside and v not in found)
                     walk(inner)
                     inside.update(inner.results)
 

@@ -36,6 +36,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg, math, tensor
 
 from opscope.errors import OpscopeError
+from opscope.ir.build import dim_map, generic, to_f32
 from opscope.ir.sites import ROLES, Site, find_sites
 
 log = logging.getLogger("opscope")
@@ -250,8 +251,8 @@ def fake_quant(x: ir.Value, reduced: Sequence[int], bits: int, *, loc: ir.Locati
     kept = [d for d in range(rank) if d not in reduced]
     f32 = ir.F32Type.get()
     with loc, ip:  # linalg.fill's builder ignores ip=: it inserts at the innermost insertion point
-        ident = _map(rank, range(rank))
-        scale_map = _map(rank, kept)
+        ident = dim_map(rank, range(rank))
+        scale_map = dim_map(rank, kept)
         empty = tensor.EmptyOp([ty.shape[d] for d in kept], f32, ip=ip)
         zero = arith.ConstantOp(f32, 0.0, ip=ip)
         init = linalg.fill(zero.result, outs=[empty.result])
@@ -259,21 +260,21 @@ def fake_quant(x: ir.Value, reduced: Sequence[int], bits: int, *, loc: ir.Locati
         iters = ["reduction" if d in reduced else "parallel" for d in range(rank)]
 
         def amax_body(v, acc):
-            return arith.maximumf(acc, math.absf(_to_f32(v)))
+            return arith.maximumf(acc, math.absf(to_f32(v)))
 
-        amax = _generic(amax_ty, [x], init, [ident, scale_map], iters, amax_body, ip)
+        amax = generic(amax_ty, [x], init, [ident, scale_map], iters, amax_body, ip)
         q = float(qmax(bits))
 
         def round_trip_body(v, m, _out):
             zero_, one, tiny, lo, hi, inv_q = (arith.constant(f32, c) for c in (0.0, 1.0, TINY, -q, q, 1.0 / q))
             inv = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, m, tiny), arith.divf(one, m), zero_)
-            t = arith.mulf(arith.mulf(_to_f32(v), inv), hi)
+            t = arith.mulf(arith.mulf(to_f32(v), inv), hi)
             t = arith.minimumf(arith.maximumf(math.round(t), lo), hi)
             y = arith.mulf(arith.mulf(t, inv_q), m)
             return y if elem == f32 else arith.truncf(elem, y)
 
         out_empty = tensor.EmptyOp(list(ty.shape), elem, ip=ip)
-        return _generic(ty, [x, amax], out_empty.result, [ident, scale_map, ident], ["parallel"] * rank,
+        return generic(ty, [x, amax], out_empty.result, [ident, scale_map, ident], ["parallel"] * rank,
                         round_trip_body, ip)
 
 
@@ -322,28 +323,3 @@ def _expand(v: ir.Value, shape: list[int], groups: list[list[int]], ip: ir.Inser
 def _groups_attr(groups: list[list[int]]) -> ir.ArrayAttr:
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
-
-
-def _map(rank: int, dims: Sequence[int]) -> ir.AffineMap:
-    return ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in dims])
-
-
-def _to_f32(v: ir.Value) -> ir.Value:
-    f32 = ir.F32Type.get()
-    return v if v.type == f32 else arith.extf(f32, v)
-
-
-def _generic(result: ir.Type, ins: list[ir.Value], out: ir.Value, maps: list[ir.AffineMap], iters: list[str],
-             body: Callable, ip: ir.InsertionPoint) -> ir.Value:
-    """One `linalg.generic` with a single result; `body(*block_args)` returns what it yields."""
-    op = linalg.GenericOp(
-        [result], ins, [out],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
-        ip=ip,
-    )
-    types = [ir.ShapedType(v.type).element_type for v in [*ins, out]]
-    block = op.regions[0].blocks.append(*types)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([body(*block.arguments)])
-    return op.result

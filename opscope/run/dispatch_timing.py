@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -69,7 +70,7 @@ def timed_build(module: ir.Module | str | bytes, target: str | Target = "llvm-cp
     with tempfile.TemporaryDirectory(prefix="opscope-dispatch-") as tmp:
         root = Path(tmp)
         (root / "module.mlirbc").write_bytes(source)
-        _run([find_tool("iree-compile"), str(root / "module.mlirbc"), *tgt.flags,
+        run_tool([find_tool("iree-compile"), str(root / "module.mlirbc"), *tgt.flags,
               f"--iree-hal-dump-executable-benchmarks-to={root / 'bench'}", "-o", str(root / "module.vmfb")],
              "compiling the module")
         files = sorted((root / "bench").glob("*.mlir"), key=_order)
@@ -84,7 +85,7 @@ def timed_build(module: ir.Module | str | bytes, target: str | Target = "llvm-cp
             if found is None:
                 raise OpscopeError(f"{path.name}: no benchmark function in IREE's dispatch benchmark")
             vmfb = path.with_suffix(".vmfb")
-            _run([find_tool("iree-compile"), str(path), "-o", str(vmfb)], f"compiling {path.name}")
+            run_tool([find_tool("iree-compile"), str(path), "-o", str(vmfb)], f"compiling {path.name}")
             us = _benchmark(vmfb, found.group(1), tgt.driver, batch, repetitions)
             out.append(DispatchTime(_dispatch_name(path.stem), found.group(1), us, repetitions))
         if any(t.name.startswith(ENCODING) for t in out):
@@ -98,12 +99,11 @@ def _stream_calls(source: Path, tgt: Target) -> dict[str, int]:
     module compiled to IREE's stream phase (one more, partial compile)."""
     from iree.compiler.tools.binaries import find_tool
 
-    text = _run([find_tool("iree-compile"), str(source), *tgt.flags, "--compile-to=stream"],
-                "compiling the module to the stream phase")
-    counts: dict[str, int] = {}
-    for name in _DISPATCH.findall(text):
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+    text = run_tool([find_tool("iree-compile"), str(source), *tgt.flags, "--compile-to=stream",
+                     # the dispatch ops are all it reads: weights printed in full would be the bulk of the text
+                     "--mlir-elide-resource-strings-if-larger=16", "--mlir-elide-elementsattrs-if-larger=16"],
+                    "compiling the module to the stream phase")
+    return dict(Counter(_DISPATCH.findall(text)))
 
 
 def _order(path: Path) -> tuple[int, str]:
@@ -118,7 +118,8 @@ def _dispatch_name(stem: str) -> str:
     return m.group(1) if m else stem
 
 
-def _run(argv: list[str], what: str) -> str:
+def run_tool(argv: list[str], what: str) -> str:
+    """Run an IREE tool; its first error line as a one-line OpscopeError naming `what` failed."""
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
@@ -137,14 +138,9 @@ def benchmark_tool() -> str:
         return "iree-benchmark-module"
 
 
-def run_tool(argv: list[str], what: str) -> str:
-    """Run an IREE tool; its first error line as a one-line OpscopeError naming `what` failed."""
-    return _run(argv, what)
-
-
 def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
     """Median over repetitions of the microseconds per dispatch."""
-    stdout = _run([benchmark_tool(), f"--module={vmfb}", f"--device={driver}", f"--function={function}",
+    stdout = run_tool([benchmark_tool(), f"--module={vmfb}", f"--device={driver}", f"--function={function}",
                    f"--batch_size={batch}", f"--benchmark_repetitions={max(repetitions, 1)}",
                    "--benchmark_format=json"], f"benchmarking {function}")
     runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]

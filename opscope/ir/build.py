@@ -1,0 +1,43 @@
+"""Small builders the rewriting passes share: one `linalg.generic`, an affine map of loop dims,
+a float cast. The passes write their IR through these so every generic is built one way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, linalg
+
+
+def dim_map(n_dims: int, dims: Sequence[int]) -> ir.AffineMap:
+    """(d0, …, d{n_dims-1}) -> (d{dims[0]}, d{dims[1]}, …)."""
+    return ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in dims])
+
+
+def cast_float(v: ir.Value, ty: ir.Type) -> ir.Value:
+    """A float scalar `v` in the float type `ty` (extended or truncated)."""
+    if v.type == ty:
+        return v
+    return (arith.truncf if ir.FloatType(ty).width < ir.FloatType(v.type).width else arith.extf)(ty, v)
+
+
+def to_f32(v: ir.Value) -> ir.Value:
+    """A float scalar `v` as f32."""
+    return cast_float(v, ir.F32Type.get())
+
+
+def generic(result: ir.Type, ins: Sequence[ir.Value], out: ir.Value, maps: Sequence[ir.AffineMap],
+            iters: Sequence[str], body: Callable, ip: ir.InsertionPoint | None = None) -> ir.Value:
+    """One `linalg.generic` with a single result; `body(*block_args)` (called inside the block)
+    returns what it yields. `ip` None: the innermost insertion point of the context."""
+    op = linalg.GenericOp(
+        [result], list(ins), [out],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
+        ip=ip,
+    )
+    types = [ir.ShapedType(v.type).element_type for v in [*ins, out]]
+    block = op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(*block.arguments)])
+    return op.result
