@@ -200,3 +200,15 @@ def test_a_model_given_as_text_is_not_recorded_as_a_path(tmp_path):
         opscope.kernel_plan(run)
     plan = opscope.kernel_plan(run, matmul_module(8, 16, 4), rounds=1)  # given again: a plan (no candidate here)
     assert plan.candidates == [] and "no candidate" in plan.text()
+
+
+def test_a_slower_whole_model_is_said_in_words(tmp_path):
+    from opscope.act.site_bench import Measured
+    from opscope.act.specialize import Applied, KernelPlan
+
+    plan = KernelPlan(tmp_path, "m", "llvm-cpu", 4)
+    plan.applied = Applied(None, "quantize-weight{bits=8}", Measured(164.2, 179.2), "max |Δ| 0.0003", 6.4e-5, 4)
+    text = plan.text()
+    assert "whole model: 164.2 µs → 179.2 µs (0.92×)" in text and "slower with them" in text
+    plan.applied = Applied(None, "quantize-weight{bits=8}", Measured(179.2, 164.2), "bit-identical", 0.0, 4)
+    assert "slower with them" not in plan.text()

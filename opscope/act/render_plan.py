@@ -42,6 +42,9 @@ def plan_text(plan: KernelPlan) -> str:
             agreement = a.parity if a.parity == "bit-identical" else f"{a.parity}, rel err {a.rel_error:.2g}"
             lines.append(f"whole model: {a.measured.original_us:.1f} µs → {a.measured.rewritten_us:.1f} µs "
                          f"({a.measured.speedup:.2f}×), {agreement} over {a.steps} step(s)")
+            if a.measured.speedup < 1.0:
+                lines.append("the whole model is slower with them: the sites' gains did not survive in the model "
+                             "(or were the machine's noise); keep the original")
         if a.path is not None:
             lines.append(f"wrote {a.path} (compiles with plain iree-compile)")
     for c in plan.accepted:

@@ -88,8 +88,10 @@ def site_tensors(text: str, names: list[str], batch: list[np.ndarray], target: s
     chosen = set(names)
     computed_rhs = {s.name for s in find_sites(module.operation) if s.name in chosen
                     and not is_const_expr(s.value("rhs"))}
-    run_pipeline(module, Pipeline((DumpTensors(keep=lambda s: s.name in chosen, role="lhs"),
-                                   DumpTensors(keep=lambda s: s.name in computed_rhs, role="rhs"))))
+    taps = [DumpTensors(keep=lambda s: s.name in chosen, role="lhs")]
+    if computed_rhs:  # a site whose rhs is no weight takes it as an argument once outlined
+        taps.append(DumpTensors(keep=lambda s: s.name in computed_rhs, role="rhs"))
+    run_pipeline(module, Pipeline(tuple(taps)))
     function, dumped = dumps(module)
     with ticking(f"compile the model with {len(dumped)} dumped tensors for {target}"):
         loaded = load(compile_module(module, target))

@@ -145,6 +145,7 @@ def kernel_plan(run: str | Path, model=None, *, target: str | None = None, apply
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
     write the specialized module to `out` and measure the whole model."""
     from opscope.drive.profile import CSV_NAME, resolve_inputs
+    from opscope.ir.arguments import function_op, symbol_name
     from opscope.record.tidy import read_tidy
 
     kinds = check_kinds(kinds)
@@ -161,6 +162,7 @@ def kernel_plan(run: str | Path, model=None, *, target: str | None = None, apply
     batches, _ = resolve_inputs(source, steps, _inputs(record))
     plan = KernelPlan(folder, source.name, target, steps)
     proposals = propose(tidy, sites, kinds)
+    function = symbol_name(function_op(module))
     del sites, module  # the proposals hold names and text, not IR
     if proposals:
         from opscope.act.site_bench import site_tensors
@@ -175,7 +177,7 @@ def kernel_plan(run: str | Path, model=None, *, target: str | None = None, apply
             plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
         plan.candidates = keep_fastest(plan.candidates)
     if apply:
-        plan.applied = _apply(plan, text, batches, target, rounds, out, say)
+        plan.applied = _apply(plan, text, function, batches, target, rounds, out, say)
     return plan
 
 
@@ -242,11 +244,10 @@ def keep_fastest(candidates: list[Candidate]) -> list[Candidate]:
                                 f"({best[c.site].measured.speedup:.2f}×)") for c in candidates]
 
 
-def _apply(plan: KernelPlan, text: str, batches: list, target: str, rounds: int, out, say) -> Applied:
+def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out,
+           say) -> Applied:
     """The module with every accepted rewrite, written to `out`, timed and compared with the original."""
     from opscope.act.site_bench import rewritten
-    from opscope.ir.arguments import function_op, symbol_name
-    from opscope.ir.loading import new_context, parse_module
     from opscope.run.call_timing import time_calls
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
@@ -261,7 +262,6 @@ def _apply(plan: KernelPlan, text: str, batches: list, target: str, rounds: int,
             say(f"wrote {path} ({pipeline.count('{')} rewrite(s))")
     if not pipeline:
         return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches))
-    function = symbol_name(function_op(parse_module(text, new_context(), "model")))
     compiled = [compile_module(text, target), compile_module(specialized, target)]
     loaded = [load(m) for m in compiled]
     worst, worst_rel = "bit-identical", 0.0
