@@ -108,8 +108,9 @@ def test_apply_writes_a_module_plain_iree_compile_builds(applied, tmp_path):
 
 
 def test_guard_stability_threshold():
-    assert Guard("p", (0.1, 0.1), 0.0).stability == "stable"
-    assert Guard("p", (0.0, 0.1), STABLE_SIGMA).stability == "watch drift"
+    assert Guard("p", (0.1, 0.1, 0.1), 0.0).stability == "stable"
+    assert Guard("p", (0.0, 0.1, 0.05), STABLE_SIGMA).stability == "watch drift"
+    assert Guard("p", (0.1, 0.1), 0.0).stability == "too few steps (2 < 3)"  # no verdict from two samples
 
 
 def test_zero_channels_intersects_steps():

@@ -2,8 +2,9 @@
 
 * `skip-zero-channels`: lhs K channels whose `chan_maxabs` was 0 in every recorded step
   (border pixels, padded keys, dead ReLU units), sliced out behind a run-time guard whose
-  stability is the per-step share of zero channels (σ, population std; "stable" below 0.02,
-  the reference's threshold, else "watch drift"). Exact: bit-identical or rejected.
+  stability is the per-step share of zero channels (σ, population std; from 3 steps on,
+  "stable" below 0.02, the reference's threshold, else "watch drift"; the reference flags
+  a single step as stable, its quirk). Exact: bit-identical or rejected.
 * `quantize-weight` (W8A16, W8A8): a site whose rhs is a constant weight (a stationary
   tensor the sketches see as a stationary rhs). Lossy: accepted within an output error.
 * `factor-weight` (the rank keeping 99 % of the weight's energy): the same sites, when the
@@ -45,6 +46,11 @@ class Guard:
 
     @property
     def stability(self) -> str:
+        """"stable" or "watch drift" by σ, from enough steps only (the miner's stationarity minimum)."""
+        from opscope.mining.temporal import MIN_STEPS_STATIONARY, too_few
+
+        if len(self.samples) < MIN_STEPS_STATIONARY:
+            return too_few(len(self.samples), MIN_STEPS_STATIONARY)
         return "stable" if self.sigma < STABLE_SIGMA else "watch drift"
 
 
