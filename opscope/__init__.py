@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from opscope.act.parity import ParityReport
     from opscope.act.specialize import KernelPlan
     from opscope.act.whatif import WhatIfReport
+    from opscope.drive.live_run import LiveRun
     from opscope.drive.profile import ProfileResult
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
@@ -49,13 +50,14 @@ if TYPE_CHECKING:
 __all__ = [
     "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
     "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors", "timing",
-    "kernel_plan", "ProbeReport", "LayersReport", "ActionsReport", "QuantReport", "TimingReport", "KernelPlan",
+    "kernel_plan", "live", "LiveRun", "ProbeReport", "LayersReport", "ActionsReport", "QuantReport", "TimingReport", "KernelPlan",
     "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
     "LoadedModule", "OpscopeError",
 ]
 
 # Types a user may want to name, loaded when first asked for (PEP 562).
 _LAZY = {
+    "LiveRun": "opscope.drive.live_run",
     "ProfileResult": "opscope.drive.profile",
     "MineReport": "opscope.mining.report",
     "Manifest": "opscope.ir.manifest",
@@ -469,3 +471,18 @@ def kernel_plan(run: str | Path, model: str | Path | ir.Module | None = None, *,
         raise OpscopeError(f"rounds must be >= 1, got {rounds}")
     return build(run, model, target=target, apply=apply, out=out, rounds=rounds, min_speedup=min_speedup,
                  max_error=max_error, kinds=kinds, say=say)
+
+
+def live(source: str | Path | ir.Module | None = None, *, every: int | None = None, requests: int | None = None,
+         pool: int | None = None, zipf: float | None = None, seed: int = 0, workers: int = 1,
+         target: str = "llvm-cpu", csv: str | Path | None = None, parquet: str | Path | None = None,
+         state: str | Path | None = None, snapshot_every: int = 0, force: bool = False) -> LiveRun:
+    """Serve `source` (None: the reference's live demo) over a trace of `requests` drawn from a `pool` of its
+    inputs (Zipf `zipf`), 1 call in `every` instrumented, in `workers` processes; a `LiveRun` whose report
+    has recurrence per site with the memoize verdict, hot inputs, drift and loads, beside the trace's truth.
+    `csv`/`parquet` get the sampled statistics as tidy steps, `state` the mergeable sketches (JSON).
+    A served model of your own: `opscope.drive.live.LiveSampler`."""
+    from opscope.drive.live_run import run_live
+
+    return run_live(source, every=every, requests=requests, pool=pool, zipf=zipf, seed=seed, workers=workers,
+                    target=target, csv=csv, parquet=parquet, state=state, snapshot_every=snapshot_every, force=force)

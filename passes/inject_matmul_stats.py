@@ -4,7 +4,7 @@ Matches every site `opscope.ir.sites` finds (linalg.matmul in any indexing-map f
 linalg.batch_matmul, linalg.contract, contraction `linalg.generic`s, `stablehlo.dot_general`,
 and every linalg convolution: input, filter, result) in the entry block of a `func.func`,
 and inserts after it one `opscope.stat` per sketch of §2.3 of the reference (roles lhs,
-rhs, out; 13 stats of a 2-D tensor in the reference's order). An operand whose channels
+rhs, out, or those of its `roles` option; 13 stats of a 2-D tensor in the reference's order). An operand whose channels
 are not its last dim (NCHW) carries `channel_dims` in every stat's options, so per-channel
 statistics read its channels. It only says *what* is recorded: the IR computes the
 same values, results are untouched; `lower-opscope` then makes the statistics results.
@@ -48,6 +48,7 @@ class InjectMatmulStats:
     per_channel: bool = True
     per_position: bool = True
     adjacency: bool = True
+    roles: str = "lhs,rhs,out"  # the operands sketched, comma-separated
     sites: str = ""
     keep: Callable[[Site], bool] | None = field(default=None, compare=False, metadata={"api_only": True})
 
@@ -56,6 +57,7 @@ class InjectMatmulStats:
         return StatConfig(
             self.hist_bins, self.hist_min, self.hist_max, self.hist_normalize,
             self.per_channel, self.per_position, self.adjacency,
+            tuple(r.strip() for r in self.roles.split(",") if r.strip()),
         )
 
     @classmethod
@@ -63,7 +65,7 @@ class InjectMatmulStats:
         return cls(
             hist_bins=config.hist_bins, hist_min=config.hist_min, hist_max=config.hist_max,
             hist_normalize=config.hist_normalize, per_channel=config.per_channel,
-            per_position=config.per_position, adjacency=config.adjacency, **kw,
+            per_position=config.per_position, adjacency=config.adjacency, roles=",".join(config.roles), **kw,
         )
 
     def selected(self, module) -> list[Site]:
@@ -112,7 +114,7 @@ class InjectMatmulStats:
         for site in sites:
             with site.op.location:
                 ip = ir.InsertionPoint.after(site.op)
-                for role in ROLES:
+                for role in config.roles:
                     value = site.value(role)
                     channels = site.channels.get(role)
                     for req in plan_stats(site.shape(role), config, channels):

@@ -170,7 +170,7 @@ def valid_options(argument: str) -> str:
 
 def test_unknown_pass_option_lists_valid_options():
     assert valid_options("inject-matmul-stats") == (
-        "adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, sites")
+        "adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites")
     with pytest.raises(OpscopeError) as info:
         parse_pipeline("inject-matmul-stats{bogus=1}")
     assert one_line(info) == (

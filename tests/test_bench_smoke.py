@@ -91,3 +91,12 @@ def test_bench_kernels_quick_runs():
             assert err < 1e-6, (shape, variant, err)
         elif variant in ("W8A16", "W8A8"):
             assert err < 0.02, (shape, variant, err)
+
+
+def test_bench_live_quick_runs():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_live.py"), "--quick"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "x plain" in proc.stdout and "ratio (10x requests)" in proc.stdout

@@ -195,9 +195,21 @@ def test_lean_config_is_the_reference_whole_model_config():
         "min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis", "elemsig", "chan_maxabs", "chan_outlier"]
 
 
+def test_live_config_taps_the_lhs_only():
+    live = StatConfig.live()
+    _, manifest = injected(MATMUL, config=live)
+    assert {e.role for e in manifest.entries} == {"lhs"}
+    assert stats_of(manifest, "matmul", "lhs") == ["min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis", "elemsig"]
+    _, manifest = injected(MATMUL, config=StatConfig(roles=("out", "rhs")))
+    assert {e.role for e in manifest.entries} == {"out", "rhs"}
+
+
 def test_bad_config_is_a_one_line_error():
     with pytest.raises(OpscopeError, match="hist_bins must be >= 0"):
         StatConfig(hist_bins=-1)
+    for roles in ((), ("lhs", "lhs"), ("weights",)):
+        with pytest.raises(OpscopeError, match="roles must be distinct names among lhs, rhs, out"):
+            StatConfig(roles=roles)
     with pytest.raises(OpscopeError, match="hist_min .* must be below hist_max"):
         StatConfig(hist_normalize=False, hist_min=1.0, hist_max=1.0)
 

@@ -6,6 +6,8 @@
 // RUN: opscope-opt %s -p 'inject-matmul-stats{sites=attn}' --split-input-file | filecheck %s --check-prefix=SITES
 // RUN: opscope-opt %s -p 'inject-matmul-stats{hist-normalize=false hist-min=-2.5 hist-max=4.0}' --split-input-file | filecheck %s --check-prefix=FIXED
 // RUN: opscope-opt %s -p inject-matmul-stats --split-input-file -o %t 2>&1 | filecheck %s --check-prefix=WARN
+// RUN: opscope-opt %s -p 'inject-matmul-stats{roles=lhs hist-bins=0 per-channel=false per-position=false adjacency=false}' --split-input-file | filecheck %s --check-prefix=LIVE
+// RUN: opscope-opt %s -p 'inject-matmul-stats{roles="out,lhs"}' --split-input-file | filecheck %s --check-prefix=ROLES
 
 // The 13 sketches of a 2-D tensor, in the reference's order, for lhs, then rhs, then out,
 // right after the matmul; the site is named by the location; the function records its
@@ -53,6 +55,27 @@
 // FIXED:        {kind = "hist", options = {bins = 32 : i64, hi = 4.000000e+00 : f32, lo = -2.500000e+00 : f32, normalize = false}, role = "lhs"
 // SITES-LABEL:  func.func @taps_lhs_rhs_out_of_matmul(
 // SITES-NOT:    opscope
+// The live sampler's set (StatConfig.live()): the seven scalars and elemsig of the lhs only.
+// LIVE-LABEL:   func.func @taps_lhs_rhs_out_of_matmul(
+// LIVE:         linalg.matmul
+// LIVE-NEXT:    {kind = "min", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "max", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "mean", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "l1", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "sumsq", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "nnz", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "kurtosis", options = {}, role = "lhs"
+// LIVE-NEXT:    {kind = "elemsig", options = {}, role = "lhs"
+// LIVE-NEXT:    return
+// Roles in the order given.
+// ROLES-LABEL:  func.func @taps_lhs_rhs_out_of_matmul(
+// ROLES:        linalg.matmul
+// ROLES-NEXT:   {kind = "min", options = {}, role = "out"
+// ROLES-NOT:    role = "rhs"
+// ROLES:        {kind = "adj_sumsq", options = {}, role = "out"
+// ROLES-NEXT:   {kind = "min", options = {}, role = "lhs"
+// ROLES-NOT:    role = "rhs"
+// ROLES:        return
 func.func @taps_lhs_rhs_out_of_matmul(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>) -> tensor<4x3xf32> {
   %zero = arith.constant 0.0 : f32
   %empty = tensor.empty() : tensor<4x3xf32>

@@ -9,7 +9,8 @@ per command group, each adding its subcommands.
 * `parity`: two builds compared op by op (`parity`);
 * `whatif`: rewrites measured end to end on real data (`whatif`);
 * `probe`: host probes of weights and a plan under a byte budget (`probe`, `layers`, `actions`);
-* `specialize`: a run's findings as guarded, measured IREE rewrites (`plan`).
+* `specialize`: a run's findings as guarded, measured IREE rewrites (`plan`);
+* `live`: a model served over a request trace, 1 call in N sampled into bounded sketches (`live`).
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
 """
@@ -20,7 +21,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli import analysis, dynamics, ir_tools, mining, parity, probe, recording, specialize, whatif
+from opscope.cli import analysis, dynamics, ir_tools, live, mining, parity, probe, recording, specialize, whatif
 from opscope.errors import OpscopeError
 
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     whatif.register(sub)
     probe.register(sub)
     specialize.register(sub)
+    live.register(sub)
     ir_tools.register_targets(sub)
     return p
 

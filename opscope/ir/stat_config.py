@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from opscope.dialect.lowering import ELEMSIG_MAX, channel_view
 from opscope.dialect.ops import STAT_KINDS
 from opscope.errors import OpscopeError
+from opscope.ir.sites import ROLES
 
 # The per-tensor sketch order of the reference (§2.3); the dialect owns the list.
 STAT_ORDER: tuple[str, ...] = STAT_KINDS
@@ -30,8 +31,13 @@ class StatConfig:
     per_channel: bool = True
     per_position: bool = True
     adjacency: bool = True
+    roles: tuple[str, ...] = ROLES  # which operands of a matmul site are sketched (the reference: all three)
 
     def __post_init__(self) -> None:
+        roles = tuple(self.roles)
+        if not roles or len(set(roles)) != len(roles) or not set(roles) <= set(ROLES):
+            raise OpscopeError(f"StatConfig: roles must be distinct names among {', '.join(ROLES)}, got {roles}")
+        object.__setattr__(self, "roles", roles)
         if self.hist_bins < 0:
             raise OpscopeError(f"StatConfig: hist_bins must be >= 0, got {self.hist_bins}")
         if not self.hist_normalize and self.hist_bins and not self.hist_min < self.hist_max:
@@ -43,6 +49,13 @@ class StatConfig:
     def lean(cls) -> "StatConfig":
         """The whole-model config the reference's DeepSeek recorder uses (no histogram)."""
         return cls(hist_bins=0, hist_normalize=False, per_position=False, adjacency=False)
+
+    @classmethod
+    def live(cls) -> "StatConfig":
+        """What live sampling folds (`opscope.drive.live`): the seven scalars and the elemsig fingerprint of
+        each matmul's lhs only (weights are constant, outputs are the next site's lhs), one read of it."""
+        return cls(hist_bins=0, hist_normalize=False, per_channel=False, per_position=False, adjacency=False,
+                   roles=("lhs",))
 
     def replace(self, **changes) -> "StatConfig":
         return dataclasses.replace(self, **changes)

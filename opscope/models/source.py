@@ -60,14 +60,15 @@ def _is_mlir_text(text: str) -> bool:
 
 
 def open_model(source: Source, steps: int = 1, name: str | None = None,
-               named: Callable[[str], None] | None = None) -> ModelSource:
+               named: Callable[[str], None] | None = None, batch: int | None = None) -> ModelSource:
     """Resolve `source` for `steps` calls: a zoo name (built with its inputs), a model file
     (imported to linalg: .mlir/.mlirbc, .onnx, .pt2, .jaxexport), MLIR text or bytecode, or
     an `ir.Module`. `name` overrides the name reports give it; `named(name)` is called as
-    soon as the name is known, before a file's import (which can take a while)."""
+    soon as the name is known, before a file's import (which can take a while). `batch` builds
+    a zoo model for that many examples per call (None: the entry's own; files have theirs)."""
     if isinstance(source, str) and is_zoo_name(source):
         entry = get_entry(source)
-        module, inputs, dist, display = entry.build(steps)
+        module, inputs, dist, display = entry.build(steps, batch)
         return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task), named)
     if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and _is_mlir_text(source)):
         return _named(ModelSource(name or "<model>", source), named)

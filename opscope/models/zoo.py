@@ -67,7 +67,7 @@ class ZooEntry:
     name: str
     description: str
     extra: str | None
-    build: Callable[[int], Built]
+    build: Callable[..., Built]  # build(steps, batch=None): None is the entry's own batch
     tokenizer: Callable[[], object] | None = None  # loads the model's own tokenizer (text models)
     task: str = "outputs"  # what its first result is, for `opscope whatif`: causal-lm | encoder | classifier
 
@@ -88,28 +88,30 @@ def missing_message(name: str, extra: str) -> str:
     return f"{name} needs {what}: {install}"
 
 
-def _gated(name: str, extra: str | None, build: Callable[[int], Built]) -> Callable[[int], Built]:
+def _gated(name: str, extra: str | None, build: Callable[..., Built]) -> Callable[..., Built]:
     """`build`, preceded by the check that `extra` is installed."""
 
-    def checked(steps: int) -> Built:
+    def checked(steps: int, batch: int | None = None) -> Built:
         if missing_extra(extra):
             raise OpscopeError(missing_message(name, extra))
         if steps < 1:
             raise OpscopeError(f"{name}: steps must be >= 1, got {steps}")
-        return build(steps)
+        if batch is not None and batch < 1:
+            raise OpscopeError(f"{name}: batch must be >= 1, got {batch}")
+        return build(steps) if batch is None else build(steps, batch=batch)
 
     checked.__doc__ = build.__doc__
     return checked
 
 
-def _build_digits(steps: int) -> Built:
-    """The digits MLP and `steps` batches of real digit images."""
+def _build_digits(steps: int, batch: int = DIGITS_BATCH) -> Built:
+    """The digits MLP and `steps` batches of `batch` real digit images."""
     from opscope.models.digits import digits_batches, digits_model, train_digits
 
-    source, _ = digits_model(DIGITS_BATCH)
+    source, _ = digits_model(batch)
     name = (f"digits MLP (64→64→10, trained on sklearn digits, {train_digits().accuracy:.1%} held out; "
-            f"{DIGITS_BATCH} images per step)")
-    return source, digits_batches(DIGITS_BATCH, steps), "digits", name
+            f"{batch} image{'s' * (batch > 1)} per step)")
+    return source, digits_batches(batch, steps), "digits", name
 
 
 def minilm_inputs(steps: int, batch: int = MINILM_BATCH, tokens: int = MINILM_TOKENS) -> list[list[np.ndarray]]:
@@ -122,19 +124,19 @@ def minilm_inputs(steps: int, batch: int = MINILM_BATCH, tokens: int = MINILM_TO
     return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
 
 
-def _build_minilm(steps: int) -> Built:
-    """MiniLM imported from PyTorch, and `steps` batches of tokenized reference text."""
+def _build_minilm(steps: int, batch: int = MINILM_BATCH) -> Built:
+    """MiniLM imported from PyTorch, and `steps` batches of `batch` tokenized sentences of reference text."""
     import torch
 
     from opscope.importers.torch_fx import import_torch
     from opscope.ir.loading import module_bytecode
     from opscope.models.huggingface import minilm_model
 
-    inputs = minilm_inputs(steps)
+    inputs = minilm_inputs(steps, batch)
     ids, mask = (torch.from_numpy(a) for a in inputs[0])
     module = import_torch(minilm_model(), (), name="minilm", example_kwargs={"input_ids": ids, "attention_mask": mask})
     name = (f"all-MiniLM-L6-v2 (6 layers, d 384, trained) on the Python Language Reference, "
-            f"{MINILM_BATCH} sentences × {MINILM_TOKENS} tokens per step")
+            f"{batch} sentence{'s' * (batch > 1)} × {MINILM_TOKENS} tokens per step")
     return module_bytecode(module), inputs, "reference-text", name
 
 
@@ -150,22 +152,22 @@ def smollm2_inputs(steps: int, batch: int = SMOLLM2_BATCH,
     return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
 
 
-def build_smollm2(steps: int, layers: int | None = None) -> Built:
+def build_smollm2(steps: int, layers: int | None = None, batch: int = SMOLLM2_BATCH) -> Built:
     """SmolLM2-135M-Instruct imported from PyTorch (its first `layers` layers when given: tests), and `steps`
-    batches of tokenized reference text."""
+    batches of `batch` tokenized sentences of reference text."""
     import torch
 
     from opscope.importers.torch_fx import import_torch
     from opscope.ir.loading import module_bytecode
     from opscope.models.huggingface import smollm2_model
 
-    inputs = smollm2_inputs(steps)
+    inputs = smollm2_inputs(steps, batch)
     model = smollm2_model(layers)
     ids, mask = (torch.from_numpy(a) for a in inputs[0])
     module = import_torch(model, (), name="smollm2", example_kwargs={"input_ids": ids, "attention_mask": mask})
     depth = f"{'' if layers is None else 'first '}{model.config.num_hidden_layers} layers"
     name = (f"SmolLM2-135M-Instruct ({depth}, d 576, trained; Q4_1 GGUF as f32) on the Python Language "
-            f"Reference, {SMOLLM2_BATCH} sentences × {SMOLLM2_TOKENS} tokens per step")
+            f"Reference, {batch} sentence{'s' * (batch > 1)} × {SMOLLM2_TOKENS} tokens per step")
     return module_bytecode(module), inputs, "reference-text", name
 
 
@@ -176,28 +178,28 @@ def tiny_inputs(steps: int, vocab: int, batch: int = TINY_BATCH, seq: int = TINY
             for t in range(steps)]
 
 
-def _tiny_builder(kind: str) -> Callable[[int], Built]:
+def _tiny_builder(kind: str) -> Callable[..., Built]:
     """`build` of a tiny random-init Hugging Face causal LM (`opscope.models.huggingface.BUILDERS[kind]`)."""
 
-    def build(steps: int) -> Built:
+    def build(steps: int, batch: int = TINY_BATCH) -> Built:
         import torch
 
         from opscope.importers.torch_fx import import_torch
         from opscope.ir.loading import module_bytecode
         from opscope.models.huggingface import BUILDERS, TINY_VOCAB
 
-        inputs = tiny_inputs(steps, TINY_VOCAB)
-        model, _ = BUILDERS[kind](batch=TINY_BATCH, seq=TINY_SEQ)
+        inputs = tiny_inputs(steps, TINY_VOCAB, batch)
+        model, _ = BUILDERS[kind](batch=batch, seq=TINY_SEQ)
         ids, mask = (torch.from_numpy(a) for a in inputs[0])
         module = import_torch(model, (), name=f"{kind}-tiny",
                               example_kwargs={"input_ids": ids, "attention_mask": mask})
-        name = f"tiny random-init {kind} (2 layers, d 32), {TINY_BATCH} × {TINY_SEQ} random tokens per step"
+        name = f"tiny random-init {kind} (2 layers, d 32), {batch} × {TINY_SEQ} random tokens per step"
         return module_bytecode(module), inputs, "random-tokens", name
 
     return build
 
 
-def _entry(name: str, description: str, extra: str | None, build: Callable[[int], Built],
+def _entry(name: str, description: str, extra: str | None, build: Callable[..., Built],
            tokenizer: Callable[[], object] | None = None, task: str = "outputs") -> ZooEntry:
     """A registry entry whose `build` checks its extra first."""
     return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer, task)

@@ -1,0 +1,140 @@
+"""`opscope live`: a model served over a request trace, 1 call in N sampled, and what the sketches say.
+
+Everything a user can get wrong is checked before the model is imported or compiled. The
+report sits beside the trace's own truth (the trace knows which request repeats which), so a
+reader sees how far the sketches are from the exact answer on this very stream.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from opscope.drive.live import LiveSampler, check_every
+from opscope.drive.serve import Served, serve, serve_workers
+from opscope.drive.trace import DEMO_EVERY, DEMO_POOL, DEMO_REQUESTS, DEMO_SEED, Trace, demo_trace, model_trace
+from opscope.errors import OpscopeError
+from opscope.online.report import LiveReport, live_report
+from opscope.online.snapshot import save
+from opscope.record.recorder import Recorder, write_parquet, write_site_costs
+from opscope.record.tidy import SITES_SUFFIX
+
+MODEL_REQUESTS, MODEL_POOL, MODEL_ZIPF, MODEL_EVERY = 1000, 64, 1.1, 16  # a model's defaults (the demo has its own)
+
+
+@dataclass
+class LiveRun:
+    """A served trace: the report, the trace (its truth), how it was served."""
+
+    name: str
+    trace: Trace
+    every: int
+    workers: int
+    served: Served
+    report: LiveReport
+
+    def truth(self) -> dict[str, float]:
+        """The trace's exact recurrences: of the whole stream, and of the calls the sampler sampled."""
+        return {"stream": self.trace.exact_recurrence(),
+                "sampled": self.trace.exact_sampled_recurrence(self.every, self.workers)}
+
+    def text(self) -> str:
+        t = self.truth()
+        lines = [f"{self.name}: {self.trace.description}; 1 call in {self.every} sampled"
+                 + (f", {self.workers} workers" if self.workers > 1 else ""),
+                 f"served in {self.served.seconds:.2f} s ({1e3 * self.served.seconds / max(len(self.trace), 1):.2f} ms "
+                 "per request, wall)", "", self.report.text(),
+                 "", f"trace truth: {t['stream']:.1%} of requests repeat an earlier one; {t['sampled']:.1%} of the "
+                 "sampled ones repeat an earlier sampled one (what the 'sampled' column estimates)"]
+        lost = [w for w in self.served.workers if w.exitcode != 0]
+        for w in lost:
+            lines.append(f"worker {w.worker} stopped (exit code {w.exitcode}): {w.requests - w.calls_saved} of its "
+                         f"{w.requests} requests are not in the report (the calls after its last snapshot)")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"model": self.name, "trace": self.trace.description, "every": self.every,
+                           "workers": self.workers, "seconds": self.served.seconds, "truth": self.truth(),
+                           "lost_requests": self.served.lost, "report": self.report.to_dict()}, indent=2)
+
+
+def _check_out(path: str | Path | None, force: bool, what: str) -> Path | None:
+    if path is None:
+        return None
+    path = Path(path)
+    if path.exists() and not force:
+        raise OpscopeError(f"live: {what} {path} exists; pass --force to overwrite it or choose another path")
+    if not path.parent.is_dir():
+        raise OpscopeError(f"live: no folder {path.parent} for {what} {path}")
+    return path
+
+
+def run_live(source=None, *, every: int | None = None, requests: int | None = None, pool: int | None = None,
+             zipf: float | None = None, seed: int = 0, workers: int = 1, target: str = "llvm-cpu",
+             csv: str | Path | None = None, parquet: str | Path | None = None, state: str | Path | None = None,
+             snapshot_every: int = 0, force: bool = False, progress: bool | None = None) -> LiveRun:
+    """Serve `source` (None: the reference's demo, 500 requests over a pool of 8, every 5th sampled) over a
+    trace of `requests` drawn from a `pool` of its inputs (Zipf `zipf`), 1 call in `every` instrumented,
+    in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON)."""
+    demo = source is None
+    every = check_every(every if every is not None else DEMO_EVERY if demo else MODEL_EVERY)
+    requests = requests if requests is not None else DEMO_REQUESTS if demo else MODEL_REQUESTS
+    pool = pool if pool is not None else DEMO_POOL if demo else MODEL_POOL
+    zipf = zipf if zipf is not None else 0.0 if demo else MODEL_ZIPF
+    if requests < 1 or pool < 1 or workers < 1 or snapshot_every < 0:
+        raise OpscopeError(f"live: requests, pool and workers must be >= 1 and snapshot-every >= 0, got requests "
+                           f"{requests}, pool {pool}, workers {workers}, snapshot-every {snapshot_every}")
+    if zipf < 0:
+        raise OpscopeError(f"live: the Zipf exponent must be >= 0 (0: uniform), got {zipf}")
+    csv, state = _check_out(csv, force, "CSV"), _check_out(state, force, "state file")
+    parquet = _check_out(parquet, force, "Parquet file")
+    if parquet is not None and csv is None:
+        raise OpscopeError("live: --parquet converts the tidy CSV: give --csv too")
+    if demo:
+        module, trace = demo_trace(requests, pool, DEMO_SEED + seed, zipf)  # seed 0: the reference's
+        name = "reference live demo (4-layer MLP, [16,64])"
+    else:
+        model, trace = model_trace(source, requests, pool, zipf, seed)
+        module, name = model.module, model.name
+    single = workers == 1
+    sampler = LiveSampler.build(module, every, target, name=name, csv=csv if single else None,
+                                state=state if single else None, snapshot_every=snapshot_every if single else 0)
+    if single:
+        served = serve(sampler, trace, progress)
+        sampler.close(parquet)
+    else:
+        with tempfile.TemporaryDirectory(prefix="opscope-live-") as folder:
+            served = serve_workers(sampler, trace, workers, folder, snapshot_every or 8)
+        _write_merged(served, sampler, csv, parquet, state)
+    return LiveRun(name, trace, every, workers, served, live_report(served.sketch))
+
+
+def _write_merged(served: Served, sampler: LiveSampler, csv: Path | None, parquet: Path | None,
+                  state: Path | None) -> None:
+    """The workers' merged sketches: one tidy step of their aggregate, and the sketch file."""
+    if csv is not None:
+        numel = {(e.site, e.role): e.numel for e in sampler.manifest.entries}
+        dims = {s.name: (s.m, s.k, s.n) for s in sampler.manifest.sites}
+        step, _, values = served.sketch.take_period()
+        with Recorder(csv, durable=False) as rec:
+            rec.record_values(0, step, sampler.target, "live", 0, 0, 0, values, numel, dims)
+        write_site_costs(csv.with_name(csv.name + SITES_SUFFIX), sampler.manifest)
+        if parquet is not None:
+            write_parquet(csv, parquet)
+    if state is not None:
+        save(served.sketch, state)
+
+
+def merge_saved(paths: list[str | Path]) -> LiveReport:
+    """The report of saved sketches merged (workers or machines that served the same model)."""
+    from opscope.online.snapshot import load
+
+    if not paths:
+        raise OpscopeError("live: --merge needs at least one saved sketch (--state FILE of a run)")
+    sketches = [load(p) for p in paths]
+    merged = sketches[0]
+    for other in sketches[1:]:
+        merged = merged.merge(other)
+    return live_report(merged)
