@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hoist-constants", action="store_true",
                     help="add 'iree tapped, hoisted': the weights' sketches const-evaluated at compile time "
                          "(inject_matmul_stats(..., hoist_constants=True))")
+    ap.add_argument("--weights-once", action="store_true",
+                    help="add 'iree tapped, weights once': the weights' sketches in @main$weights, called once per "
+                         "loaded module (inject_matmul_stats(..., weights_once=True), split-weight-stats)")
     args = ap.parse_args(argv)
     batch = args.batch or (2 if args.quick else 8)
     seq = args.seq or (16 if args.quick else 64)
@@ -95,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
             parse_module(source), sites=sites, hoist_constants=True, **target.layout))
         hoist_rt = load(timed("compile, tapped + weights hoisted",
                               lambda: compile_module(hoisted, target, use_cache=False)))
+    once_rt = None
+    if args.weights_once:
+        split, once_manifest = timed("inject, weights once", lambda: inject_matmul_stats(
+            parse_module(source), sites=sites, weights_once=True, **target.layout))
+        once_rt = load(timed("compile, tapped + weights once",
+                             lambda: compile_module(split, target, use_cache=False)))
     inputs = torch_fx.flat_inputs(model, (), kwargs)
     n_orig = manifest.num_original_results
 
@@ -119,6 +128,17 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(float(np.max(np.abs(once[k] - v) / (np.abs(v) + 1e-6))) for k, v in every_call.items())
         print(f"hoisted sketches vs per-call sketches: {len(once)} keys, max relative difference {worst:.2g}")
 
+    if once_rt is not None:
+        from opscope.run.instrumented import tapped_outputs
+
+        got_once = tapped_outputs(once_rt, once_manifest, inputs)
+        errs["iree tapped, weights once"] = (
+            f"{max(float(np.abs(a - b).max()) for a, b in zip(got_once[:n_orig], want)):.2g}")
+        every_call, once = manifest.values(got_inst_all), once_manifest.values(got_once)
+        same = list(every_call) == list(once) and all(np.array_equal(once[k], v) for k, v in every_call.items())
+        print(f"weights-once sketches vs per-call sketches: {len(once)} keys, "
+              f"{'identical, same order' if same else 'DIFFERENT'}")
+
     def eager() -> None:
         with torch.no_grad():
             model(**kwargs)
@@ -131,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"pytorch eager": eager, "iree as imported": runner(base_rt), "iree tapped": runner(inst_rt)}
     if hoist_rt is not None:
         variants["iree tapped, hoisted"] = runner(hoist_rt)
+    if once_rt is not None:
+        variants["iree tapped, weights once"] = runner(once_rt)  # main only: @main$weights ran once, above
     rounds = interleaved(variants, repeats, warmup=2)
     ref, iree = rounds["pytorch eager"], rounds["iree as imported"]
     rows = []

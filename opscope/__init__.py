@@ -223,7 +223,9 @@ def inject(
     `Site`s;
     `target` picks that target's fastest kernel layout (default: one every target runs);
     `lowering` passes lower-opscope's options (`pack`, `outline`, `batch`,
-    `hoist_constants`, `hist_counts`, `row_lanes`)."""
+    `hoist_constants`, `hist_counts`, `row_lanes`), and `weights_once=True` moves the sketches
+    of constant tensors (weights) into `@<function>$weights`, to call once
+    (`manifest.weights_function`; `opscope.run.instrumented.tapped_outputs` joins the two)."""
     from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import new_context, parse_module
     from opscope.ir.stat_config import StatConfig

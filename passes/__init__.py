@@ -39,6 +39,12 @@ def _lower_opscope():
     return LowerOpscope
 
 
+def _split_weight_stats():
+    from opscope.passes.split_weight_stats import SplitWeightStats
+
+    return SplitWeightStats
+
+
 def _dump_tensors():
     from opscope.passes.dump_tensors import DumpTensors
 
@@ -115,6 +121,7 @@ PASSES: dict[str, Callable[[], type]] = {
     "quantize-weight": _quantize_weight,
     "skip-residual-blocks": _skip_residual_blocks,
     "skip-zero-channels": _skip_zero_channels,
+    "split-weight-stats": _split_weight_stats,
 }
 
 

@@ -36,6 +36,7 @@ from iree.compiler.dialects import func
 
 from opscope.errors import OpscopeError
 from opscope.ir.blocks import verify_or_refuse
+from opscope.ir.build import remap_operands
 from opscope.ir.const_expr import is_const_expr, memoized, owner, region_reads
 from opscope.ir.quantize import MOST_NAMES
 from opscope.ir.sites import ROLES, Site, find_sites
@@ -102,7 +103,7 @@ class ExtractSite:
         ip = ir.InsertionPoint(entry)
         for op in [*copies, site.op]:
             new = op.clone(ip=ip)
-            _remap(new, mapping)
+            remap_operands(new, mapping)
             mapping.update(zip(op.results, new.results))
         func.ReturnOp([mapping[result]], loc=loc, ip=ip)
         if self.only:
@@ -152,16 +153,6 @@ def _slice(site: Site) -> tuple[list[ir.Value], list[ir.Operation]]:
 def _pads(value: ir.Value, lhs: ir.Value) -> bool:
     """`value` is the `tensor.pad` of `lhs` a convolution reads (`opscope.ir.sites` takes its source as the lhs)."""
     return isinstance(value, ir.OpResult) and owner(value).name == "tensor.pad" and owner(value).operands[0] == lhs
-
-
-def _remap(new: ir.Operation, mapping: dict) -> None:
-    """Point every operand of `new` and of the ops in its regions that reads an original value at its copy."""
-    ops: list[ir.Operation] = []
-    new.walk(lambda op: ops.append(op.operation) or ir.WalkResult.ADVANCE)  # gather only: walk hides errors
-    for op in ops:
-        for i, value in enumerate(op.operands):
-            if value in mapping:
-                op.operands[i] = mapping[value]
 
 
 def _top_level(op: ir.Operation) -> ir.Operation:

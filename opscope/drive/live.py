@@ -29,7 +29,7 @@ from opscope.online.stream import StreamSketch
 from opscope.record.recorder import Recorder, write_parquet, write_site_costs
 from opscope.record.tidy import SITES_SUFFIX
 from opscope.run.compile import compile_module
-from opscope.run.instrumented import InstrumentedModel
+from opscope.run.instrumented import InstrumentedModel, tapped_outputs
 from opscope.run.runtime import LoadedModule, load
 from opscope.run.ticker import ticking
 
@@ -106,7 +106,7 @@ class LiveSampler:
         values = None
         if sampled:
             with self._tapped_lock:
-                outs = self.tapped.invoke(self.manifest.function, *inputs)
+                outs = tapped_outputs(self.tapped, self.manifest, inputs)
             values = self.manifest.values(outs)
             results = outs[: self.manifest.num_original_results]
         else:

@@ -41,3 +41,14 @@ def generic(result: ir.Type, ins: Sequence[ir.Value], out: ir.Value, maps: Seque
     with ir.InsertionPoint(block):
         linalg.YieldOp([body(*block.arguments)])
     return op.result
+
+
+def remap_operands(new: ir.Operation, mapping: dict) -> None:
+    """Point every operand of `new` (a clone) and of the ops in its regions that reads an original
+    value at its copy in `mapping`."""
+    ops: list[ir.Operation] = []
+    new.walk(lambda op: ops.append(op.operation) or ir.WalkResult.ADVANCE)  # gather only: walk hides errors
+    for op in ops:
+        for i, value in enumerate(op.operands):
+            if value in mapping:
+                op.operands[i] = mapping[value]

@@ -14,6 +14,7 @@ from opscope.passes.inject_infer_stats import InjectInferStats
 from opscope.passes.inject_matmul_stats import InjectMatmulStats
 from opscope.passes.inject_residual_stats import InjectResidualStats
 from opscope.passes.lower_opscope import LowerOpscope
+from opscope.passes.split_weight_stats import SplitWeightStats
 
 # What can be tapped: matmul/convolution sketches, and the inference dynamics (attention
 # probabilities, fused or not; top-k routing with its gate; residual adds).
@@ -60,13 +61,16 @@ def inject_stats(
     keep: Callable[[Site], bool] | None = None,
     sites: str = "",
     every_add: bool = False,
+    weights_once: bool = False,
     **lowering,
 ):
     """Tap `taps` of `module` (in place) and lower the taps in one pipeline; returns (module,
     manifest). `sites` (a name regex) selects sites of every kind, `keep` (a predicate on
     `Site`) matmul and convolution sites; `lowering` is lower-opscope's options (see
-    `inject_matmul_stats`)."""
-    pipeline = Pipeline(tap_passes(config, taps, sites, keep, every_add) + (LowerOpscope(**lowering),))
+    `inject_matmul_stats`). `weights_once` moves the statistics of constant tensors (weights) into
+    `@<function>$weights`, computed once per loaded module (`split-weight-stats`)."""
+    split = (SplitWeightStats(),) if weights_once else ()
+    pipeline = Pipeline(tap_passes(config, taps, sites, keep, every_add) + split + (LowerOpscope(**lowering),))
     run_pipeline(module, pipeline)
     return module, Manifest.from_module(module)
 
@@ -82,6 +86,7 @@ def inject_matmul_stats(
     hoist_constants: bool = False,
     hist_counts: str = "i32",
     row_lanes: int = 0,
+    weights_once: bool = False,
 ):
     """Tap every matmul site of `module` (in place) and lower the taps; returns (module, manifest).
 
@@ -90,7 +95,9 @@ def inject_matmul_stats(
     `batch`, `hoist_constants`, `hist_counts` and `row_lanes` are lower-opscope's options;
     the defaults (i32 counts, straight rows) suit every target, and a target's faster
     layout is `opscope.run.targets.Target.layout` (i8 counts and 16 row lanes on llvm-cpu):
-    `inject_matmul_stats(module, config, **get_target("llvm-cpu").layout)`.
+    `inject_matmul_stats(module, config, **get_target("llvm-cpu").layout)`. `weights_once` moves the
+    weights' statistics into `@<function>$weights` (`split-weight-stats`).
     """
-    return inject_stats(module, config, ("matmul",), keep=keep, sites=sites, pack=pack, outline=outline,
-                        batch=batch, hoist_constants=hoist_constants, hist_counts=hist_counts, row_lanes=row_lanes)
+    return inject_stats(module, config, ("matmul",), keep=keep, sites=sites, weights_once=weights_once, pack=pack,
+                        outline=outline, batch=batch, hoist_constants=hoist_constants, hist_counts=hist_counts,
+                        row_lanes=row_lanes)

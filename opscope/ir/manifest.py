@@ -9,6 +9,7 @@ as a JSON sidecar and decodes a run's outputs into (site, role, stat, idx, value
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import numpy as np
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+
+WEIGHTS_SUFFIX = "$weights"  # split-weight-stats: @f's weight statistics live in @f$weights, called once
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class Manifest:
     entries: list[StatEntry] = field(default_factory=list)
     sites: list[SiteInfo] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
+    weights_function: str = ""  # the function returning the weights' statistics, called once (split-weight-stats)
+    weights_results: int = 0  # how many results it returns (the last of num_results)
 
     # -- reading the IR ------------------------------------------------------------------
     @classmethod
@@ -67,10 +72,27 @@ class Manifest:
             if not chosen:
                 raise OpscopeError(f"no function @{function} in the module")
         else:
-            chosen = [f for f in public if "res_attrs" in f.attributes and _has_stats(f)] or public[:1]
+            chosen = [f for f in public if "res_attrs" in f.attributes and _has_stats(f)
+                      and not _name(f).endswith(WEIGHTS_SUFFIX)] or public[:1]
             if not chosen:
                 raise OpscopeError("the module has no public function")
-        return cls._from_function(chosen[0])
+        manifest = cls._from_function(chosen[0])
+        weights = [f for f in fns if _name(f) == manifest.function + WEIGHTS_SUFFIX]
+        if weights and "res_attrs" in weights[0].attributes and _has_stats(weights[0]):
+            manifest = manifest._with_weights(cls._from_function(weights[0]))
+        return manifest
+
+    def _with_weights(self, weights: "Manifest") -> "Manifest":
+        """This call's manifest, followed by the results of its weights' function (called once)."""
+        moved = [dataclasses.replace(e, result=e.result + self.num_results) for e in weights.entries]
+        return Manifest(self.function, self.num_results + weights.num_results, self.num_original_results,
+                        _reference_order(self.entries + moved, self.sites), self.sites, list(self.flags),
+                        weights.function, weights.num_results)
+
+    @property
+    def call_results(self) -> int:
+        """How many results one call of `function` returns (the weights' statistics follow them)."""
+        return self.num_results - self.weights_results
 
     @classmethod
     def _from_function(cls, fn) -> "Manifest":
@@ -106,7 +128,7 @@ class Manifest:
         return cls(
             d["function"], d["num_results"], d["num_original_results"],
             [StatEntry(**e) for e in d["entries"]], [SiteInfo(**s) for s in d["sites"]],
-            list(d.get("flags", [])),
+            list(d.get("flags", [])), d.get("weights_function", ""), int(d.get("weights_results", 0)),
         )
 
     def save(self, path: str | Path) -> None:
@@ -217,6 +239,10 @@ def _entries_of(idx: int, d: ir.DictAttr, length: int = 0) -> list[StatEntry]:
             ir.StringAttr(d["opscope.stat"]).value, ir.IntegerAttr(d["opscope.numel"]).value,
         )]
     return []
+
+
+def _name(fn) -> str:
+    return ir.StringAttr(fn.attributes["sym_name"]).value
 
 
 def _has_stats(fn) -> bool:

@@ -49,12 +49,15 @@ class InstrumentedModel:
         name: str = "<model>",
         batch: int = 0,
         taps: tuple[str, ...] = TAPS,
+        weights_once: bool = True,
     ) -> "InstrumentedModel":
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap `taps` (every
         matmul, attention, routing and residual site by default: `opscope.ir.instrument.TAPS`),
         compile for `target` and load it. `batch` is lower-opscope's (most tensors per stack,
         0: all of a call); the kernel layout is the target's (`Target.hist_counts`,
-        `Target.row_lanes`)."""
+        `Target.row_lanes`). `weights_once` (default) computes the statistics of constant tensors
+        (an imported model's weights) once per loaded module instead of every call
+        (`split-weight-stats`; the recorded values and rows are the same); False: every call."""
         tgt = get_target(target)
         require_runnable(tgt)
         if isinstance(source, ir.Module):
@@ -64,7 +67,7 @@ class InstrumentedModel:
         module = parse_module(base, new_context(), name)
         args = arguments(module)
         with ticking(f"{name}: inject"):
-            module, manifest = inject_stats(module, config, taps, batch=batch, **tgt.layout)
+            module, manifest = inject_stats(module, config, taps, batch=batch, weights_once=weights_once, **tgt.layout)
         if not manifest.entries:
             raise OpscopeError(f"{name}: no {' or '.join(taps)} sites found, nothing to record")
         t0 = time.perf_counter()
@@ -83,7 +86,7 @@ class InstrumentedModel:
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Every result of one call: the original ones, then the sketches."""
-        return self.loaded.invoke(self.function, *inputs)
+        return tapped_outputs(self.loaded, self.manifest, inputs)
 
     def original(self, outputs: list[np.ndarray]) -> list[np.ndarray]:
         return outputs[: self.manifest.num_original_results]
@@ -114,6 +117,15 @@ class InstrumentedModel:
                     f"parity: result {i} differs after injection on {self.target} (max |Δ| {diff.max():.3g})")
             worst = max(worst, float(diff.max(initial=0.0)))
         return worst
+
+
+def tapped_outputs(loaded: LoadedModule, manifest: Manifest, inputs) -> list[np.ndarray]:
+    """One call's results as the manifest numbers them: the call's own, then (split-weight-stats)
+    the weights' statistics, computed once per loaded module."""
+    outs = loaded.invoke(manifest.function, *inputs)
+    if manifest.weights_function:
+        outs = outs + loaded.invoke_once(manifest.weights_function)
+    return outs
 
 
 def _blame(failed: CompileFailed, base: bytes, target: Target, name: str) -> OpscopeError:

@@ -7,7 +7,7 @@ lavapipe needs 4096-byte alignment there), and with `to_host()` elsewhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,7 @@ class LoadedModule:
     compiled: CompiledModule
     config: object
     context: object
+    _once: dict = field(default_factory=dict, repr=False, compare=False)  # function -> its kept results
 
     @property
     def driver(self) -> str:
@@ -51,6 +52,13 @@ class LoadedModule:
         if self.driver in _STAGED_DRIVERS:
             return [_read_staged(self.config.device, a) for a in arrays]
         return [np.asarray(a.to_host()) for a in arrays]
+
+    def invoke_once(self, function: str) -> list[np.ndarray]:
+        """The results of `function` (which takes nothing: the weights' statistics), computed on the
+        first call and kept for the life of this loaded module."""
+        if function not in self._once:
+            self._once[function] = self.invoke(function)
+        return self._once[function]
 
     def invoke(self, function: str, *inputs: np.ndarray) -> list[np.ndarray]:
         """Call `function` with numpy inputs and return every result as a numpy array."""
