@@ -8,6 +8,8 @@ their real text) it compiles, with the target's kernel layout and without the co
   the inference-dynamics taps alone;
 * matmul: the value sketches of every matmul (the default sketch set);
 * all: matmul + dynamics, what `opscope profile` taps by default;
+* matmul+once, all+once: the same, the weights' sketches computed once per loaded module
+  (`split-weight-stats`, what `opscope profile` builds);
 
 then times one call of each on the zoo's first input, results brought to the host and the
 statistics decoded by the manifest: each variant interleaved round-robin with base over
@@ -37,12 +39,17 @@ DYNAMICS = ("attention", "routing", "residual")
 
 
 def variants(routes: bool) -> dict[str, tuple[str, ...]]:
-    """Variant name -> taps (routing only when the model has a top-k)."""
+    """Variant name -> taps (routing only when the model has a top-k); a name ending in
+    `ONCE` ("+once") computes the weights' sketches once per loaded module (`split-weight-stats`)."""
     out = {"base": (), "attention": ("attention",), "residual": ("residual",)}
     if routes:
         out["routing"] = ("routing",)
-    out.update({"dynamics": DYNAMICS, "matmul": ("matmul",), "all": ("matmul",) + DYNAMICS})
+    out.update({"dynamics": DYNAMICS, "matmul": ("matmul",), "all": ("matmul",) + DYNAMICS,
+                "matmul" + ONCE: ("matmul",), "all" + ONCE: ("matmul",) + DYNAMICS})
     return out
+
+
+ONCE = "+once"
 
 
 def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | None = None) -> None:
@@ -52,6 +59,7 @@ def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | No
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.source import open_model
     from opscope.run.compile import compile_module
+    from opscope.run.instrumented import tapped_outputs
     from opscope.run.runtime import load
     from opscope.run.targets import get_target
 
@@ -70,7 +78,7 @@ def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | No
         t0 = time.perf_counter()
         manifest = None
         if taps:
-            module, manifest = inject_stats(module, taps=taps, **target.layout)
+            module, manifest = inject_stats(module, taps=taps, weights_once=label.endswith(ONCE), **target.layout)
         inject_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         compiled[label] = (compile_module(module, target, use_cache=False), manifest)
@@ -87,8 +95,8 @@ def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | No
     base_rt = load(compiled.pop("base")[0])
 
     def runner(rt, manifest):
-        def call() -> None:
-            out = rt.invoke("main", *args)
+        def call() -> None:  # the weights' sketches (weights once) come from the first call, kept
+            out = tapped_outputs(rt, manifest, args) if manifest is not None else rt.invoke("main", *args)
             if manifest is not None:
                 manifest.values(out)
         return call
