@@ -36,8 +36,8 @@ from iree.compiler.dialects import func
 
 from opscope.errors import OpscopeError
 from opscope.ir.blocks import verify_or_refuse
-from opscope.ir.build import remap_operands
-from opscope.ir.const_expr import is_const_expr, memoized, owner, region_reads
+from opscope.ir.build import clone_ops
+from opscope.ir.const_expr import defining_ops, is_const_expr, memoized, owner, region_reads
 from opscope.ir.quantize import MOST_NAMES
 from opscope.ir.sites import ROLES, Site, find_sites
 
@@ -101,10 +101,7 @@ class ExtractSite:
         entry = fn.add_entry_block(arg_locs=[loc] * len(arguments))
         mapping = dict(zip(arguments, entry.arguments))
         ip = ir.InsertionPoint(entry)
-        for op in [*copies, site.op]:
-            new = op.clone(ip=ip)
-            remap_operands(new, mapping)
-            mapping.update(zip(op.results, new.results))
+        clone_ops([*copies, site.op], ip, mapping)
         func.ReturnOp([mapping[result]], loc=loc, ip=ip)
         if self.only:
             _keep_only(body, fn.operation)
@@ -128,26 +125,12 @@ def _slice(site: Site) -> tuple[list[ir.Value], list[ir.Operation]]:
     is argument 0; a constant expression, or the zero pad of the lhs, is copied with what it
     reads; any other value the site op reads is the next argument."""
     lhs = site.value("lhs")
-    arguments: list[ir.Value] = [lhs]
-    copies: list[ir.Operation] = []
-    ready: set[ir.Value] = {lhs}
 
-    def need(value: ir.Value) -> None:
-        if value in ready:
-            return
-        if isinstance(value, ir.BlockArgument) or not (is_const_expr(value) or _pads(value, lhs)):
-            arguments.append(value)
-            ready.add(value)
-            return
-        op = owner(value)
-        for operand in [*op.operands, *region_reads(op)]:
-            need(operand)
-        copies.append(op)
-        ready.update(op.results)
+    def is_input(v: ir.Value) -> bool:
+        return isinstance(v, ir.BlockArgument) or not (is_const_expr(v) or _pads(v, lhs))
 
-    for operand in [*site.op.operands, *region_reads(site.op)]:
-        need(operand)
-    return arguments, copies
+    inputs, copies = defining_ops([*site.op.operands, *region_reads(site.op)], is_input, ready=[lhs])
+    return [lhs, *inputs], copies
 
 
 def _pads(value: ir.Value, lhs: ir.Value) -> bool:

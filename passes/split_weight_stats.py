@@ -25,8 +25,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import func
 
 from opscope.dialect.ops import STAT_OP
-from opscope.ir.build import remap_operands
-from opscope.ir.const_expr import is_const_expr, memoized, owner, region_reads
+from opscope.ir.build import clone_ops
+from opscope.ir.const_expr import defining_ops, is_const_expr, memoized
 from opscope.ir.manifest import WEIGHTS_SUFFIX
 
 
@@ -58,31 +58,8 @@ def _split(fn: ir.Operation, stats: list[ir.Operation]) -> None:
     entry = new.add_entry_block()
     ip = ir.InsertionPoint(entry)
     mapping: dict[ir.Value, ir.Value] = {}
-    for stat in stats:
-        for op in _defining_ops(stat.operands[0], mapping):
-            copy = op.clone(ip=ip)
-            remap_operands(copy, mapping)
-            mapping.update(zip(op.results, copy.results))
-        moved = stat.clone(ip=ip)
-        remap_operands(moved, mapping)
+    for stat in stats:  # a constant expression reads no block argument: every value is copied
+        clone_ops(defining_ops([stat.operands[0]], ready=mapping)[1], ip, mapping)
+        clone_ops([stat], ip, mapping)
         stat.erase()
     func.ReturnOp([], loc=loc, ip=ip)
-
-
-def _defining_ops(value: ir.Value, done: dict[ir.Value, ir.Value]) -> list[ir.Operation]:
-    """The ops that compute the constant expression `value` and are not copied yet, operands first
-    (never a block argument: a constant expression reads none)."""
-    ops: list[ir.Operation] = []
-    seen: set[ir.Value] = set(done)
-
-    def need(v: ir.Value) -> None:
-        if v in seen:
-            return
-        op = owner(v)
-        for operand in [*op.operands, *region_reads(op)]:
-            need(operand)
-        ops.append(op)
-        seen.update(op.results)
-
-    need(value)
-    return ops

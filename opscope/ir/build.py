@@ -52,3 +52,12 @@ def remap_operands(new: ir.Operation, mapping: dict) -> None:
         for i, value in enumerate(op.operands):
             if value in mapping:
                 op.operands[i] = mapping[value]
+
+
+def clone_ops(ops: Sequence[ir.Operation], ip: ir.InsertionPoint, mapping: dict) -> None:
+    """Clone `ops`, in order, at `ip`, each reading the copies of what it read (`mapping`: original
+    value -> copy, extended with every clone's results)."""
+    for op in ops:
+        copy = op.clone(ip=ip)
+        remap_operands(copy, mapping)
+        mapping.update(zip(op.results, copy.results))

@@ -12,7 +12,7 @@ global or a non-splat tensor constant (a `linalg.fill` of a scalar is constant b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from iree.compiler import ir
@@ -126,6 +126,33 @@ def _reads_data(value: ir.Value, depth: int) -> bool:
             return False
         return not (isinstance(attr, ir.DenseElementsAttr) and attr.is_splat)
     return any(_reads_data(o, depth + 1) for o in [*op.operands, *captures(op)])
+
+
+def defining_ops(values: Iterable[ir.Value], is_input: Callable[[ir.Value], bool] = lambda v: False,
+                 ready: Iterable[ir.Value] = ()) -> tuple[list[ir.Value], list[ir.Operation]]:
+    """What computes `values`, to copy it elsewhere: (the inputs, in first-use order; the ops,
+    operands first, each once). A value `is_input` accepts is taken as an input, not followed;
+    values in `ready` (already available there) are neither. Regions' outer reads count as operands."""
+    inputs: list[ir.Value] = []
+    ops: list[ir.Operation] = []
+    seen: set[ir.Value] = set(ready)
+
+    def need(value: ir.Value) -> None:
+        if value in seen:
+            return
+        if is_input(value):
+            inputs.append(value)
+            seen.add(value)
+            return
+        op = owner(value)
+        for operand in [*op.operands, *region_reads(op)]:
+            need(operand)
+        ops.append(op)
+        seen.update(op.results)
+
+    for value in values:
+        need(value)
+    return inputs, ops
 
 
 def captures(op: ir.Operation) -> list[ir.Value]:
