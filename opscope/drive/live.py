@@ -75,10 +75,7 @@ class LiveSampler:
         self._lock, self._plain_lock, self._tapped_lock = threading.Lock(), threading.Lock(), threading.Lock()
         self._count = self.sketch.calls
         self._since_snapshot = 0  # sampled calls since the last snapshot
-        self._recorder: Recorder | None = None
-        if self.csv is not None:
-            self._recorder = Recorder(self.csv, durable=False)
-            write_site_costs(self.csv.with_name(self.csv.name + SITES_SUFFIX), manifest)
+        self._recorder = self.open_tidy(self.csv) if self.csv is not None else None
 
     @classmethod
     def build(cls, source, every: int, target: str = "llvm-cpu", name: str = "<model>",
@@ -130,11 +127,20 @@ class LiveSampler:
         with self._lock:
             self._snapshot()
 
+    def open_tidy(self, csv: Path) -> Recorder:
+        """A tidy CSV for this model's periods, with its `site,flops` sidecar beside it."""
+        write_site_costs(csv.with_name(csv.name + SITES_SUFFIX), self.manifest)
+        return Recorder(csv, durable=False)
+
+    def record_period(self, recorder: Recorder, sketch: StreamSketch) -> None:
+        """`sketch`'s period since its last snapshot as one tidy step (dist `live`), then a fresh period."""
+        step, values = sketch.take_period()
+        recorder.record_values(0, step, self.target, DIST, 0, 0, 0, values, self._numel, self._dims)
+
     def _snapshot(self) -> None:
         self._since_snapshot = 0
-        if self._recorder is not None and self.sketch.period_samples:
-            step, _, values = self.sketch.take_period()
-            self._recorder.record_values(0, step, self.target, DIST, 0, 0, 0, values, self._numel, self._dims)
+        if self._recorder is not None and self.sketch.period.count:
+            self.record_period(self._recorder, self.sketch)
         if self.state is not None:
             save(self.sketch, self.state)
 

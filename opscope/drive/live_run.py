@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opscope.drive.live import LiveSampler, check_every
-from opscope.drive.serve import Served, serve, serve_workers
+from opscope.drive.serve import WORKER_SNAPSHOT, Served, serve, serve_workers
 from opscope.drive.trace import DEMO_EVERY, DEMO_POOL, DEMO_REQUESTS, DEMO_SEED, Trace, demo_trace, model_trace
 from opscope.errors import OpscopeError
 from opscope.online.report import LiveReport, live_report
 from opscope.online.snapshot import save
-from opscope.record.recorder import Recorder, write_parquet, write_site_costs
-from opscope.record.tidy import SITES_SUFFIX
+from opscope.record.recorder import write_parquet
 
 MODEL_REQUESTS, MODEL_POOL, MODEL_ZIPF, MODEL_EVERY = 1000, 64, 1.1, 16  # a model's defaults (the demo has its own)
 
@@ -106,7 +105,7 @@ def run_live(source=None, *, every: int | None = None, requests: int | None = No
         sampler.close(parquet)
     else:
         with tempfile.TemporaryDirectory(prefix="opscope-live-") as folder:
-            served = serve_workers(sampler, trace, workers, folder, snapshot_every or 8)
+            served = serve_workers(sampler, trace, workers, folder, snapshot_every or WORKER_SNAPSHOT)
         _write_merged(served, sampler, csv, parquet, state)
     return LiveRun(name, trace, every, workers, served, live_report(served.sketch))
 
@@ -115,12 +114,8 @@ def _write_merged(served: Served, sampler: LiveSampler, csv: Path | None, parque
                   state: Path | None) -> None:
     """The workers' merged sketches: one tidy step of their aggregate, and the sketch file."""
     if csv is not None:
-        numel = {(e.site, e.role): e.numel for e in sampler.manifest.entries}
-        dims = {s.name: (s.m, s.k, s.n) for s in sampler.manifest.sites}
-        step, _, values = served.sketch.take_period()
-        with Recorder(csv, durable=False) as rec:
-            rec.record_values(0, step, sampler.target, "live", 0, 0, 0, values, numel, dims)
-        write_site_costs(csv.with_name(csv.name + SITES_SUFFIX), sampler.manifest)
+        with sampler.open_tidy(csv) as rec:
+            sampler.record_period(rec, served.sketch)
         if parquet is not None:
             write_parquet(csv, parquet)
     if state is not None:

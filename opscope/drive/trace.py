@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments
@@ -96,13 +97,9 @@ def model_trace(source, requests: int, pool: int, zipf: float, seed: int = 0) ->
             labels = sentences(pool)
         else:
             labels = [f"{model.dist} input #{i}" for i in range(pool)]
-    else:
+    else:  # a file is imported to a module already; MLIR text or bytecode is parsed for its signature
         module = model.module
-        if not isinstance(module, (str, bytes)):
-            from opscope.ir.loading import module_bytecode
-
-            module = module_bytecode(module)
-        args = arguments(parse_module(module, new_context(), model.name))
+        args = arguments(module if isinstance(module, ir.Module) else parse_module(module, new_context(), model.name))
         inputs = list(generate(args, pool, seed))
         labels = [f"generated input #{i}" for i in range(pool)]
     what = "uniformly" if zipf == 0 else f"Zipf s={zipf:g}"

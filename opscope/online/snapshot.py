@@ -51,7 +51,7 @@ def to_dict(sketch: StreamSketch) -> dict[str, Any]:
         "sites": {name: _site_dict(s) for name, s in sketch.sites.items()},
         "period": {"keys": [list(k) for k in sketch.period.keys], "lengths": list(sketch.period.lengths),
                    "count": sketch.period.count, **{f: getattr(sketch.period, f).tolist() for f in PERIOD_ARRAYS}},
-        "period_samples": sketch.period_samples, "snapshots": sketch.snapshots,
+        "snapshots": sketch.snapshots,
     }
 
 
@@ -85,8 +85,7 @@ def from_dict(d: Any) -> StreamSketch:
         datasketches.frequent_strings_sketch.deserialize(_bytes(d["hot"])),
         {str(k): str(v) for k, v in d["labels"].items()}, Reservoir.from_dict(d["requests"]),
         {str(name): _site(s) for name, s in d["sites"].items()},
-        _period(d["period"]),
-        int(d["period_samples"]), int(d["snapshots"]))
+        _period(d["period"]), int(d["snapshots"]))
     if min(sketch.calls, sketch.samples, sketch.fingerprinted) < 0 or sketch.samples > sketch.calls:
         raise ValueError(f"counts out of range (calls {sketch.calls}, samples {sketch.samples})")
     return sketch

@@ -119,8 +119,7 @@ class StreamSketch:
     labels: dict[str, str] = field(default_factory=dict)  # fingerprint (hex) -> label, for hot inputs
     requests: Reservoir = field(default_factory=lambda: Reservoir(RESERVOIR))
     sites: dict[str, SiteSketch] = field(default_factory=dict)
-    period: Period = field(default_factory=Period)
-    period_samples: int = 0
+    period: Period = field(default_factory=Period)  # its count: sampled calls since the last snapshot
     snapshots: int = 0  # periods written so far (the next snapshot's step)
     _layout: _Layout | None = field(default=None, repr=False, compare=False)
 
@@ -154,7 +153,6 @@ class StreamSketch:
         """One sampled call's statistics, `(site, role, stat) -> values` as the manifest decodes them
         (`numel` per (site, role); `keys`: an attention site's key count, to fold its loads per key)."""
         self.samples += 1
-        self.period_samples += 1
         if fingerprint is not None:
             self.sampled_inputs.add_bits(fingerprint)
         layout = self._layout
@@ -185,13 +183,12 @@ class StreamSketch:
         return {site: (float(d), float(r), float(c)) for site, d, r, c in
                 zip(layout.moments, (nnz / numel).tolist(), rms.tolist(), crest.tolist())}
 
-    def take_period(self) -> tuple[int, int, dict[Key, np.ndarray]]:
-        """(step, samples, values) of the period since the last snapshot, then a fresh period."""
-        step, samples = self.snapshots, self.period_samples
-        values = self.period.values()
-        self.period, self.period_samples = Period(), 0
+    def take_period(self) -> tuple[int, dict[Key, np.ndarray]]:
+        """(step, values) of the period since the last snapshot, then a fresh period."""
+        step, values = self.snapshots, self.period.values()
+        self.period = Period()
         self.snapshots += 1
-        return step, samples, values
+        return step, values
 
     def merge(self, other: StreamSketch) -> StreamSketch:
         """The sketch of both streams (another worker's, the same model and sampling rate)."""
@@ -209,8 +206,7 @@ class StreamSketch:
         out = StreamSketch(self.every, self.calls + other.calls, self.samples + other.samples,
                            self.fingerprinted + other.fingerprinted, self.inputs.merge(other.inputs),
                            self.sampled_inputs.merge(other.sampled_inputs), hot, {**other.labels, **self.labels},
-                           self.requests.merge(other.requests), sites, period,
-                           self.period_samples + other.period_samples, max(self.snapshots, other.snapshots))
+                           self.requests.merge(other.requests), sites, period, max(self.snapshots, other.snapshots))
         if len(out.labels) > LABELS:
             out._prune_labels()
         return out
