@@ -329,3 +329,16 @@ def test_cli_merges_saved_sketches(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "opscope", "live", "--merge", str(a), str(tmp_path / "bad.json")],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and "bad.json" in proc.stderr
+
+
+def test_a_merge_shares_no_sketch_with_its_inputs(demo):
+    base, trace = demo
+    a, b = fresh(base, 5), fresh(base, 5)
+    reqs = list(trace.requests())
+    for inputs, label in reqs[:100]:
+        a(*inputs, label=label)
+    merged = a.sketch.merge(b.sketch)
+    before = {name: (s.samples, s.values.n) for name, s in merged.sites.items()}
+    for inputs, label in reqs[100:200]:
+        a(*inputs, label=label)
+    assert {name: (s.samples, s.values.n) for name, s in merged.sites.items()} == before

@@ -199,9 +199,11 @@ class StreamSketch:
         hot = datasketches.frequent_strings_sketch(HOT_LG_MAP)
         hot.merge(self.hot)
         hot.merge(other.hot)
-        sites = dict(self.sites)
-        for name, s in other.sites.items():
-            sites[name] = sites[name].merge(s) if name in sites else s
+        # fresh site sketches, even for a site only one side has: the merge shares no sketch with its
+        # inputs, which may go on folding calls
+        empty = SiteSketch()
+        sites = {name: s.merge(other.sites.get(name, empty)) for name, s in self.sites.items()}
+        sites.update({name: s.merge(empty) for name, s in other.sites.items() if name not in sites})
         period = self.period.merge(other.period)
         out = StreamSketch(self.every, self.calls + other.calls, self.samples + other.samples,
                            self.fingerprinted + other.fingerprinted, self.inputs.merge(other.inputs),
