@@ -8,6 +8,7 @@ largest |Δ| of each IREE variant against PyTorch on the same inputs. Nothing as
 
     python bench/bench_minilm.py            # batch 8 x 64 tokens, all 49 sites tapped
     python bench/bench_minilm.py --quick    # batch 2 x 16 tokens, layer 0's sites, 3 rounds
+    python bench/bench_minilm.py --weights-once --global-opt-o3   # + weights once, + the flags before 2026-12-01
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights-once", action="store_true",
                     help="add 'iree tapped, weights once': the weights' sketches in @main$weights, called once per "
                          "loaded module (inject_matmul_stats(..., weights_once=True), split-weight-stats)")
+    ap.add_argument("--global-opt-o3", action="store_true",
+                    help="add 'iree as imported, global opt O3': the tuned flags without "
+                         "--iree-global-optimization-opt-level=O1 (opscope's llvm-cpu flags until 2026-12-01)")
     args = ap.parse_args(argv)
     batch = args.batch or (2 if args.quick else 8)
     seq = args.seq or (16 if args.quick else 64)
@@ -104,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
             parse_module(source), sites=sites, weights_once=True, **target.layout))
         once_rt = load(timed("compile, tapped + weights once",
                              lambda: compile_module(split, target, use_cache=False)))
+    o3_rt = None
+    if args.global_opt_o3:
+        from opscope.run.targets import Target
+
+        o3 = Target("llvm-cpu, global opt O3",
+                    tuple(f for f in target.flags if not f.startswith("--iree-global-optimization-opt-level")),
+                    target.driver, "the tuned flags before 2026-12-01")
+        o3_rt = load(timed("compile, as imported, global opt O3", lambda: compile_module(module, o3, use_cache=False)))
     inputs = torch_fx.flat_inputs(model, (), kwargs)
     n_orig = manifest.num_original_results
 
@@ -120,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     err_base = max(float(np.abs(a - b).max()) for a, b in zip(got_base, want))
     err_inst = max(float(np.abs(a - b).max()) for a, b in zip(got_inst, want))
     errs = {"pytorch eager": "-", "iree as imported": f"{err_base:.2g}", "iree tapped": f"{err_inst:.2g}"}
+    if o3_rt is not None:
+        got_o3 = o3_rt.invoke("main", *inputs)
+        errs["iree as imported, global opt O3"] = f"{max(float(np.abs(a - b).max()) for a, b in zip(got_o3, want)):.2g}"
     if hoist_rt is not None:
         got_hoist = hoist_rt.invoke("main", *inputs)
         errs["iree tapped, hoisted"] = f"{max(float(np.abs(a - b).max()) for a, b in zip(got_hoist[:n_orig], want)):.2g}"
@@ -149,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return call
 
     variants = {"pytorch eager": eager, "iree as imported": runner(base_rt), "iree tapped": runner(inst_rt)}
+    if o3_rt is not None:
+        variants["iree as imported, global opt O3"] = runner(o3_rt)
     if hoist_rt is not None:
         variants["iree tapped, hoisted"] = runner(hoist_rt)
     if once_rt is not None:

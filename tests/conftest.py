@@ -103,9 +103,18 @@ def skip_unless_runnable(target: str) -> str:
     return target
 
 
-@pytest.fixture(params=("llvm-cpu", "vulkan-spirv"))
+def _gpu_targets_here() -> tuple[str, ...]:
+    """The GPU targets whose driver finds a device on this machine (cuda on an NVIDIA GPU, ...):
+    the numeric tests run on them too, so they are checked wherever such a device exists."""
+    from opscope.run.targets import driver_available, get_target
+
+    return tuple(t for t in ("cuda", "rocm", "metal-spirv") if driver_available(get_target(t).driver) is None)
+
+
+@pytest.fixture(params=("llvm-cpu", "vulkan-spirv", *_gpu_targets_here()))
 def runnable_target(request) -> str:
-    """Each target that runs here: llvm-cpu, and vulkan-spirv (Mesa lavapipe on this machine)."""
+    """Each target that runs here: llvm-cpu, vulkan-spirv (Mesa lavapipe on this machine), and
+    every GPU target whose device is present (none here: cuda and metal-spirv compile only)."""
     return skip_unless_runnable(request.param)
 
 

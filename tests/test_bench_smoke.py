@@ -100,3 +100,14 @@ def test_bench_live_quick_runs():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "x plain" in proc.stdout and "ratio (10x requests)" in proc.stdout
+
+
+def test_bench_flags_quick_runs():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_flags.py"), "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("transformer ", "matmul "))]
+    want = [(m, f) for m in ("matmul", "transformer") for f in ("global-opt-O3", "tuned")]
+    assert sorted((r[0], r[1]) for r in rows) == want, proc.stdout
+    assert all(r[2] != "-" and float(r[3]) > 0 for r in rows), proc.stdout
+    assert "--iree-global-optimization-opt-level=O1" in proc.stdout.split("# global-opt-O3:")[0]

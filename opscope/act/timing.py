@@ -150,10 +150,11 @@ class TimedDispatch:
 
     name: str
     calls: int | None  # per model call (a data-layout encoding: counted in IREE's stream IR; None: unknown)
-    us: float
+    us: float | None  # None: IREE could not rebuild its benchmark, so it is not timed
     flops: int | None
     bytes: int | None  # to and from memory
     roofline: Roofline | None  # None when its FLOPs or bytes are unknown
+    untimed: str | None = None  # why `us` is None (IREE's error rebuilding its benchmark)
 
 
 @dataclass
@@ -174,8 +175,13 @@ class TimingReport:
 
     @property
     def dispatch_ms(self) -> float:
-        """Σ calls × time over the dispatches (one whose calls are unknown: once)."""
-        return sum((d.calls or 1) * d.us for d in self.dispatches) / 1e3
+        """Σ calls × time over the timed dispatches (one whose calls are unknown: once)."""
+        return sum((d.calls or 1) * d.us for d in self.dispatches if d.us is not None) / 1e3
+
+    @property
+    def untimed(self) -> list[TimedDispatch]:
+        """The dispatches IREE could not rebuild a benchmark of (not in `dispatch_ms`)."""
+        return [d for d in self.dispatches if d.us is None]
 
     def text(self) -> str:
         from opscope.analysis.ledger import human_bytes, human_count
@@ -189,9 +195,9 @@ class TimingReport:
                  f"copy bandwidth {self.peak_gbps:.1f} GB/s (measured)", ""]
         head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
         rows = []
-        for d in sorted(self.dispatches, key=lambda d: -(d.calls or 1) * d.us):
+        for d in sorted(self.dispatches, key=lambda d: -(d.calls or 1) * (d.us or 0.0)):
             r = d.roofline
-            rows.append([d.name, "-" if d.calls is None else str(d.calls), f"{d.us:.2f}",
+            rows.append([d.name, "-" if d.calls is None else str(d.calls), "-" if d.us is None else f"{d.us:.2f}",
                          "-" if d.flops is None else human_count(d.flops),
                          "-" if d.bytes is None else human_bytes(d.bytes),
                          "-" if r is None else f"{r.achieved_gflops:.2f}",
@@ -201,12 +207,18 @@ class TimingReport:
         widths = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(head)]
         fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, 9) else c.rjust(w)  # noqa: E731
                                       for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-        return "\n".join(lines + [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]) + "\n"
+        lines += [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+        if self.untimed:
+            lines += ["", f"not timed: {len(self.untimed)} dispatch{'es' * (len(self.untimed) > 1)} whose benchmark "
+                      "IREE could not rebuild from its own dump (left out of Σ dispatches):"]
+            lines += [f"  {d.name}: {d.untimed}" for d in self.untimed]
+        return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict:
         return {"schema": "opscope-timing/1", "model": self.model, "target": self.target, "peak_gbps": self.peak_gbps,
                 "call_ms": self.call_ms, "resident_ms": self.resident_ms, "dispatch_ms": self.dispatch_ms,
                 "dispatches": [{"name": d.name, "calls": d.calls, "us": d.us, "flops": d.flops, "bytes": d.bytes,
+                                **({} if d.untimed is None else {"untimed": d.untimed}),
                                 **({} if d.roofline is None else {
                                     "gflops": d.roofline.achieved_gflops, "gbps": d.roofline.achieved_gbps,
                                     "bw_frac": d.roofline.bw_frac, "intensity": d.roofline.intensity,
@@ -232,8 +244,10 @@ def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target:
     for t in times:
         d = static.get(t.name)
         flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
-        roof = empirical_roofline(t.us / 1e3, flops, moved, peak) if flops is not None and moved else None
-        timed.append(TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof))
+        roof = (empirical_roofline(t.us / 1e3, flops, moved, peak)
+                if flops is not None and moved and t.us is not None else None)
+        timed.append(TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof,
+                                   t.untimed))
     loaded = load(compiled)
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))

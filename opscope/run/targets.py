@@ -49,6 +49,11 @@ _CPU_TUNED = (
     # O3's aggressive fusion of a data-tiled matmul whose result has two consumers (any
     # tapped matmul followed by an activation) overflows the 32 KiB CPU stack in 3.13.
     "--iree-dispatch-creation-enable-aggressive-fusion=false",
+    # Global optimization at O3 folds the importers' weight transposes and head reshapes into
+    # multi-dimensional `matmul_like` contractions that data tiling does not take: MiniLM
+    # (8 x 64 tokens) ran 1.7-1.9x PyTorch eager with it, 0.72x at O1 (docs/spine.md,
+    # *The model itself*); dispatch creation and codegen stay at O3.
+    "--iree-global-optimization-opt-level=O1",
 )
 
 TARGETS: dict[str, Target] = {
