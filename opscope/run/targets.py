@@ -51,8 +51,8 @@ _CPU_TUNED = (
     "--iree-dispatch-creation-enable-aggressive-fusion=false",
     # Global optimization at O3 folds the importers' weight transposes and head reshapes into
     # multi-dimensional `matmul_like` contractions that data tiling does not take: MiniLM
-    # (8 x 64 tokens) ran 1.7-1.9x PyTorch eager with it, 0.72x at O1 (docs/spine.md,
-    # *The model itself*); dispatch creation and codegen stay at O3.
+    # ran 1.5-1.9x PyTorch eager with it, 0.61-0.67x at O1 (bench/bench_flags.py,
+    # docs/spine.md *The model itself*); dispatch creation and codegen stay at O3.
     "--iree-global-optimization-opt-level=O1",
 )
 
