@@ -88,10 +88,10 @@ def timed_build(module: ir.Module | str | bytes, target: str | Target = "llvm-cp
             vmfb = path.with_suffix(".vmfb")
             try:
                 run_tool([find_tool("iree-compile"), str(path), "-o", str(vmfb)], f"compiling {path.name}")
-            except OpscopeError as e:
+            except ToolFailed as e:
                 # IREE 3.13 cannot rebuild some of its own dumps (a transpose fused with a data-tiling
                 # pack: "failed to build pass pipeline"); the rest of the module is still timed.
-                why = str(e).split(" failed: ", 1)[-1].replace(str(path), path.name)
+                why = e.first.replace(str(path), path.name)
                 out.append(DispatchTime(_dispatch_name(path.stem), found.group(1), None, 0, untimed=why))
                 continue
             us = _benchmark(vmfb, found.group(1), tgt.driver, batch, repetitions)
@@ -126,13 +126,21 @@ def _dispatch_name(stem: str) -> str:
     return m.group(1) if m else stem
 
 
+class ToolFailed(OpscopeError):
+    """An IREE tool exited non-zero: `what` failed, with the tool's first error line (`first`)."""
+
+    def __init__(self, what: str, first: str):
+        self.what, self.first = what, first
+        super().__init__(f"{what} failed: {first}")
+
+
 def run_tool(argv: list[str], what: str) -> str:
-    """Run an IREE tool; its first error line as a one-line OpscopeError naming `what` failed."""
+    """Run an IREE tool; its first error line as a one-line ToolFailed naming `what` failed."""
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         first = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "no diagnostic")
-        raise OpscopeError(f"{what} failed: {first}")
+        raise ToolFailed(what, first)
     return proc.stdout
 
 
