@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
+from common import header, interleaved, load_line, median, paired_ratio, run_main, table  # noqa: E402
 
 DYNAMICS = ("attention", "routing", "residual")
 
@@ -145,8 +145,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:  # a benchmark prints one line, like the CLI
-        print(f"bench_dynamics: error: {short_error(e)}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "bench_dynamics")

@@ -26,12 +26,11 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
+from common import header, interleaved, load_line, median, paired_ratio, run_main, short_error, table  # noqa: E402
 
-from opscope.run.targets import Target, get_target  # noqa: E402
+from opscope.run.targets import GLOBAL_OPT_O1, Target, get_target  # noqa: E402
 
 MODELS = ("minilm", "smollm2", "resnet", "transformer", "matmul")
-GLOBAL_OPT_O1 = "--iree-global-optimization-opt-level=O1"
 
 
 def flag_sets() -> dict[str, Target]:
@@ -65,29 +64,25 @@ def build(name: str, quick: bool = False) -> tuple[bytes | str, list, Callable[[
         return src, next(generate(arguments(parse_module(src)), 1)), None
     import torch
 
-    from opscope.importers import torch_fx
+    from opscope.importers.torch_fx import flat_inputs, import_torch
+    from opscope.ir.loading import module_bytecode
+
     if name == "resnet":
         import transformers as tf
-
-        from opscope.importers.torch_lowering import lower_torch
-        from opscope.ir.loading import module_bytecode
 
         cfg = tf.ResNetConfig(num_channels=3, embedding_size=64, hidden_sizes=[64, 128, 256, 512],
                               depths=[2, 2, 2, 2], layer_type="basic")
         model = tf.ResNetModel(cfg).eval()
         kwargs = {"pixel_values": torch.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 224, 224))
                                                    .astype(np.float32))}
-        src = module_bytecode(lower_torch(torch_fx.import_program(torch_fx.export_program(model, (), kwargs))))
-        inputs = torch_fx.flat_inputs(model, (), kwargs)
-    else:
+    else:  # the zoo entry's model and first input, loaded once for both the import and eager
         from opscope.models import huggingface, zoo
 
-        src, steps, _, _ = zoo.get_entry(name).build(1)
-        inputs = list(steps)[0]
+        ids, mask = (zoo.minilm_inputs if name == "minilm" else zoo.smollm2_inputs)(1)[0]
         model = huggingface.minilm_model() if name == "minilm" else huggingface.smollm2_model()
-        kwargs = {"input_ids": torch.from_numpy(inputs[0]), "attention_mask": torch.from_numpy(inputs[1])}
-        if name == "smollm2":
-            kwargs["use_cache"] = False
+        kwargs = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+    src = module_bytecode(import_torch(model, (), name=name, example_kwargs=kwargs))
+    inputs = flat_inputs(model, (), kwargs)
 
     def eager() -> None:
         with torch.no_grad():
@@ -158,8 +153,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:  # a benchmark prints one line, like the CLI
-        print(f"bench_flags: error: {short_error(e)}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "bench_flags")

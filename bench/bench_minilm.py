@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from common import header, interleaved, load_line, median, paired_ratio, short_error, table  # noqa: E402
+from common import header, interleaved, load_line, median, paired_ratio, run_main, table  # noqa: E402
 
 SENTENCES = (
     "The quick brown fox jumps over the lazy dog.",
@@ -110,11 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                              lambda: compile_module(split, target, use_cache=False)))
     o3_rt = None
     if args.global_opt_o3:
-        from opscope.run.targets import Target
+        from bench_flags import flag_sets
 
-        o3 = Target("llvm-cpu, global opt O3",
-                    tuple(f for f in target.flags if not f.startswith("--iree-global-optimization-opt-level")),
-                    target.driver, "the tuned flags before 2026-12-01")
+        o3 = flag_sets()["global-opt-O3"]
         o3_rt = load(timed("compile, as imported, global opt O3", lambda: compile_module(module, o3, use_cache=False)))
     inputs = torch_fx.flat_inputs(model, (), kwargs)
     n_orig = manifest.num_original_results
@@ -128,16 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     want = torch_fx.eager_outputs(model, (), kwargs)
     got_base = base_rt.invoke("main", *inputs)
     got_inst_all = inst_rt.invoke("main", *inputs)
-    got_inst = got_inst_all[:n_orig]
-    err_base = max(float(np.abs(a - b).max()) for a, b in zip(got_base, want))
-    err_inst = max(float(np.abs(a - b).max()) for a, b in zip(got_inst, want))
-    errs = {"pytorch eager": "-", "iree as imported": f"{err_base:.2g}", "iree tapped": f"{err_inst:.2g}"}
+
+    def max_err(outs) -> str:
+        """The largest |Δ| of a build's original results against PyTorch's."""
+        return f"{max(float(np.abs(a - b).max()) for a, b in zip(outs[:n_orig], want)):.2g}"
+
+    errs = {"pytorch eager": "-", "iree as imported": max_err(got_base), "iree tapped": max_err(got_inst_all)}
     if o3_rt is not None:
-        got_o3 = o3_rt.invoke("main", *inputs)
-        errs["iree as imported, global opt O3"] = f"{max(float(np.abs(a - b).max()) for a, b in zip(got_o3, want)):.2g}"
+        errs["iree as imported, global opt O3"] = max_err(o3_rt.invoke("main", *inputs))
     if hoist_rt is not None:
         got_hoist = hoist_rt.invoke("main", *inputs)
-        errs["iree tapped, hoisted"] = f"{max(float(np.abs(a - b).max()) for a, b in zip(got_hoist[:n_orig], want)):.2g}"
+        errs["iree tapped, hoisted"] = max_err(got_hoist)
         # Hoisted sketches are the per-call ones, computed once at compile time.
         every_call, once = manifest.values(got_inst_all), hoist_manifest.values(got_hoist)
         worst = max(float(np.max(np.abs(once[k] - v) / (np.abs(v) + 1e-6))) for k, v in every_call.items())
@@ -147,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         from opscope.run.instrumented import tapped_outputs
 
         got_once = tapped_outputs(once_rt, once_manifest, inputs)
-        errs["iree tapped, weights once"] = (
-            f"{max(float(np.abs(a - b).max()) for a, b in zip(got_once[:n_orig], want)):.2g}")
+        errs["iree tapped, weights once"] = max_err(got_once)
         every_call, once = manifest.values(got_inst_all), once_manifest.values(got_once)
         same = list(every_call) == list(once) and all(np.array_equal(once[k], v) for k, v in every_call.items())
         print(f"weights-once sketches vs per-call sketches: {len(once)} keys, "
@@ -188,8 +186,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as e:  # a benchmark prints one line, like the CLI
-        print(f"bench_minilm: error: {short_error(e)}", file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "bench_minilm")

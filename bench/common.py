@@ -106,3 +106,13 @@ def table(rows: list[list[str]], head: list[str]) -> str:
 def short_error(e: BaseException, width: int = 160) -> str:
     text = " ".join(str(e).split())
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def run_main(main: Callable[[], int | None], prog: str) -> None:
+    """Run a benchmark's `main` and exit with its status; an error ends the run in one line naming
+    `prog`, like the CLI, instead of a traceback."""
+    try:
+        sys.exit(main())
+    except Exception as e:
+        print(f"{prog}: error: {short_error(e)}", file=sys.stderr)
+        sys.exit(1)

@@ -3,6 +3,7 @@
 Only that they run and print is checked; their numbers are measurements, never assertions.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,74 +13,62 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_bench(script: str, *args: str, timeout: int = 300,
+              cache_dir: Path | None = None) -> subprocess.CompletedProcess:
+    """`python bench/<script> <args>` from the repository root, output captured; with `cache_dir`, its own
+    compile cache (a cold one)."""
+    env = None if cache_dir is None else {**os.environ, "OPSCOPE_CACHE_DIR": str(cache_dir)}
+    return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
 @pytest.mark.parametrize("script", ["bench_overhead.py", "bench_compile.py"])
 def test_bench_quick_runs(script, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)},
-    )
+    proc = run_bench(script, "--quick", cache_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "x base" in proc.stdout
 
 
 def test_bench_mine_quick_runs(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_mine.py"), "--quick", "--keep", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+    proc = run_bench("bench_mine.py", "--quick", "--keep", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "read Mrow/s" in proc.stdout
 
 
 def test_bench_analysis_quick_runs():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_analysis.py"), "--quick"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+    proc = run_bench("bench_analysis.py", "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ms/layer" in proc.stdout and "deepest / shallowest" in proc.stdout
 
 
 def test_bench_revisions_quick_runs_on_the_working_tree(tmp_path):
     """`. .` compares the working tree with itself: no git checkout needed."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_revisions.py"), ".", ".", "--quick", "--models", "matmul"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)},
-    )
+    proc = run_bench("bench_revisions.py", ".", ".", "--quick", "--models", "matmul", cache_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "x base" in proc.stdout and "old (.)" in proc.stdout and "new (.)" in proc.stdout
 
 
 def test_bench_revisions_names_a_revision_it_cannot_check_out():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_revisions.py"), "no-such-revision", ".", "--quick"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
+    proc = run_bench("bench_revisions.py", "no-such-revision", ".", "--quick", timeout=120)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("bench_revisions: cannot check out 'no-such-revision'") and "Traceback" not in proc.stderr
 
 
 def test_bench_layers_quick_runs():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_layers.py"), "--quick"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_layers.py", "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "profile + greedy + DADO" in proc.stdout and "x power iteration" in proc.stdout
 
 
 def test_bench_memoize_quick_runs(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_memoize.py"), "--quick"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(tmp_path)})
+    proc = run_bench("bench_memoize.py", "--quick", cache_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "hit rate 96.0%" in proc.stdout and "BIT-EXACT" in proc.stdout
 
 
 def test_bench_kernels_quick_runs():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_kernels.py"), "--quick"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_kernels.py", "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("1×", "32×"))]
     variants = {" ".join(r[1:-4]) for r in rows}
@@ -94,17 +83,13 @@ def test_bench_kernels_quick_runs():
 
 
 def test_bench_live_quick_runs():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_live.py"), "--quick"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+    proc = run_bench("bench_live.py", "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "x plain" in proc.stdout and "ratio (10x requests)" in proc.stdout
 
 
 def test_bench_flags_quick_runs():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_flags.py"), "--quick"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_flags.py", "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("transformer ", "matmul "))]
     want = [(m, f) for m in ("matmul", "transformer") for f in ("global-opt-O3", "tuned")]

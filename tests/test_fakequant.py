@@ -382,10 +382,8 @@ def test_linear_3d_activation_round_trip_with_tuned_flags():
 def test_linear_3d_activation_round_trip_with_global_opt_o3():
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
-    from opscope.run.targets import Target, get_target
+    from opscope.run.targets import GLOBAL_OPT_O1, Target, get_target
 
     quantized, x, want, _ = _linear_3d_case()
-    tuned = get_target("llvm-cpu")
-    flags = tuple(f for f in tuned.flags if not f.startswith("--iree-global-optimization-opt-level"))
-    o3 = Target("llvm-cpu-o3", flags, "local-task", "")
+    o3 = Target("llvm-cpu-o3", tuple(f for f in get_target("llvm-cpu").flags if f != GLOBAL_OPT_O1), "local-task", "")
     np.testing.assert_allclose(load(compile_module(quantized, o3)).invoke("main", x)[0], want, atol=1e-5)

@@ -42,6 +42,9 @@ class Target:
         return {"hist_counts": self.hist_counts, "row_lanes": self.row_lanes}
 
 
+# Global optimization at O1 under an O3 build (see `_CPU_TUNED`); without it, IREE's own O3.
+GLOBAL_OPT_O1 = "--iree-global-optimization-opt-level=O1"
+
 _CPU_TUNED = (
     "--iree-opt-level=O3",
     "--iree-opt-data-tiling",
@@ -53,7 +56,7 @@ _CPU_TUNED = (
     # multi-dimensional `matmul_like` contractions that data tiling does not take: MiniLM
     # ran 1.5-1.9x PyTorch eager with it, 0.61-0.67x at O1 (bench/bench_flags.py,
     # docs/spine.md *The model itself*); dispatch creation and codegen stay at O3.
-    "--iree-global-optimization-opt-level=O1",
+    GLOBAL_OPT_O1,
 )
 
 TARGETS: dict[str, Target] = {
