@@ -96,3 +96,10 @@ def test_bench_flags_quick_runs():
     assert sorted((r[0], r[1]) for r in rows) == want, proc.stdout
     assert all(r[2] != "-" and float(r[3]) > 0 for r in rows), proc.stdout
     assert "--iree-global-optimization-opt-level=O1" in proc.stdout.split("# global-opt-O3:")[0]
+
+
+def test_bench_heap_quick_runs(tmp_path):
+    """Both malloc settings run in their child processes and the table prints."""
+    proc = run_bench("bench_heap.py", "--quick", cache_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "opscope / glibc" in proc.stdout and "activations out" in proc.stdout

@@ -13,6 +13,7 @@ import numpy as np
 
 from opscope.errors import OpscopeError
 from opscope.run.compile import CompiledModule
+from opscope.run.heap import keep_freed_memory_once
 from opscope.run.targets import require_runnable
 
 _STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
@@ -70,6 +71,7 @@ def load(compiled: CompiledModule) -> LoadedModule:
     import iree.runtime as rt
 
     require_runnable(compiled.target)
+    keep_freed_memory_once()  # buffers above 32 MiB would be page-faulted in again every call
     config = rt.Config(compiled.target.driver)
     vm_module = rt.VmModule.copy_buffer(config.vm_instance, compiled.vmfb)
     ctx = rt.SystemContext(config=config, vm_modules=[vm_module])
