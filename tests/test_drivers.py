@@ -23,7 +23,7 @@ from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import mine_paths
 from opscope.record.recorder import HEADER, MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
 from opscope.run.host_stats import host_stats
-from tests.test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
+from test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
 
 SMALL = ((32, 48, 16),)
 BIN = Path(sys.executable).parent

@@ -18,7 +18,6 @@ from errors import one_line
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-torch = pytest.importorskip("torch")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
@@ -33,17 +32,25 @@ from opscope.run.runtime import load  # noqa: E402
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
-class Block(torch.nn.Module):
+def needs_torch():
+    """torch, for the tests that export a PyTorch model to ONNX (the rest of this file needs none)."""
+    return pytest.importorskip("torch", reason="exports a PyTorch model to ONNX: the torch extra")
+
+
+def block():
     """Linear → GELU → Linear with a residual and a LayerNorm: Gemm/MatMul nodes under module scopes."""
+    torch = needs_torch()
 
-    def __init__(self):
-        super().__init__()
-        self.norm = torch.nn.LayerNorm(16)
-        self.up = torch.nn.Linear(16, 32)
-        self.down = torch.nn.Linear(32, 16)
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(16)
+            self.up = torch.nn.Linear(16, 32)
+            self.down = torch.nn.Linear(32, 16)
 
-    def forward(self, x):
-        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+        def forward(self, x):
+            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+    return Block().eval()
 
 
 def _run_both(module, inputs):
@@ -57,12 +64,13 @@ def _run_both(module, inputs):
 
 @pytest.fixture(scope="module")
 def block_onnx(tmp_path_factory):
+    torch = needs_torch()
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("onnx") / "block.onnx"
     x = torch.randn(2, 4, 16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Block().eval(), (x,), str(path), dynamo=False, input_names=["x"], opset_version=17)
+        torch.onnx.export(block(), (x,), str(path), dynamo=False, input_names=["x"], opset_version=17)
     return path, x.numpy()
 
 
@@ -81,12 +89,13 @@ def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
     """torch 2.13's default exporter (dynamo=True, needs onnxscript) names nodes `node_MatMul_3`; the sites
     read the module path from `pkg.torch.onnx.name_scopes`, as the FX route names them."""
     pytest.importorskip("onnxscript")
+    torch = needs_torch()
     torch.manual_seed(0)
     path, x = tmp_path / "block.onnx", torch.randn(2, 4, 16)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
-        torch.onnx.export(Block().eval(), (x,), str(path), dynamo=True, input_names=["x"])
+        torch.onnx.export(block(), (x,), str(path), dynamo=True, input_names=["x"])
     scopes = [p.value for n in onnx.load(str(path)).graph.node if n.op_type == "MatMul"
               for p in n.metadata_props if p.key == "pkg.torch.onnx.name_scopes"]
     assert scopes == ["['', 'up', 'linear']", "['', 'down', 'linear_1']"]  # module paths, then the FX node
@@ -99,22 +108,24 @@ def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
     assert {e.site for e in manifest.entries} == {"up", "down"}
 
 
-
-class ConvBlocks(torch.nn.Module):
+def conv_blocks():
     """Two conv → BatchNorm → ReLU blocks in an `nn.Sequential` the model calls (ResNet's shape)."""
+    torch = needs_torch()
 
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Sequential(*(torch.nn.Sequential() for _ in range(2)))
-        for i, block in enumerate(self.layer):
-            block.add_module("convolution", torch.nn.Conv2d(3 if i == 0 else 4, 4, 3, padding=1))
-            block.add_module("normalization", torch.nn.BatchNorm2d(4))
-            block.add_module("activation", torch.nn.ReLU())
-            block.normalization.running_mean.uniform_(-1, 1)
-            block.normalization.running_var.uniform_(0.5, 2)
+    class ConvBlocks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Sequential(*(torch.nn.Sequential() for _ in range(2)))
+            for i, block in enumerate(self.layer):
+                block.add_module("convolution", torch.nn.Conv2d(3 if i == 0 else 4, 4, 3, padding=1))
+                block.add_module("normalization", torch.nn.BatchNorm2d(4))
+                block.add_module("activation", torch.nn.ReLU())
+                block.normalization.running_mean.uniform_(-1, 1)
+                block.normalization.running_var.uniform_(0.5, 2)
 
-    def forward(self, x):
-        return self.layer(x)
+        def forward(self, x):
+            return self.layer(x)
+    return ConvBlocks().eval()
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
@@ -125,8 +136,9 @@ def test_conv_batchnorm_sites_named_by_the_conv(tmp_path, dynamo):
     (`/layer/layer.0/convolution/Conv`)."""
     if dynamo:
         pytest.importorskip("onnxscript")
+    torch = needs_torch()
     torch.manual_seed(0)
-    model, x = ConvBlocks().eval(), torch.randn(1, 3, 6, 6)
+    model, x = conv_blocks(), torch.randn(1, 3, 6, 6)
     path = tmp_path / "convs.onnx"
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):

@@ -22,6 +22,7 @@ from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
 from opscope.run.compile import CompileFailed, compile_module
 from opscope.run.runtime import LoadedModule, load
+from opscope.run.target_limits import check_target_limits
 from opscope.run.targets import Target, get_target, require_runnable
 from opscope.run.ticker import ticking
 
@@ -65,6 +66,7 @@ class InstrumentedModel:
         else:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
+        check_target_limits(module, tgt.name, tgt.driver, name)
         args = arguments(module)
         with ticking(f"{name}: inject"):
             module, manifest = inject_stats(module, config, taps, batch=batch, weights_once=weights_once, **tgt.layout)
@@ -105,18 +107,35 @@ class InstrumentedModel:
                         "limitation): original results not compared; %s", self.target, e)
             return None
         base = load(compiled).invoke(self.function, *inputs)
-        worst = 0.0
-        for i, (x, y) in enumerate(zip(base, self.original(outputs))):
-            x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-            if x.shape != y.shape:
-                raise OpscopeError(f"parity: result {i} has shape {y.shape} instrumented, {x.shape} as is")
-            diff = np.abs(x - y)
-            bound = 1e-3 * (1.0 + np.maximum(np.abs(x), np.abs(y)))
-            if not np.all(diff <= bound):
-                raise OpscopeError(
-                    f"parity: result {i} differs after injection on {self.target} (max |Δ| {diff.max():.3g})")
-            worst = max(worst, float(diff.max(initial=0.0)))
-        return worst
+        return compare_originals(base, self.original(outputs), self.target)
+
+
+def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: str) -> float:
+    """The parity gate: raise unless the tapped build's original results equal the untapped
+    build's, |x−y| ≤ 1e-3·(1+max|·|) everywhere, a NaN or an infinity only where the other build
+    has the same; returns the largest |x−y| (0.0: bit-identical)."""
+    if len(base) != len(tapped):
+        raise OpscopeError(f"parity: the instrumented build returns {len(tapped)} original results, "
+                           f"the untapped one {len(base)}")
+    worst = 0.0
+    for i, (x, y) in enumerate(zip(base, tapped)):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x.shape != y.shape:
+            raise OpscopeError(f"parity: result {i} has shape {y.shape} instrumented, {x.shape} as is")
+        same = (x == y) | (np.isnan(x) & np.isnan(y))  # equal infinities and NaN at the same place agree
+        with np.errstate(invalid="ignore"):
+            diff = np.where(same, 0.0, np.abs(x - y))  # an unmatched NaN or infinity stays NaN or inf
+        bound = 1e-3 * (1.0 + np.maximum(np.abs(x), np.abs(y)))
+        bad = ~same & ~(np.isfinite(diff) & (diff <= bound))
+        if bad.any():
+            where = tuple(int(j) for j in np.argwhere(bad)[0])
+            off = diff[bad]
+            off = off[~np.isnan(off)]
+            raise OpscopeError(f"parity: result {i} differs after injection on {target} at {int(bad.sum())} of "
+                               f"{bad.size} elements (max |Δ| {off.max() if off.size else float('nan'):.3g}; first at "
+                               f"{list(where)}: {y[where]:.6g} instrumented, {x[where]:.6g} as is)")
+        worst = max(worst, float(diff.max(initial=0.0)))
+    return worst
 
 
 def tapped_outputs(loaded: LoadedModule, manifest: Manifest, inputs) -> list[np.ndarray]:

@@ -1,0 +1,83 @@
+"""The suite guards itself: under CI=true a skip is a failure naming what was missing, and
+both launch styles (`pytest tests`, `python -m pytest tests`) collect the same tests.
+
+Each case runs pytest in a child process on one small test file, with an extra hidden (a
+package of that name on PYTHONPATH whose import fails, as an uninstalled one's would) or
+Mesa's Vulkan device hidden (VK_ICD_FILENAMES pointing nowhere).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_run(*args: str, ci: bool, hide: str | None = None, tmp_path: Path | None = None,
+               env: dict | None = None, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    """pytest `args` from the repository root in a child, with CI=true or without it, and the
+    package `hide` made unimportable."""
+    env = {**os.environ, **(env or {})}
+    env.pop("CI", None)
+    if ci:
+        env["CI"] = "true"
+    if hide:
+        shadow = tmp_path / "hidden" / hide
+        shadow.mkdir(parents=True)
+        (shadow / "__init__.py").write_text(f"raise ModuleNotFoundError('{hide} is hidden by a test')\n")
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hidden"), env.get("PYTHONPATH", "")])
+    return subprocess.run([*(launcher or [sys.executable, "-m", "pytest"]), "-q", "-p", "no:cacheprovider", *args],
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_missing_extra_is_a_skip_outside_ci(tmp_path):
+    proc = pytest_run("tests/test_import_jax.py", ci=False, hide="jax", tmp_path=tmp_path)
+    assert proc.returncode == 5, proc.stdout[-2000:]  # pytest's "no tests ran": the whole file skipped
+    assert "1 skipped" in proc.stdout
+
+
+def test_a_missing_extra_fails_under_ci_naming_it(tmp_path):
+    """A module-level `importorskip` skips at collection: under CI=true that is an error naming jax."""
+    proc = pytest_run("tests/test_import_jax.py", ci=True, hide="jax", tmp_path=tmp_path)
+    assert proc.returncode != 0
+    assert re.search(r"CI=true: skipped, but CI installs everything the suite needs: could not import 'jax'",
+                     proc.stdout), proc.stdout[-2000:]
+
+
+def test_a_missing_vulkan_device_fails_under_ci_naming_it(tmp_path):
+    """The `vulkan` fixture skips when no device answers; under CI=true the test fails saying so."""
+    hidden = {"VK_ICD_FILENAMES": str(tmp_path / "none.json"), "VK_DRIVER_FILES": str(tmp_path / "none.json")}
+    test = "tests/test_live.py::test_reference_demo_on_vulkan"
+    outside = pytest_run(test, ci=False, env=hidden)
+    assert outside.returncode == 0 and "1 skipped" in outside.stdout, outside.stdout[-2000:]
+    proc = pytest_run(test, ci=True, env=hidden)
+    assert proc.returncode != 0
+    assert "CI=true: skipped, but CI installs everything the suite needs: vulkan-spirv cannot run here" in proc.stdout
+
+
+def test_a_test_that_needs_no_missing_extra_still_runs_under_ci(tmp_path):
+    """ONNX tests need no torch unless they export a PyTorch model: with torch hidden the rest pass."""
+    proc = pytest_run("tests/test_import_onnx.py", "-k", "legacy_node_name or corrupt_file or missing_file",
+                      ci=True, hide="torch", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert re.search(r"\b7 passed\b", proc.stdout) and "skipped" not in proc.stdout
+
+
+def collected(launcher: list[str]) -> int:
+    proc = pytest_run("--collect-only", "tests", ci=False, launcher=launcher)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return int(re.search(r"(\d+)(?:/\d+)? tests? collected", proc.stdout).group(1))
+
+
+@pytest.mark.skipif(shutil.which("pytest", path=str(Path(sys.executable).parent)) is None,
+                    reason="no pytest console script next to this Python")
+def test_both_launch_styles_collect_the_same_tests():
+    bare = collected([str(Path(sys.executable).parent / "pytest")])
+    assert bare == collected([sys.executable, "-m", "pytest"]) and bare > 1000
