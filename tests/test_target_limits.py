@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import skip_unless_runnable
 from errors import one_line
 
 from opscope.errors import OpscopeError
@@ -60,8 +61,6 @@ def test_bf16_on_vulkan_is_warned_of_in_one_line(vulkan, caplog):
 @pytest.mark.parametrize("source,target", [(F32, "vulkan-spirv"), (F16, "llvm-cpu"), (BF16, "llvm-cpu")],
                          ids=["f32-vulkan", "f16-cpu", "bf16-cpu"])
 def test_other_models_and_targets_are_left_alone(source, target, caplog):
-    from conftest import skip_unless_runnable
-
     skip_unless_runnable(target)
     with caplog.at_level(logging.WARNING, logger="opscope"):
         InstrumentedModel.build(source, target, name="plain")
