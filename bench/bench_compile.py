@@ -56,8 +56,12 @@ def per_call_dispatches(module, target: str) -> int | None:
     with tempfile.TemporaryDirectory(prefix="opscope-bench-") as d:
         src, out = Path(d) / "in.mlirbc", Path(d) / "out.mlir"
         src.write_bytes(module_bytecode(module))
-        done = subprocess.run([find_tool("iree-compile"), *flags, "--compile-to=stream", str(src), "-o", str(out)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [find_tool("iree-compile"), *flags, "--compile-to=stream", str(src), "-o", str(out)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             return None
         text = out.read_text()
@@ -87,13 +91,22 @@ def per_call_dispatches(module, target: str) -> int | None:
     return total(entry) if entry else None
 
 
-def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int,
-                variants: list[tuple[str, StatConfig | None, bool]], weights: str = "args") -> dict:
+def bench_sites(
+    n_sites: int,
+    width: int,
+    tokens: int,
+    target: str,
+    repeats: int,
+    variants: list[tuple[str, StatConfig | None, bool]],
+    weights: str = "args",
+) -> dict:
     """Compile base and every injected variant for an N-site MLP; print a table, return the medians."""
     source = demo.mlp_module(layers=n_sites, width=width, tokens=tokens, weights=weights)
     wtxt = "" if weights == "args" else f", weights={weights}"
-    print(f"\n## mlp_module(layers={n_sites}, width={width}, tokens={tokens}{wtxt}): {n_sites} sites, "
-          f"{3 * n_sites} tapped tensors, on {target}, {repeats} compile(s) per variant")
+    print(
+        f"\n## mlp_module(layers={n_sites}, width={width}, tokens={tokens}{wtxt}): {n_sites} sites, "
+        f"{3 * n_sites} tapped tensors, on {target}, {repeats} compile(s) per variant"
+    )
     sys.stdout.flush()
     info: dict[str, dict] = {}
     errors: dict[str, str] = {}
@@ -116,12 +129,16 @@ def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int
                 ex = stats.get("execution", {})
                 info[name] = {
                     "static": compiled.dispatch_count,
-                    "per_call": (per_call_dispatches(module, target) if config is not None and outline
-                                 else compiled.dispatch_count),
+                    "per_call": (
+                        per_call_dispatches(module, target)
+                        if config is not None and outline
+                        else compiled.dispatch_count
+                    ),
                     "submissions": ex.get("submission-count"),
                     "syncs": stats.get("synchronization", {}).get("await-count"),
                 }
             return {"inject": t1 - t0, "compile": t2 - t1}
+
         return run
 
     runs = {name: make(name, cfg, outline) for name, cfg, outline in variants}
@@ -129,28 +146,53 @@ def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int
     base_c = median(r["compile"] for r in times["base"])
     base_d = info.get("base", {}).get("per_call")
     rows, result = [], {}
-    for name, cfg, outline in variants:
+    for name, cfg, _outline in variants:
         t = times[name]
         inj = median(r["inject"] for r in t)
         comp = median(r["compile"] for r in t)
         i = info.get(name, {})
         per_call = i.get("per_call")
         added_site = (comp - base_c) / n_sites if cfg is not None else float("nan")
-        per_tensor = ((per_call - base_d) / (3 * n_sites)
-                      if cfg is not None and per_call is not None and base_d is not None else None)
+        per_tensor = (
+            (per_call - base_d) / (3 * n_sites)
+            if cfg is not None and per_call is not None and base_d is not None
+            else None
+        )
         result[name] = {"inject": inj, "compile": comp, "added_per_site": added_site, "per_tensor": per_tensor}
         if name in errors:
             rows.append([name, f"{inj:.2f}", "FAILED", "", "", "", "", "", "", ""])
             continue
-        rows.append([
-            name, f"{inj:.2f}", f"{comp:.2f}", f"{comp / base_c:.2f}",
-            "" if cfg is None else f"{added_site * 1e3:.0f}",
-            str(i.get("static")), str(per_call),
-            "" if per_tensor is None else f"{per_tensor:.1f}",
-            str(i.get("submissions")), str(i.get("syncs")),
-        ])
-    print(table(rows, ["variant", "inject s", "compile s", "x base", "+ms/site", "dispatches static",
-                       "per call", "+per tensor", "submissions", "host syncs"]))
+        rows.append(
+            [
+                name,
+                f"{inj:.2f}",
+                f"{comp:.2f}",
+                f"{comp / base_c:.2f}",
+                "" if cfg is None else f"{added_site * 1e3:.0f}",
+                str(i.get("static")),
+                str(per_call),
+                "" if per_tensor is None else f"{per_tensor:.1f}",
+                str(i.get("submissions")),
+                str(i.get("syncs")),
+            ]
+        )
+    print(
+        table(
+            rows,
+            [
+                "variant",
+                "inject s",
+                "compile s",
+                "x base",
+                "+ms/site",
+                "dispatches static",
+                "per call",
+                "+per tensor",
+                "submissions",
+                "host syncs",
+            ],
+        )
+    )
     for name, err in errors.items():
         print(f"FAILED {name}: {err}")
     sys.stdout.flush()
@@ -158,19 +200,28 @@ def bench_sites(n_sites: int, width: int, tokens: int, target: str, repeats: int
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repeats", type=int, default=None,
-                   help="compiles per variant (default: 2, but 1 at N >= 100 where an inlined compile takes "
-                        "about a minute; --quick 1)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="compiles per variant (default: 2, but 1 at N >= 100 where an inlined compile takes "
+        "about a minute; --quick 1)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run (~20 s): 2 and 4 sites, 1 round")
     p.add_argument("--target", default="llvm-cpu", help="opscope target name (llvm-cpu, vulkan-spirv, cuda, ...)")
     p.add_argument("--sites", default=None, help="comma list of site counts (default 8,32,128; --quick 2,4)")
     p.add_argument("--width", type=int, default=64, help="MLP width (default 64)")
     p.add_argument("--tokens", type=int, default=64, help="MLP tokens (default 64)")
     p.add_argument("--no-lean", action="store_true", help="skip the lean sketch set")
-    p.add_argument("--weights", choices=("args", "globals"), default="args",
-                   help="weights as function arguments (default) or as util.global constants")
+    p.add_argument(
+        "--weights",
+        choices=("args", "globals"),
+        default="args",
+        help="weights as function arguments (default) or as util.global constants",
+    )
     args = p.parse_args(argv)
     q = args.quick
     repeats = args.repeats or (1 if q else 2)
@@ -181,8 +232,10 @@ def main(argv: list[str] | None = None) -> None:
         for outline in (True, False):
             variants.append((f"{cname}, outline={outline}", cfg, outline))
     header("opscope bench_compile: compile time and dispatches, base vs injected", argv)
-    print(f"# {repeats} compile(s) per variant{'' if (args.repeats or q) else ' (1 at N >= 100)'}, "
-          "interleaved round-robin, medians; statistics on; no cache")
+    print(
+        f"# {repeats} compile(s) per variant{'' if (args.repeats or q) else ' (1 at N >= 100)'}, "
+        "interleaved round-robin, medians; statistics on; no cache"
+    )
     results = {}
     for n in sites:
         r = repeats if (args.repeats or n < 100) else 1
@@ -202,13 +255,19 @@ def main(argv: list[str] | None = None) -> None:
             r = results[n][name]
             row.append(f"{r['inject'] / n * 1e3:.1f}" if cfg is not None else "")
         rows.append(row)
-    head = (["variant"] + [f"compile ms/site N={n}" for n in sites] + [f"+ms/site N={n}" for n in sites]
-            + [f"inject ms/site N={n}" for n in sites])
+    head = (
+        ["variant"]
+        + [f"compile ms/site N={n}" for n in sites]
+        + [f"+ms/site N={n}" for n in sites]
+        + [f"inject ms/site N={n}" for n in sites]
+    )
     print(table(rows, head))
-    print("\n# columns: x base = compile time / base compile time at the same N; +ms/site = (compile - base "
-          "compile) / N; dispatches static = CompiledModule.dispatch_count; per call = dispatches one call "
-          "executes (outlined kernels times their call count); +per tensor = (per call - base) / (3 N); "
-          "submissions, host syncs = IREE's static stream statistics (submission-count, await-count)")
+    print(
+        "\n# columns: x base = compile time / base compile time at the same N; +ms/site = (compile - base "
+        "compile) / N; dispatches static = CompiledModule.dispatch_count; per call = dispatches one call "
+        "executes (outlined kernels times their call count); +per tensor = (per call - base) / (3 N); "
+        "submissions, host syncs = IREE's static stream statistics (submission-count, await-count)"
+    )
     print(f"# at the end: {load_line()}")
 
 

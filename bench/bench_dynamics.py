@@ -44,8 +44,15 @@ def variants(routes: bool) -> dict[str, tuple[str, ...]]:
     out = {"base": (), "attention": ("attention",), "residual": ("residual",)}
     if routes:
         out["routing"] = ("routing",)
-    out.update({"dynamics": DYNAMICS, "matmul": ("matmul",), "all": ("matmul",) + DYNAMICS,
-                "matmul" + ONCE: ("matmul",), "all" + ONCE: ("matmul",) + DYNAMICS})
+    out.update(
+        {
+            "dynamics": DYNAMICS,
+            "matmul": ("matmul",),
+            "all": ("matmul",) + DYNAMICS,
+            "matmul" + ONCE: ("matmul",),
+            "all" + ONCE: ("matmul",) + DYNAMICS,
+        }
+    )
     return out
 
 
@@ -86,8 +93,9 @@ def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | No
         del module
         gc.collect()
         sites = len(manifest.sites) if manifest else 0
-        rows.append([label, str(sites), str(len(manifest.entries)) if manifest else "0", f"{inject_s:.2f}",
-                     f"{compile_s:.1f}"])
+        rows.append(
+            [label, str(sites), str(len(manifest.entries)) if manifest else "0", f"{inject_s:.2f}", f"{compile_s:.1f}"]
+        )
         print(f"  {label}: {sites} sites, compiled in {compile_s:.1f} s", file=sys.stderr)
     # timed in pairs, each variant interleaved with base, loaded only after every compile:
     # SmolLM2 needs 13 GB to compile `all` and a few GB per loaded variant, so six variants
@@ -99,6 +107,7 @@ def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | No
             out = tapped_outputs(rt, manifest, args) if manifest is not None else rt.invoke("main", *args)
             if manifest is not None:
                 manifest.values(out)
+
         return call
 
     times = {"base": []}
@@ -114,23 +123,31 @@ def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | No
     base_compile = float(rows[0][4])  # base is first
     for row in rows:
         rs, ratio = (times["base"], 1.0) if row[0] == "base" else times[row[0]]
-        row += [f"{float(row[4]) / base_compile:.2f}x", f"{median([r['total'] for r in rs]) * 1e3:.2f}",
-                f"{ratio:.2f}x"]
+        row += [
+            f"{float(row[4]) / base_compile:.2f}x",
+            f"{median([r['total'] for r in rs]) * 1e3:.2f}",
+            f"{ratio:.2f}x",
+        ]
     print(f"\n## {model.name} on {target.name}, median of {repeats} rounds, each variant interleaved with base")
-    print(table(rows, ["variant", "sites", "sketches", "inject s", "compile s", "compile x base", "forward ms",
-                       "x base"]))
+    print(
+        table(rows, ["variant", "sites", "sketches", "inject s", "compile s", "compile x base", "forward ms", "x base"])
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=None, help="comma-separated zoo names (default smollm2,minilm; "
-                                                   "--quick mixtral-tiny)")
+    ap.add_argument(
+        "--models", default=None, help="comma-separated zoo names (default smollm2,minilm; --quick mixtral-tiny)"
+    )
     ap.add_argument("--target", default="llvm-cpu", help="any runnable opscope target (default llvm-cpu)")
     ap.add_argument("--repeats", type=int, default=None, help="timed rounds (default 7; --quick 3)")
     ap.add_argument("--quick", action="store_true", help="mixtral-tiny, 3 rounds: a smoke run")
-    ap.add_argument("--variants", default=None,
-                    help="comma-separated variants (default all: base, attention, residual, routing, dynamics, "
-                         "matmul, all; base is always kept)")
+    ap.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated variants (default all: base, attention, residual, routing, dynamics, "
+        "matmul, all; base is always kept)",
+    )
     args = ap.parse_args(argv)
     models = (args.models or ("mixtral-tiny" if args.quick else "smollm2,minilm")).split(",")
     repeats = args.repeats or (3 if args.quick else 7)

@@ -21,8 +21,8 @@ import argparse
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -70,11 +70,15 @@ def build(name: str, quick: bool = False) -> tuple[bytes | str, list, Callable[[
     if name == "resnet":
         import transformers as tf
 
-        cfg = tf.ResNetConfig(num_channels=3, embedding_size=64, hidden_sizes=[64, 128, 256, 512],
-                              depths=[2, 2, 2, 2], layer_type="basic")
+        cfg = tf.ResNetConfig(
+            num_channels=3, embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic"
+        )
         model = tf.ResNetModel(cfg).eval()
-        kwargs = {"pixel_values": torch.from_numpy(np.random.default_rng(0).standard_normal((2, 3, 224, 224))
-                                                   .astype(np.float32))}
+        kwargs = {
+            "pixel_values": torch.from_numpy(
+                np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)
+            )
+        }
     else:  # the zoo entry's model and first input, loaded once for both the import and eager
         from opscope.models import huggingface, zoo
 
@@ -87,6 +91,7 @@ def build(name: str, quick: bool = False) -> tuple[bytes | str, list, Callable[[
     def eager() -> None:
         with torch.no_grad():
             model(**kwargs)
+
     return src, inputs, eager
 
 
@@ -109,14 +114,21 @@ def bench_model(name: str, sets: dict[str, Target], repeats: int, quick: bool = 
             continue
         compile_s[label] = f"{time.perf_counter() - t0:.1f}"
         loaded.invoke("main", *inputs)
-        variants[label] = (lambda rt=loaded: (rt.invoke("main", *inputs), None)[1])
+        variants[label] = lambda rt=loaded: (rt.invoke("main", *inputs), None)[1]
         print(f"{name}, {label}: compiled in {compile_s[label]} s", flush=True)
     rounds = interleaved(variants, repeats, warmup=1)
     rows = []
     for label, rs in rounds.items():
-        rows.append([name, label, compile_s.get(label, "-"), f"{median([r['total'] for r in rs]) * 1e3:.1f}",
-                     f"{paired_ratio(rs, rounds['tuned']):.2f}x" if "tuned" in rounds else "-",
-                     f"{paired_ratio(rs, rounds['pytorch eager']):.2f}x" if "pytorch eager" in rounds else "-"])
+        rows.append(
+            [
+                name,
+                label,
+                compile_s.get(label, "-"),
+                f"{median([r['total'] for r in rs]) * 1e3:.1f}",
+                f"{paired_ratio(rs, rounds['tuned']):.2f}x" if "tuned" in rounds else "-",
+                f"{paired_ratio(rs, rounds['pytorch eager']):.2f}x" if "pytorch eager" in rounds else "-",
+            ]
+        )
     return rows
 
 
@@ -125,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="minilm,transformer,matmul", help=f"comma list of {', '.join(MODELS)}")
     ap.add_argument("--sets", default=None, help="comma list of flag sets (default: all)")
     ap.add_argument("--repeats", type=int, default=None, help="timed rounds (default 7; --quick 2)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: small transformer and matmul, tuned and global-opt-O3 only, 2 rounds")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: small transformer and matmul, tuned and global-opt-O3 only, 2 rounds",
+    )
     args = ap.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 7)
     if args.quick:

@@ -38,7 +38,6 @@ MODES = ("glibc", "opscope")  # OPSCOPE_MALLOC=system, or opscope's settings
 def write_builds(name: str, quick: bool, folder: Path) -> dict:
     """Compile model `name`'s three builds into `folder`; returns what a child needs to run them."""
     import numpy as np
-
     from bench_flags import build
 
     from opscope.ir.instrument import inject_stats
@@ -55,8 +54,11 @@ def write_builds(name: str, quick: bool, folder: Path) -> dict:
     exposed = parse_module(src, new_context(), name)
     run_pipeline(exposed, Pipeline(tuple(DumpTensors(role=r, max_bytes=1 << 40) for r in ("lhs", "out"))))
     sources = {"untapped": src, "tapped": module_bytecode(tapped), "activations out": module_bytecode(exposed)}
-    info = {"inputs": str(folder / f"{name}.npz"), "builds": {},
-            "once": {"tapped": manifest.weights_function} if manifest.weights_function else {}}
+    info = {
+        "inputs": str(folder / f"{name}.npz"),
+        "builds": {},
+        "once": {"tapped": manifest.weights_function} if manifest.weights_function else {},
+    }
     np.savez(info["inputs"], *inputs)
     for label, text in sources.items():
         path = folder / f"{name}-{label.replace(' ', '-')}.vmfb"
@@ -68,8 +70,8 @@ def write_builds(name: str, quick: bool, folder: Path) -> dict:
 def child(spec_path: str, calls: int) -> None:
     """Time every build of the spec's models in this process (its malloc settings as the
     environment says) and print one JSON line: model -> build -> {ms, faults per call}."""
-    import numpy as np
     import iree.runtime as rt
+    import numpy as np
 
     from opscope.run.compile import CompiledModule
     from opscope.run.runtime import load
@@ -92,20 +94,25 @@ def child(spec_path: str, calls: int) -> None:
                 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 loaded.invoke_raw("main", *args)  # the results are dropped: their buffers freed
                 return {"faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0}
+
             variants[label] = call
         rounds = interleaved(variants, calls, warmup=2)
-        out[model] = {label: {"ms": median([r["total"] for r in rs]) * 1e3,
-                              "faults": median([r["faults"] for r in rs])} for label, rs in rounds.items()}
+        out[model] = {
+            label: {"ms": median([r["total"] for r in rs]) * 1e3, "faults": median([r["faults"] for r in rs])}
+            for label, rs in rounds.items()
+        }
     print(json.dumps(out))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="minilm,transformer,matmul",
-                    help="comma list of minilm, smollm2, transformer, matmul")
+    ap.add_argument(
+        "--models", default="minilm,transformer,matmul", help="comma list of minilm, smollm2, transformer, matmul"
+    )
     ap.add_argument("--rounds", type=int, default=None, help="child processes per setting (default 3; --quick 1)")
-    ap.add_argument("--calls", type=int, default=None,
-                    help="timed calls per build in each child (default 9; --quick 3)")
+    ap.add_argument(
+        "--calls", type=int, default=None, help="timed calls per build in each child (default 9; --quick 3)"
+    )
     ap.add_argument("--quick", action="store_true", help="the small demo transformer and matmul, one round")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -126,27 +133,55 @@ def main(argv: list[str] | None = None) -> int:
         (folder / "spec.json").write_text(json.dumps(spec))
         runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
         for r in range(rounds):
-            for mode in (MODES if r % 2 == 0 else MODES[::-1]):
+            for mode in MODES if r % 2 == 0 else MODES[::-1]:
                 env = {**os.environ, "OPSCOPE_MALLOC": "system" if mode == "glibc" else ""}
-                proc = subprocess.run([sys.executable, __file__, "--child", str(folder / "spec.json"),
-                                       "--calls", str(calls)], capture_output=True, text=True, env=env)
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--child", str(folder / "spec.json"), "--calls", str(calls)],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                )
                 if proc.returncode != 0:
                     raise SystemExit(f"bench_heap: a child ({mode}) failed: {proc.stderr.strip()[-600:]}")
                 runs[mode].append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    print(f"# {rounds} child process(es) per setting, alternating; {calls} timed calls per build in each; "
-          f"median over children of each child's median; after: {load_line()}")
+    print(
+        f"# {rounds} child process(es) per setting, alternating; {calls} timed calls per build in each; "
+        f"median over children of each child's median; after: {load_line()}"
+    )
     for model in models:
         rows = []
         for label in BUILDS:
             ms = {mode: median([run[model][label]["ms"] for run in runs[mode]]) for mode in MODES}
             faults = {mode: median([run[model][label]["faults"] for run in runs[mode]]) for mode in MODES}
             base = {mode: median([run[model]["untapped"]["ms"] for run in runs[mode]]) for mode in MODES}
-            rows.append([label, f"{ms['glibc']:.2f}", f"{ms['opscope']:.2f}", f"{ms['opscope'] / ms['glibc']:.2f}",
-                         f"{ms['glibc'] / base['glibc']:.2f}", f"{ms['opscope'] / base['opscope']:.2f}",
-                         f"{faults['glibc']:.0f}", f"{faults['opscope']:.0f}"])
+            rows.append(
+                [
+                    label,
+                    f"{ms['glibc']:.2f}",
+                    f"{ms['opscope']:.2f}",
+                    f"{ms['opscope'] / ms['glibc']:.2f}",
+                    f"{ms['glibc'] / base['glibc']:.2f}",
+                    f"{ms['opscope'] / base['opscope']:.2f}",
+                    f"{faults['glibc']:.0f}",
+                    f"{faults['opscope']:.0f}",
+                ]
+            )
         print(f"\n## {model}")
-        print(table(rows, ["build", "ms glibc", "ms opscope", "opscope / glibc", "x untapped glibc",
-                           "x untapped opscope", "faults/call glibc", "faults/call opscope"]))
+        print(
+            table(
+                rows,
+                [
+                    "build",
+                    "ms glibc",
+                    "ms opscope",
+                    "opscope / glibc",
+                    "x untapped glibc",
+                    "x untapped opscope",
+                    "faults/call glibc",
+                    "faults/call opscope",
+                ],
+            )
+        )
     return 0
 
 

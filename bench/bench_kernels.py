@@ -91,8 +91,10 @@ def one_shape(m: int, k: int, n: int, rounds: int, target: str) -> list[tuple]:
         errors.append(float(np.linalg.norm(got - want) / np.linalg.norm(want)))
     times = time_calls(compiled, "main", [x], rounds=rounds)
     base = times[0].min_us
-    return [(f"{m}×{k}×{n}", name, f"{t.min_us:.1f}", f"{base / t.min_us:.2f}×", f"{err:.2e}",
-             f"{len(c.vmfb) / 2**20:.2f}") for name, t, err, c in zip(names, times, errors, compiled)]
+    return [
+        (f"{m}×{k}×{n}", name, f"{t.min_us:.1f}", f"{base / t.min_us:.2f}×", f"{err:.2e}", f"{len(c.vmfb) / 2**20:.2f}")
+        for name, t, err, c in zip(names, times, errors, compiled)
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

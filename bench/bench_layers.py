@@ -34,9 +34,15 @@ def synthetic() -> WeightSet:
     """Seven layers like the reference's synthetic model, smaller."""
     from opscope.drive.synthetic import sample
 
-    shapes = {"q_proj": ("lowrank", 128, 128), "k_proj": ("lowrank", 128, 64), "o_proj": ("gaussian", 128, 128),
-              "mlp.gate": ("quantized", 256, 128), "mlp.up": ("gaussian", 256, 128), "mlp.down": ("lowrank", 128, 256),
-              "lm_head": ("outlier", 200, 128)}
+    shapes = {
+        "q_proj": ("lowrank", 128, 128),
+        "k_proj": ("lowrank", 128, 64),
+        "o_proj": ("gaussian", 128, 128),
+        "mlp.gate": ("quantized", 256, 128),
+        "mlp.up": ("gaussian", 256, 128),
+        "mlp.down": ("lowrank", 128, 256),
+        "lm_head": ("outlier", 200, 128),
+    }
     return WeightSet("synthetic", {k: sample(d, r, c, i) for i, (k, (d, r, c)) in enumerate(shapes.items())})
 
 
@@ -51,8 +57,10 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     weights = synthetic() if args.quick else open_weights(args.model)
     read_s = time.perf_counter() - start
-    print(f"{weights.name}: {len(weights.matrices)} weights, {weights.params / 1e6:.2f} M values, read in "
-          f"{read_s:.1f} s (import + weights)")
+    print(
+        f"{weights.name}: {len(weights.matrices)} weights, {weights.params / 1e6:.2f} M values, read in "
+        f"{read_s:.1f} s (import + weights)"
+    )
 
     profiles, seconds = profile_weights(weights)
     start = time.perf_counter()
@@ -62,21 +70,33 @@ def main(argv: list[str] | None = None) -> None:
     dado = dado_allocate(profiles, args.budget, DadoConfig())
     dado_s = time.perf_counter() - start
     total = seconds["profile"] + greedy_s + dado_s
-    rows = [[k.split(":", 1)[1], f"{v:.2f}", f"{v / total:.0%}"]
-            for k, v in sorted(seconds.items(), key=lambda kv: -kv[1]) if k.startswith("profile:")]
-    rows += [["(profile, all)", f"{seconds['profile']:.2f}", f"{seconds['profile'] / total:.0%}"],
-             ["greedy", f"{greedy_s:.3f}", f"{greedy_s / total:.1%}"],
-             ["dado (pop 200 × 60)", f"{dado_s:.2f}", f"{dado_s / total:.0%}"]]
+    rows = [
+        [k.split(":", 1)[1], f"{v:.2f}", f"{v / total:.0%}"]
+        for k, v in sorted(seconds.items(), key=lambda kv: -kv[1])
+        if k.startswith("profile:")
+    ]
+    rows += [
+        ["(profile, all)", f"{seconds['profile']:.2f}", f"{seconds['profile'] / total:.0%}"],
+        ["greedy", f"{greedy_s:.3f}", f"{greedy_s / total:.1%}"],
+        ["dado (pop 200 × 60)", f"{dado_s:.2f}", f"{dado_s / total:.0%}"],
+    ]
     print()
     print(table(rows, ["stage", "seconds", "share"]))
-    print(f"\nprofile + greedy + DADO: {total:.1f} s (target < 60 s); Σ error greedy {greedy.total_err:.4f}, "
-          f"DADO {dado.total_err:.4f} at {dado.total_bytes / dado.dense_bytes:.1%} of the dense bytes")
+    print(
+        f"\nprofile + greedy + DADO: {total:.1f} s (target < 60 s); Σ error greedy {greedy.total_err:.4f}, "
+        f"DADO {dado.total_err:.4f} at {dado.total_bytes / dado.dense_bytes:.1%} of the dense bytes"
+    )
 
     name, w = max(weights.matrices.items(), key=lambda kv: kv[1].size)
     rank = min(SVD_RANK, *w.shape)
-    runs = interleaved({"power iteration (reference)": lambda: truncated_svd_power(w, rank) and None,
-                        "LAPACK gesdd": lambda: truncated_svd(w, rank) and None},
-                       repeats=1 if args.quick else args.repeats, warmup=0)
+    runs = interleaved(
+        {
+            "power iteration (reference)": lambda: truncated_svd_power(w, rank) and None,
+            "LAPACK gesdd": lambda: truncated_svd(w, rank) and None,
+        },
+        repeats=1 if args.quick else args.repeats,
+        warmup=0,
+    )
     times = {k: median([r["total"] for r in v]) for k, v in runs.items()}
     base = times["power iteration (reference)"]
     print(f"\ntruncated SVD, rank {rank}, of {name} {w.shape[0]}×{w.shape[1]}:")

@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             s = samplers[every]
             for inputs, label in served:
                 s(*inputs, label=label)
+
         return run
 
     variants = {"plain": plain, "1 in 16": sampled(16), "1 in 4": sampled(4), "1 in 1 (every call)": sampled(1)}
@@ -84,17 +85,23 @@ def main(argv: list[str] | None = None) -> int:
     tracemalloc.start()
     lines = []
     for upto in (requests, 10 * requests):
-        for inputs, label in reqs[sampler.sketch.calls:upto]:
+        for inputs, label in reqs[sampler.sketch.calls : upto]:
             sampler(*inputs, label=label)
         current, _ = tracemalloc.get_traced_memory()
         lines.append((upto, len(json.dumps(to_dict(sampler.sketch))), current / 1024, _rss_mb()))
     tracemalloc.stop()
     (r1, s1, h1, m1), (r10, s10, h10, m10) = lines
     print(f"\nmemory of a 1-in-16 sampler over {r1} and {r10} requests ({name})")
-    print(table([[f"{r1} requests", f"{s1}", f"{h1:.0f}", f"{m1:.0f}"],
-                 [f"{r10} requests", f"{s10}", f"{h10:.0f}", f"{m10:.0f}"],
-                 ["ratio (10x requests)", f"{s10 / s1:.2f}", f"{h10 / h1:.2f}", f"{m10 / m1:.2f}"]],
-                ["", "sketch JSON bytes", "heap KB (tracemalloc)", "RSS MB"]))
+    print(
+        table(
+            [
+                [f"{r1} requests", f"{s1}", f"{h1:.0f}", f"{m1:.0f}"],
+                [f"{r10} requests", f"{s10}", f"{h10:.0f}", f"{m10:.0f}"],
+                ["ratio (10x requests)", f"{s10 / s1:.2f}", f"{h10 / h1:.2f}", f"{m10 / m1:.2f}"],
+            ],
+            ["", "sketch JSON bytes", "heap KB (tracemalloc)", "RSS MB"],
+        )
+    )
     return 0
 
 

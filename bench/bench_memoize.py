@@ -59,11 +59,17 @@ def measure(call, shape: tuple[int, int], dense_name: str, memo_name: str, repea
 
 
 def report(what: str, times: dict[str, float], memo: Memoized, worst: float) -> None:
-    print(f"\n{what}, {DISTINCT} distinct inputs, {PICKS} picks: hit rate {memo.hit_rate:.1%} "
-          f"({memo.hits} hits, {memo.misses} misses)")
+    print(
+        f"\n{what}, {DISTINCT} distinct inputs, {PICKS} picks: hit rate {memo.hit_rate:.1%} "
+        f"({memo.hits} hits, {memo.misses} misses)"
+    )
     base = next(iter(times.values()))
-    print(table([[name, f"{t * 1e3:.2f}", f"{base / t:.1f}x"] for name, t in times.items()],
-                ["variant", f"ms / {PICKS} calls", "x dense"]))
+    print(
+        table(
+            [[name, f"{t * 1e3:.2f}", f"{base / t:.1f}x"] for name, t in times.items()],
+            ["variant", f"ms / {PICKS} calls", "x dense"],
+        )
+    )
     print(f"parity: max |memoized - dense| = {worst} ({'BIT-EXACT' if worst == 0.0 else 'DIFFERS'})")
 
 
@@ -72,8 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a 32x128x128 matmul and a d_model=64 site, 2 rounds")
     args = ap.parse_args(argv)
-    header("memoized vs dense calls of a compiled matmul (the reference's guarded demo), then of an outlined site",
-           argv)
+    header(
+        "memoized vs dense calls of a compiled matmul (the reference's guarded demo), then of an outlined site", argv
+    )
     repeats = 2 if args.quick else args.repeats
     k = n = 128 if args.quick else 512
     loaded = load(compile_module(matmul_module(32, k, n, weights="globals"), "llvm-cpu"))
@@ -89,8 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     site = compile_site(transformer_module(1, d_model, 32, weights="globals"), "layer0.ffn.up", "llvm-cpu")
     (lhs,) = site.arguments
     times, memo, worst = measure(site, lhs.shape, "outlined site", f"memoized outlined site (cap {CAP})", repeats)
-    report(f"site {site.site} alone (@{site.function}, 32x{d_model}x{4 * d_model}, its weight a global inside)",
-           times, memo, worst)
+    report(
+        f"site {site.site} alone (@{site.function}, 32x{d_model}x{4 * d_model}, its weight a global inside)",
+        times,
+        memo,
+        worst,
+    )
     print(f"# {load_line()}")
 
 

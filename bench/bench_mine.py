@@ -37,16 +37,24 @@ sys.path.insert(0, str(ROOT / "tests"))
 DISTS = ("gaussian", "uniform", "sparse90", "lowrank", "outlier", "quantized", "coherent")
 TOKENS, D_MODEL, FFN = 64, 128, 256
 # (site suffix, K, N): per layer q, k, v, o, ffn_up, ffn_down.
-LAYER_SITES = (("q", D_MODEL, D_MODEL), ("k", D_MODEL, D_MODEL), ("v", D_MODEL, D_MODEL),
-               ("o", D_MODEL, D_MODEL), ("ffn_up", D_MODEL, FFN), ("ffn_down", FFN, D_MODEL))
+LAYER_SITES = (
+    ("q", D_MODEL, D_MODEL),
+    ("k", D_MODEL, D_MODEL),
+    ("v", D_MODEL, D_MODEL),
+    ("o", D_MODEL, D_MODEL),
+    ("ffn_up", D_MODEL, FFN),
+    ("ffn_down", FFN, D_MODEL),
+)
 SEEDS = (1, 2)
 POOL = 4
 
 
 def rows_per_step(layers: int) -> int:
     """Tidy rows one forward of `layers` layers records (default StatConfig)."""
+
     def per(r, c):
         return 7 + 32 + 16 + c + 1 + r + (r - 1)
+
     return layers * sum(per(TOKENS, k) + per(k, n) + per(TOKENS, n) for _, k, n in LAYER_SITES)
 
 
@@ -58,9 +66,10 @@ def generate(path: Path, target_rows: int, layers: int) -> tuple[int, int]:
 
     runs = len(DISTS) * len(SEEDS)
     steps = max(2, round(target_rows / (runs * rows_per_step(layers))))
-    sites = [(f"encoder.layer.{l}.{name}", k, n) for l in range(layers) for name, k, n in LAYER_SITES]
-    cols: dict[str, list] = {c: [] for c in ("run_id", "step", "dist", "M", "K", "N", "numel", "site", "role",
-                                             "stat", "idx", "value", "len")}
+    sites = [(f"encoder.layer.{i}.{name}", k, n) for i in range(layers) for name, k, n in LAYER_SITES]
+    cols: dict[str, list] = {
+        c: [] for c in ("run_id", "step", "dist", "M", "K", "N", "numel", "site", "role", "stat", "idx", "value", "len")
+    }
 
     memo: dict[tuple, dict[str, np.ndarray]] = {}
 
@@ -105,22 +114,30 @@ def generate(path: Path, target_rows: int, layers: int) -> tuple[int, int]:
     lens = np.array(cols["len"])
     rep = {c: np.repeat(np.array(cols[c]), lens) for c in ("run_id", "step", "M", "K", "N", "numel")}
     idx = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
-    frame = pl.DataFrame({
-        "run_id": rep["run_id"], "step": rep["step"], "backend": pl.Series(["llvm-cpu"]).repeat_by(len(idx)).explode(),
-        "dist": pl.Series(cols["dist"]).repeat_by(pl.Series(lens)).explode(),
-        "M": rep["M"], "K": rep["K"], "N": rep["N"], "numel": rep["numel"],
-        "site": pl.Series(cols["site"]).repeat_by(pl.Series(lens)).explode(),
-        "role": pl.Series(cols["role"]).repeat_by(pl.Series(lens)).explode(),
-        "stat": pl.Series(cols["stat"]).repeat_by(pl.Series(lens)).explode(),
-        "idx": idx, "value": np.concatenate(cols["value"]),
-    })
+    frame = pl.DataFrame(
+        {
+            "run_id": rep["run_id"],
+            "step": rep["step"],
+            "backend": pl.Series(["llvm-cpu"]).repeat_by(len(idx)).explode(),
+            "dist": pl.Series(cols["dist"]).repeat_by(pl.Series(lens)).explode(),
+            "M": rep["M"],
+            "K": rep["K"],
+            "N": rep["N"],
+            "numel": rep["numel"],
+            "site": pl.Series(cols["site"]).repeat_by(pl.Series(lens)).explode(),
+            "role": pl.Series(cols["role"]).repeat_by(pl.Series(lens)).explode(),
+            "stat": pl.Series(cols["stat"]).repeat_by(pl.Series(lens)).explode(),
+            "idx": idx,
+            "value": np.concatenate(cols["value"]),
+        }
+    )
     frame.write_csv(path)
     # The reference's Parquet sink types: u64 integers, utf8 strings, f32 value.
-    frame.with_columns(pl.col(c).cast(pl.UInt64) for c in ("run_id", "step", "M", "K", "N", "numel", "idx")) \
-        .write_parquet(path.with_suffix(".parquet"))
+    frame.with_columns(
+        pl.col(c).cast(pl.UInt64) for c in ("run_id", "step", "M", "K", "N", "numel", "idx")
+    ).write_parquet(path.with_suffix(".parquet"))
     flops = {site: 2 * TOKENS * k * n for site, k, n in sites}
-    path.with_name(path.name + ".sites").write_text(
-        "site,flops\n" + "".join(f"{s},{f}\n" for s, f in flops.items()))
+    path.with_name(path.name + ".sites").write_text("site,flops\n" + "".join(f"{s},{f}\n" for s, f in flops.items()))
     return frame.height, steps
 
 
@@ -162,10 +179,19 @@ def measure(path: Path, costs: Path) -> dict[str, float]:
     p2 = time.perf_counter()
     opportunities(df, site_costs, order)
     p3 = time.perf_counter()
-    return {"rows": df.height, "read": t1 - t0, "mine": t2 - t1, "render": t3 - t2, "total": t3 - t0,
-            "rss_mb": rss, "signals": p1 - p0, "cross": p2 - p1, "opps": p3 - p2,
-            "keys": report.signals.height, "opportunities": report.opportunities.height
-            if report.opportunities is not None else 0}
+    return {
+        "rows": df.height,
+        "read": t1 - t0,
+        "mine": t2 - t1,
+        "render": t3 - t2,
+        "total": t3 - t0,
+        "rss_mb": rss,
+        "signals": p1 - p0,
+        "cross": p2 - p1,
+        "opps": p3 - p2,
+        "keys": report.signals.height,
+        "opportunities": report.opportunities.height if report.opportunities is not None else 0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     layers = args.layers or (1 if args.quick else 4)
 
     header("opscope bench_mine: reading and mining a tidy table, CSV vs Parquet", argv)
-    print(f"# polars {pl.__version__}, numpy {np.__version__}, pyarrow "
-          f"{_maybe_version('pyarrow')}; {repeats} fresh process(es) per format, medians reported")
+    print(
+        f"# polars {pl.__version__}, numpy {np.__version__}, pyarrow "
+        f"{_maybe_version('pyarrow')}; {repeats} fresh process(es) per format, medians reported"
+    )
 
     with tempfile.TemporaryDirectory(prefix="bench_mine_") as tmp:
         out_dir = args.keep or Path(tmp)
@@ -196,18 +224,24 @@ def main(argv: list[str] | None = None) -> int:
         n, steps = generate(csv_path, rows, layers)
         gen_s = time.perf_counter() - t0
         sizes = {"csv": csv_path.stat().st_size, "parquet": csv_path.with_suffix(".parquet").stat().st_size}
-        print(f"generated {n:,} rows ({len(DISTS) * len(SEEDS)} runs x {steps} steps x {6 * layers} sites x 3 "
-              f"roles) in {gen_s:.1f} s: CSV {sizes['csv'] / 2**20:.0f} MiB, "
-              f"Parquet {sizes['parquet'] / 2**20:.1f} MiB")
+        print(
+            f"generated {n:,} rows ({len(DISTS) * len(SEEDS)} runs x {steps} steps x {6 * layers} sites x 3 "
+            f"roles) in {gen_s:.1f} s: CSV {sizes['csv'] / 2**20:.0f} MiB, "
+            f"Parquet {sizes['parquet'] / 2**20:.1f} MiB"
+        )
         sys.stdout.flush()
 
         results: dict[str, list[dict[str, float]]] = {"csv": [], "parquet": []}
         sites = csv_path.with_name(csv_path.name + ".sites")
         for r in range(repeats):
-            for fmt in (("csv", "parquet") if r % 2 == 0 else ("parquet", "csv")):
+            for fmt in ("csv", "parquet") if r % 2 == 0 else ("parquet", "csv"):
                 path = csv_path if fmt == "csv" else csv_path.with_suffix(".parquet")
-                proc = subprocess.run([sys.executable, __file__, "--measure", str(path), str(sites)],
-                                      capture_output=True, text=True, cwd=ROOT)
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--measure", str(path), str(sites)],
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                )
                 if proc.returncode:
                     print(proc.stderr[-2000:], file=sys.stderr)
                     return 1
@@ -217,22 +251,57 @@ def main(argv: list[str] | None = None) -> int:
     rows_out = []
     for fmt in ("csv", "parquet"):
         m = med[fmt]
-        rows_out.append([fmt, f"{int(m['rows']):,}", f"{sizes[fmt] / 2**20:.1f}",
-                         f"{m['read']:.2f}", f"{m['rows'] / m['read'] / 1e6:.2f}",
-                         f"{m['mine']:.2f}", f"{m['rows'] / m['mine'] / 1e6:.2f}",
-                         f"{m['render']:.2f}", f"{m['total']:.2f}", f"{m['rows'] / m['total'] / 1e6:.2f}",
-                         f"{max(x['rss_mb'] for x in results[fmt]):.0f}",
-                         f"{m['signals']:.2f}", f"{m['cross']:.2f}", f"{m['opps']:.2f}"])
+        rows_out.append(
+            [
+                fmt,
+                f"{int(m['rows']):,}",
+                f"{sizes[fmt] / 2**20:.1f}",
+                f"{m['read']:.2f}",
+                f"{m['rows'] / m['read'] / 1e6:.2f}",
+                f"{m['mine']:.2f}",
+                f"{m['rows'] / m['mine'] / 1e6:.2f}",
+                f"{m['render']:.2f}",
+                f"{m['total']:.2f}",
+                f"{m['rows'] / m['total'] / 1e6:.2f}",
+                f"{max(x['rss_mb'] for x in results[fmt]):.0f}",
+                f"{m['signals']:.2f}",
+                f"{m['cross']:.2f}",
+                f"{m['opps']:.2f}",
+            ]
+        )
     print()
-    print(table(rows_out, ["format", "rows", "MiB", "read s", "read Mrow/s", "mine s", "mine Mrow/s", "render s",
-                           "total s", "total Mrow/s", "peak RSS MiB", "signals s", "cross s", "opps s"]))
+    print(
+        table(
+            rows_out,
+            [
+                "format",
+                "rows",
+                "MiB",
+                "read s",
+                "read Mrow/s",
+                "mine s",
+                "mine Mrow/s",
+                "render s",
+                "total s",
+                "total Mrow/s",
+                "peak RSS MiB",
+                "signals s",
+                "cross s",
+                "opps s",
+            ],
+        )
+    )
     c, p = med["csv"], med["parquet"]
-    print(f"\nparquet / csv: read {p['read'] / c['read']:.2f}x, total {p['total'] / c['total']:.2f}x, "
-          f"file size {sizes['parquet'] / sizes['csv']:.2f}x")
+    print(
+        f"\nparquet / csv: read {p['read'] / c['read']:.2f}x, total {p['total'] / c['total']:.2f}x, "
+        f"file size {sizes['parquet'] / sizes['csv']:.2f}x"
+    )
     print(f"mined {int(c['keys'])} keys, {int(c['opportunities'])} temporal opportunities")
-    print("# columns: read = read_tidy; mine = mine(df, site_costs); render = to_text + to_json; total = all "
-          "three; peak RSS of the measuring process (max over repeats); signals/cross/opps = mine's phases "
-          "timed again on their own")
+    print(
+        "# columns: read = read_tidy; mine = mine(df, site_costs); render = to_text + to_json; total = all "
+        "three; peak RSS of the measuring process (max over repeats); signals/cross/opps = mine's phases "
+        "timed again on their own"
+    )
     print(f"# at the end: {load_line()}")
     return 0
 

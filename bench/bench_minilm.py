@@ -44,15 +44,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="timed rounds (default 9; --quick 3)")
     ap.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads (default: torch's own)")
     ap.add_argument("--sites", default=None, help="regex of tapped sites (default all; --quick layer 0)")
-    ap.add_argument("--hoist-constants", action="store_true",
-                    help="add 'iree tapped, hoisted': the weights' sketches const-evaluated at compile time "
-                         "(inject_matmul_stats(..., hoist_constants=True))")
-    ap.add_argument("--weights-once", action="store_true",
-                    help="add 'iree tapped, weights once': the weights' sketches in @main$weights, called once per "
-                         "loaded module (inject_matmul_stats(..., weights_once=True), split-weight-stats)")
-    ap.add_argument("--global-opt-o3", action="store_true",
-                    help="add 'iree as imported, global opt O3': the tuned flags without "
-                         "--iree-global-optimization-opt-level=O1 (opscope's llvm-cpu flags until 2026-12-01)")
+    ap.add_argument(
+        "--hoist-constants",
+        action="store_true",
+        help="add 'iree tapped, hoisted': the weights' sketches const-evaluated at compile time "
+        "(inject_matmul_stats(..., hoist_constants=True))",
+    )
+    ap.add_argument(
+        "--weights-once",
+        action="store_true",
+        help="add 'iree tapped, weights once': the weights' sketches in @main$weights, called once per "
+        "loaded module (inject_matmul_stats(..., weights_once=True), split-weight-stats)",
+    )
+    ap.add_argument(
+        "--global-opt-o3",
+        action="store_true",
+        help="add 'iree as imported, global opt O3': the tuned flags without "
+        "--iree-global-optimization-opt-level=O1 (opscope's llvm-cpu flags until 2026-12-01)",
+    )
     args = ap.parse_args(argv)
     batch = args.batch or (2 if args.quick else 8)
     seq = args.seq or (16 if args.quick else 64)
@@ -92,22 +101,30 @@ def main(argv: list[str] | None = None) -> int:
     source = module_bytecode(module)
     target = get_target("llvm-cpu")
     base = timed("compile, as imported", lambda: compile_module(module, target, use_cache=False))
-    tapped, manifest = timed(f"inject ({'all' if not sites else repr(sites)} sites)",
-                             lambda: inject_matmul_stats(parse_module(source), sites=sites, **target.layout))
-    inst = timed(f"compile, {len(manifest.sites)} sites tapped", lambda: compile_module(tapped, target, use_cache=False))
+    tapped, manifest = timed(
+        f"inject ({'all' if not sites else repr(sites)} sites)",
+        lambda: inject_matmul_stats(parse_module(source), sites=sites, **target.layout),
+    )
+    inst = timed(
+        f"compile, {len(manifest.sites)} sites tapped", lambda: compile_module(tapped, target, use_cache=False)
+    )
     base_rt, inst_rt = load(base), load(inst)
     hoist_rt = None
     if args.hoist_constants:
-        hoisted, hoist_manifest = timed("inject, weights hoisted", lambda: inject_matmul_stats(
-            parse_module(source), sites=sites, hoist_constants=True, **target.layout))
-        hoist_rt = load(timed("compile, tapped + weights hoisted",
-                              lambda: compile_module(hoisted, target, use_cache=False)))
+        hoisted, hoist_manifest = timed(
+            "inject, weights hoisted",
+            lambda: inject_matmul_stats(parse_module(source), sites=sites, hoist_constants=True, **target.layout),
+        )
+        hoist_rt = load(
+            timed("compile, tapped + weights hoisted", lambda: compile_module(hoisted, target, use_cache=False))
+        )
     once_rt = None
     if args.weights_once:
-        split, once_manifest = timed("inject, weights once", lambda: inject_matmul_stats(
-            parse_module(source), sites=sites, weights_once=True, **target.layout))
-        once_rt = load(timed("compile, tapped + weights once",
-                             lambda: compile_module(split, target, use_cache=False)))
+        split, once_manifest = timed(
+            "inject, weights once",
+            lambda: inject_matmul_stats(parse_module(source), sites=sites, weights_once=True, **target.layout),
+        )
+        once_rt = load(timed("compile, tapped + weights once", lambda: compile_module(split, target, use_cache=False)))
     o3_rt = None
     if args.global_opt_o3:
         from bench_flags import flag_sets
@@ -117,9 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     inputs = torch_fx.flat_inputs(model, (), kwargs)
     n_orig = manifest.num_original_results
 
-    print(f"\n## MiniLM-L6 (d 384, 6 layers), batch {batch} x {seq} tokens, llvm-cpu "
-          f"({len(all_sites)} matmul sites, {sum(s.flops for s in all_sites) / 1e9:.2f} GFLOP per call; "
-          f"{len(manifest.sites)} tapped, {len(manifest.entries)} sketches)")
+    print(
+        f"\n## MiniLM-L6 (d 384, 6 layers), batch {batch} x {seq} tokens, llvm-cpu "
+        f"({len(all_sites)} matmul sites, {sum(s.flops for s in all_sites) / 1e9:.2f} GFLOP per call; "
+        f"{len(manifest.sites)} tapped, {len(manifest.entries)} sketches)"
+    )
     print(f"# flags: {' '.join(target.flags)}")
     print(table(phases, ["one-time phase", "seconds"]))
 
@@ -149,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         errs["iree tapped, weights once"] = max_err(got_once)
         every_call, once = manifest.values(got_inst_all), once_manifest.values(got_once)
         same = list(every_call) == list(once) and all(np.array_equal(once[k], v) for k, v in every_call.items())
-        print(f"weights-once sketches vs per-call sketches: {len(once)} keys, "
-              f"{'identical, same order' if same else 'DIFFERENT'}")
+        print(
+            f"weights-once sketches vs per-call sketches: {len(once)} keys, "
+            f"{'identical, same order' if same else 'DIFFERENT'}"
+        )
 
     def eager() -> None:
         with torch.no_grad():
@@ -159,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     def runner(rt):
         def call() -> None:
             rt.invoke("main", *inputs)
+
         return call
 
     variants = {"pytorch eager": eager, "iree as imported": runner(base_rt), "iree tapped": runner(inst_rt)}
@@ -172,13 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     ref, iree = rounds["pytorch eager"], rounds["iree as imported"]
     rows = []
     for name, rs in rounds.items():
-        rows.append([
-            name,
-            f"{median([r['total'] for r in rs]) * 1e3:.2f}",
-            f"{paired_ratio(rs, ref):.2f}x eager",
-            f"{paired_ratio(rs, iree):.2f}x base",
-            errs[name],
-        ])
+        rows.append(
+            [
+                name,
+                f"{median([r['total'] for r in rs]) * 1e3:.2f}",
+                f"{paired_ratio(rs, ref):.2f}x eager",
+                f"{paired_ratio(rs, iree):.2f}x base",
+                errs[name],
+            ]
+        )
     print(f"\n# forward, median of {repeats} interleaved rounds (torch threads: {torch.get_num_threads()})")
     print(table(rows, ["variant", "ms", "vs eager", "vs base", "max |Δ| vs eager"]))
     print(f"\n# {load_line()}")

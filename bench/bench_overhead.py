@@ -30,9 +30,9 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from iree.compiler import ir  # noqa: E402
 from iree.compiler.dialects import func  # noqa: E402
 
 from opscope.dialect.lowering import HIST_LANES  # noqa: E402
+from opscope.ir.arguments import function_args  # noqa: E402
 from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
 from opscope.ir.loading import new_context, parse_module  # noqa: E402
 from opscope.ir.sites import ROLES, find_sites  # noqa: E402
@@ -51,7 +52,6 @@ from opscope.models import demo  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.host_stats import host_stats  # noqa: E402
 from opscope.run.instrumented import tapped_outputs  # noqa: E402
-from opscope.ir.arguments import function_args  # noqa: E402
 from opscope.run.runtime import load  # noqa: E402
 from opscope.run.targets import get_target  # noqa: E402
 
@@ -84,7 +84,8 @@ def expose_operands(module: ir.Module) -> list[tuple[str, str, int]]:
         ret.erase()
         fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         fn.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get(list(fty.inputs), list(fty.results) + [v.type for v in extra]))
+            ir.FunctionType.get(list(fty.inputs), list(fty.results) + [v.type for v in extra])
+        )
     return taps
 
 
@@ -107,6 +108,7 @@ class Variant:
 def _run_base(loaded, info, inputs):
     def run():
         loaded.invoke(FUNCTION, *inputs)
+
     return run
 
 
@@ -116,6 +118,7 @@ def _run_injected(loaded, manifest, inputs):
         t = time.perf_counter()
         manifest.values(outs)
         return {"post": time.perf_counter() - t}
+
     return run
 
 
@@ -124,10 +127,12 @@ def _run_naive(config):
         def run():
             outs = loaded.invoke(FUNCTION, *inputs)
             t = time.perf_counter()
-            for site, role, idx in taps:
+            for _site, _role, idx in taps:
                 host_stats(outs[idx], config)
             return {"post": time.perf_counter() - t}
+
         return run
+
     return make
 
 
@@ -164,23 +169,40 @@ def agreement(variants: list[Variant], rtol: float = 1e-3) -> list[str]:
                 bad.append(f"{site}/{role}/{stat}")
         inj.outs = None
         tail = f"; differ: {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}" if bad else ""
-        lines.append(f"check: {len(device) - len(bad)}/{len(device)} sketches of '{inj.name}' match "
-                     f"host_stats of the naive outputs (rtol {rtol}){tail}")
+        lines.append(
+            f"check: {len(device) - len(bad)}/{len(device)} sketches of '{inj.name}' match "
+            f"host_stats of the naive outputs (rtol {rtol}){tail}"
+        )
     nai.outs = None
     return lines
 
 
-def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist: bool = False,
-                 counts: tuple[str, ...] = ("i32",), lanes: tuple[int, ...] = (0,)) -> list[Variant]:
+def variants_for(
+    source: str,
+    full: bool = True,
+    breakdown: bool = False,
+    hoist: bool = False,
+    counts: tuple[str, ...] = ("i32",),
+    lanes: tuple[int, ...] = (0,),
+) -> list[Variant]:
     """The variants of one model; every injected one once per histogram count type in `counts`
     and row lane count in `lanes`."""
+
     def parsed():
         return parse_module(source, new_context())
 
     def injected(config, outline, hoist_constants=False, hist_counts="i32", row_lanes=0, weights_once=False):
         def build():
-            return inject_matmul_stats(parsed(), config, outline=outline, hoist_constants=hoist_constants,
-                                       hist_counts=hist_counts, row_lanes=row_lanes, weights_once=weights_once)
+            return inject_matmul_stats(
+                parsed(),
+                config,
+                outline=outline,
+                hoist_constants=hoist_constants,
+                hist_counts=hist_counts,
+                row_lanes=row_lanes,
+                weights_once=weights_once,
+            )
+
         return build
 
     def naive():
@@ -188,18 +210,23 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist:
         taps = expose_operands(m)
         return m, taps
 
-    def add(name: str, config: StatConfig, outline: bool, hoist_constants: bool = False,
-            weights_once: bool = False) -> None:
+    def add(
+        name: str, config: StatConfig, outline: bool, hoist_constants: bool = False, weights_once: bool = False
+    ) -> None:
         for c in counts:
             for lane in lanes:
-                label = name + (f", hist-counts={c}" if len(counts) > 1 else "") + (
-                    f", row-lanes={lane}" if len(lanes) > 1 else "")
-                out.append(Variant(label, injected(config, outline, hoist_constants, c, lane, weights_once),
-                                   _run_injected))
+                label = (
+                    name
+                    + (f", hist-counts={c}" if len(counts) > 1 else "")
+                    + (f", row-lanes={lane}" if len(lanes) > 1 else "")
+                )
+                out.append(
+                    Variant(label, injected(config, outline, hoist_constants, c, lane, weights_once), _run_injected)
+                )
 
     out = [Variant("base", lambda: (parsed(), None), _run_base)]
     for cname, config in (("default", StatConfig()), ("lean", StatConfig.lean())):
-        for outline in ((True, False) if full else (True,)):
+        for outline in (True, False) if full else (True,):
             add(f"injected {cname}, outline={outline}", config, outline)
     if hoist:  # weights in util.globals: their sketches computed at compile time by IREE, or once per load
         add("injected default, outline=True, hoist-constants", StatConfig(), True, True)
@@ -207,20 +234,30 @@ def variants_for(source: str, full: bool = True, breakdown: bool = False, hoist:
     out.append(Variant("naive default (host_stats)", naive, _run_naive(StatConfig())))
     if breakdown:  # what each sketch beyond the lean set costs
         lean = StatConfig.lean()
-        for label, cfg in (("lean+hist", lean.replace(hist_bins=32, hist_normalize=True)),
-                           ("lean+pos_sumsq", lean.replace(per_position=True)),
-                           ("lean+adj_sumsq", lean.replace(adjacency=True))):
+        for label, cfg in (
+            ("lean+hist", lean.replace(hist_bins=32, hist_normalize=True)),
+            ("lean+pos_sumsq", lean.replace(per_position=True)),
+            ("lean+adj_sumsq", lean.replace(adjacency=True)),
+        ):
             add(f"injected {label}, outline=True", cfg, True)
     if full:
         out.append(Variant("naive lean (host_stats)", naive, _run_naive(StatConfig.lean())))
     return [v for v in out if not v.name.startswith("naive")] + [v for v in out if v.name.startswith("naive")]
 
 
-def bench_model(title: str, source: str, target: str, repeats: int, full: bool = True,
-                breakdown: bool = False, min_sample_s: float = 0.02, hoist: bool = False,
-                counts: tuple[str, ...] = ("i32",), lanes: tuple[int, ...] = (0,)) -> None:
-    print(f"\n## {title} on {target} (histogram counts: {', '.join(counts)}; "
-          f"row lanes: {', '.join(map(str, lanes))})")
+def bench_model(
+    title: str,
+    source: str,
+    target: str,
+    repeats: int,
+    full: bool = True,
+    breakdown: bool = False,
+    min_sample_s: float = 0.02,
+    hoist: bool = False,
+    counts: tuple[str, ...] = ("i32",),
+    lanes: tuple[int, ...] = (0,),
+) -> None:
+    print(f"\n## {title} on {target} (histogram counts: {', '.join(counts)}; row lanes: {', '.join(map(str, lanes))})")
     sys.stdout.flush()
     shapes = [s for s, _ in function_args(parse_module(source, new_context()))]
     inputs = demo.random_inputs(shapes, seed=0)
@@ -281,12 +318,33 @@ def bench_model(title: str, source: str, target: str, repeats: int, full: bool =
         t = times[v.name]
         ms = median(r["total"] for r in t) * 1e3
         post = median(r.get("post", 0.0) for r in t) * 1e3
-        rows.append([
-            v.name, f"{v.compile_s:.1f}", str(v.dispatches), _size(v.extra_bytes),
-            f"{ms:.1f}", f"{post:.1f}", f"{paired_ratio(t, base):.2f}", f"{ms / base_ms:.2f}",
-        ])
-    print(table(rows, ["variant", "compile s", "dispatches", "extra out", "median ms",
-                       "host post ms", "x base", "x base (medians)"]))
+        rows.append(
+            [
+                v.name,
+                f"{v.compile_s:.1f}",
+                str(v.dispatches),
+                _size(v.extra_bytes),
+                f"{ms:.1f}",
+                f"{post:.1f}",
+                f"{paired_ratio(t, base):.2f}",
+                f"{ms / base_ms:.2f}",
+            ]
+        )
+    print(
+        table(
+            rows,
+            [
+                "variant",
+                "compile s",
+                "dispatches",
+                "extra out",
+                "median ms",
+                "host post ms",
+                "x base",
+                "x base (medians)",
+            ],
+        )
+    )
     for v in variants:
         if v.error:
             print(f"FAILED {v.name}: {v.error}")
@@ -302,6 +360,7 @@ def _repeat(run, calls: int):
         for _ in range(calls):
             post += (run() or {}).get("post", 0.0)
         return {"post": post}
+
     return many
 
 
@@ -314,26 +373,42 @@ def _size(n: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--repeats", type=int, default=None, help="timed rounds per model (default 9; --quick 3)")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run (~30 s): tiny sizes, 3 rounds, transformer without the outline=False "
-                        "and naive-lean variants")
-    p.add_argument("--breakdown", action="store_true",
-                   help="add injected variants lean+hist, lean+pos_sumsq, lean+adj_sumsq (outline=True): "
-                        "the cost of each sketch beyond the lean set")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run (~30 s): tiny sizes, 3 rounds, transformer without the outline=False and naive-lean variants",
+    )
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="add injected variants lean+hist, lean+pos_sumsq, lean+adj_sumsq (outline=True): "
+        "the cost of each sketch beyond the lean set",
+    )
     p.add_argument("--target", default="llvm-cpu", help="opscope target name (llvm-cpu, vulkan-spirv)")
     p.add_argument("--models", default="matmul,transformer", help="comma list of: matmul, transformer")
-    p.add_argument("--weights", choices=("args", "globals"), default="args",
-                   help="weights as function arguments fed each call (default) or as util.global "
-                        "constants in the module (dense_resource), the way imported models hold them")
-    p.add_argument("--hist-counts", default=None,
-                   help="comma list of histogram lane count types (i32, i8) to compile every injected "
-                        "variant with, side by side (default: the target's, i8 on llvm-cpu)")
-    p.add_argument("--row-lanes", default=None,
-                   help="comma list of row lane counts (0: straight rows) to compile every injected "
-                        "variant with, side by side (default: the target's, 16 on llvm-cpu)")
+    p.add_argument(
+        "--weights",
+        choices=("args", "globals"),
+        default="args",
+        help="weights as function arguments fed each call (default) or as util.global "
+        "constants in the module (dense_resource), the way imported models hold them",
+    )
+    p.add_argument(
+        "--hist-counts",
+        default=None,
+        help="comma list of histogram lane count types (i32, i8) to compile every injected "
+        "variant with, side by side (default: the target's, i8 on llvm-cpu)",
+    )
+    p.add_argument(
+        "--row-lanes",
+        default=None,
+        help="comma list of row lane counts (0: straight rows) to compile every injected "
+        "variant with, side by side (default: the target's, 16 on llvm-cpu)",
+    )
     p.add_argument("--mnk", default=None, help="matmul M,K,N (default 512,1024,1024; --quick 64,128,128)")
     p.add_argument("--layers", type=int, default=None, help="transformer layers (default 8; --quick 1)")
     p.add_argument("--d-model", type=int, default=None, help="transformer d_model (default 256; --quick 32)")
@@ -355,32 +430,48 @@ def main(argv: list[str] | None = None) -> None:
     if not lanes or any(x < 0 for x in lanes):
         p.error("--row-lanes takes a comma list of lane counts >= 0, e.g. 0,16")
     header("opscope bench_overhead: forward time of injected statistics vs base vs naive", argv)
-    print(f"# {repeats} timed rounds after 1 warm-up round, variants interleaved; "
-          "times include results to host as numpy + decoding the statistics")
+    print(
+        f"# {repeats} timed rounds after 1 warm-up round, variants interleaved; "
+        "times include results to host as numpy + decoding the statistics"
+    )
     models = [s.strip() for s in args.models.split(",") if s.strip()]
     for name in models:
         wtxt = "" if args.weights == "args" else ", weights in util.globals"
         if name == "matmul":
-            bench_model(f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP{wtxt})",
-                        demo.matmul_module(m, k, n, weights=args.weights), args.target, repeats,
-                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts,
-                        lanes=lanes)
+            bench_model(
+                f"matmul {m}x{k}x{n} (1 site, {2 * m * k * n / 1e9:.2f} GFLOP{wtxt})",
+                demo.matmul_module(m, k, n, weights=args.weights),
+                args.target,
+                repeats,
+                breakdown=args.breakdown,
+                hoist=args.weights == "globals",
+                counts=counts,
+                lanes=lanes,
+            )
         elif name == "transformer":
             ffn = 4 * d_model
             gflop = layers * 2 * seq * (4 * d_model * d_model + 2 * seq * d_model + 2 * d_model * ffn) / 1e9
-            bench_model(f"transformer layers={layers} d_model={d_model} seq={seq} ffn={ffn} "
-                        f"({8 * layers} sites, {gflop:.2f} GFLOP{wtxt})",
-                        demo.transformer_module(layers, d_model, seq, weights=args.weights), args.target,
-                        repeats, full=not q,
-                        breakdown=args.breakdown, hoist=args.weights == "globals", counts=counts,
-                        lanes=lanes)
+            bench_model(
+                f"transformer layers={layers} d_model={d_model} seq={seq} ffn={ffn} "
+                f"({8 * layers} sites, {gflop:.2f} GFLOP{wtxt})",
+                demo.transformer_module(layers, d_model, seq, weights=args.weights),
+                args.target,
+                repeats,
+                full=not q,
+                breakdown=args.breakdown,
+                hoist=args.weights == "globals",
+                counts=counts,
+                lanes=lanes,
+            )
         else:
             p.error(f"unknown model '{name}' (choose matmul, transformer)")
-    print("\n# columns: compile s = inject + iree-compile (statistics on); dispatches = "
-          "CompiledModule.dispatch_count (static, whole program: an outlined kernel counts once however "
-          "often it is called); extra out = bytes returned beyond the model's own result; host post ms = "
-          "decoding (injected) or host_stats (naive), included in median ms; x base = median of per-round "
-          "ratios to base; x base (medians) = ratio of the medians")
+    print(
+        "\n# columns: compile s = inject + iree-compile (statistics on); dispatches = "
+        "CompiledModule.dispatch_count (static, whole program: an outlined kernel counts once however "
+        "often it is called); extra out = bytes returned beyond the model's own result; host post ms = "
+        "decoding (injected) or host_stats (naive), included in median ms; x base = median of per-round "
+        "ratios to base; x base (medians) = ratio of the medians"
+    )
     print(f"# at the end: {load_line()}")
 
 

@@ -80,8 +80,12 @@ def source_tree(rev: str, workdir: Path) -> Path:
         return REPO
     tree = workdir / f"tree-{len(list(workdir.iterdir()))}"
     try:
-        done = subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(tree), rev],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(tree), rev],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     except OSError as e:  # no git on this machine
         raise SystemExit(f"bench_revisions: cannot check out '{rev}': {e}") from None
     if done.returncode != 0:
@@ -98,8 +102,12 @@ def model_args(model: str, quick: bool) -> tuple[str, tuple[int, ...]]:
 
 def build(tree: Path, model: str, config: str, out: Path, quick: bool) -> Path:
     builder, dims = model_args(model, quick)
-    done = subprocess.run([sys.executable, "-c", _BUILD, str(tree), builder, json.dumps(dims), config, str(out)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILD, str(tree), builder, json.dumps(dims), config, str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SystemExit(f"bench_revisions: building {model}/{config} from {tree} failed: {tail}")
@@ -109,9 +117,9 @@ def build(tree: Path, model: str, config: str, out: Path, quick: bool) -> Path:
 def bench_model(model: str, config: str, trees: dict[str, Path], workdir: Path, repeats: int, quick: bool) -> None:
     import iree.runtime as rt
 
+    from opscope.ir.arguments import function_args
     from opscope.ir.loading import new_context, parse_module
     from opscope.models import demo
-    from opscope.ir.arguments import function_args
 
     paths = {"base": build(REPO, model, "base", workdir / f"{model}-base.vmfb", quick)}
     for label, tree in trees.items():
@@ -130,11 +138,18 @@ def bench_model(model: str, config: str, trees: dict[str, Path], workdir: Path, 
             res = fn(*inputs)
             for r in res if isinstance(res, (list, tuple)) else [res]:
                 r.to_host()  # wait for the results, as a caller reading them would
+
         return call
 
     times = interleaved({label: run(fn) for label, fn in fns.items()}, repeats, warmup=2)
-    rows = [[label, f"{median(t['total'] for t in times[label]) * 1e3:.2f}",
-             f"{paired_ratio(times[label], times['base']):.2f}"] for label in fns]
+    rows = [
+        [
+            label,
+            f"{median(t['total'] for t in times[label]) * 1e3:.2f}",
+            f"{paired_ratio(times[label], times['base']):.2f}",
+        ]
+        for label in fns
+    ]
     print(f"\n## {model}, {config} set, llvm-cpu, device-resident inputs; {repeats} interleaved rounds")
     print(table(rows, ["module", "median ms", "x base"]))
     sys.stdout.flush()
@@ -154,8 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="opscope-revs-") as d:
         workdir = Path(d)
         (workdir / "trees").mkdir()
-        trees = {f"old ({args.old})": source_tree(args.old, workdir / "trees"),
-                 f"new ({args.new})": source_tree(args.new, workdir / "trees")}
+        trees = {
+            f"old ({args.old})": source_tree(args.old, workdir / "trees"),
+            f"new ({args.new})": source_tree(args.new, workdir / "trees"),
+        }
         try:
             for model in [m.strip() for m in args.models.split(",") if m.strip()]:
                 if model not in MODELS:
@@ -164,8 +181,11 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             for tree in trees.values():
                 if tree != REPO:
-                    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-                                   capture_output=True, check=False)
+                    subprocess.run(
+                        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+                        capture_output=True,
+                        check=False,
+                    )
     print("\n# columns: x base = median over rounds of the module's time / base's time in the same round")
     print(f"# at the end: {load_line()}")
 

@@ -15,8 +15,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,10 +26,15 @@ def header(title: str, argv: list[str] | None = None) -> None:
     from importlib.metadata import version
 
     try:
-        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=False).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
         rev = (rev or "?") + (" (+ uncommitted changes)" if dirty else "")
     except OSError:
         rev = "?"
@@ -43,10 +48,14 @@ def header(title: str, argv: list[str] | None = None) -> None:
         pass
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     print(f"# {title}")
-    print(f"# {now} | {os.cpu_count()} cores, {cpu} | python {platform.python_version()} | "
-          f"iree-base-compiler {version('iree-base-compiler')}, iree-base-runtime {version('iree-base-runtime')} | "
-          f"opscope @ {rev}")
-    print(f"# command: python {' '.join(['bench/' + Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:]))}")
+    print(
+        f"# {now} | {os.cpu_count()} cores, {cpu} | python {platform.python_version()} | "
+        f"iree-base-compiler {version('iree-base-compiler')}, iree-base-runtime {version('iree-base-runtime')} | "
+        f"opscope @ {rev}"
+    )
+    print(
+        f"# command: python {' '.join(['bench/' + Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:]))}"
+    )
     print(f"# {load_line()}")
     sys.stdout.flush()
 
@@ -60,8 +69,9 @@ def load_line() -> str:
         return "load average unknown"
 
 
-def interleaved(variants: dict[str, Callable[[], dict[str, float] | None]], repeats: int,
-                warmup: int = 1) -> dict[str, list[dict[str, float]]]:
+def interleaved(
+    variants: dict[str, Callable[[], dict[str, float] | None]], repeats: int, warmup: int = 1
+) -> dict[str, list[dict[str, float]]]:
     """Run every variant `warmup` + `repeats` times, round-robin, rotating the order each round.
 
     A variant returns None or a dict of phase times it measured itself (seconds); the

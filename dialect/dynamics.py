@@ -116,8 +116,10 @@ class DynamicsKernel:
             acc = em.line("tensor.empty() : " + res_ty, "packed")
             for kind, off in zip(self.kinds, self.offsets()):
                 n = self.length(kind)
-                acc = em.line(f"tensor.insert_slice {pieces[kind]} into {acc}[{off}] [{n}] [1] : "
-                              f"{_t((n,))} into {res_ty}", "packed")
+                acc = em.line(
+                    f"tensor.insert_slice {pieces[kind]} into {acc}[{off}] [{n}] [1] : {_t((n,))} into {res_ty}",
+                    "packed",
+                )
             outs.append((acc, res_ty))
         else:
             outs = [(pieces[k], _t((self.length(k),))) for k in self.kinds]
@@ -125,24 +127,32 @@ class DynamicsKernel:
         params = ", ".join(f"{a}: {in_ty}" for a in args)
         res_tys = ", ".join(t for _, t in outs)
         attrs = " attributes {noinline}" if noinline else ""
-        return "\n".join([f"func.func private @{name}({params}) -> ({res_tys}){attrs} {{", *em.lines,
-                          f"  return {', '.join(v for v, _ in outs)} : {res_tys}", "}"])
+        return "\n".join(
+            [
+                f"func.func private @{name}({params}) -> ({res_tys}){attrs} {{",
+                *em.lines,
+                f"  return {', '.join(v for v, _ in outs)} : {res_tys}",
+                "}",
+            ]
+        )
 
     def _attn(self, em: _Emit, args: list[str]) -> dict[str, str]:
         g, q, k = self.groups
         src, view_ty = _t(self.shape, self.elem), _t((g, q, k), self.elem)
         rank = len(self.shape)
         if rank == 2:
-            p = em.line(f"tensor.expand_shape {args[0]} [[0, 1], [2]] output_shape [1, {q}, {k}] : "
-                        f"{src} into {view_ty}", "p")
+            p = em.line(
+                f"tensor.expand_shape {args[0]} [[0, 1], [2]] output_shape [1, {q}, {k}] : {src} into {view_ty}", "p"
+            )
         elif rank == 3:
             p = args[0]
         else:
             lead = ", ".join(str(i) for i in range(rank - 2))
-            p = em.line(f"tensor.collapse_shape {args[0]} [[{lead}], [{rank - 2}], [{rank - 1}]] : "
-                        f"{src} into {view_ty}", "p")
+            p = em.line(
+                f"tensor.collapse_shape {args[0]} [[{lead}], [{rank - 2}], [{rank - 1}]] : {src} into {view_ty}", "p"
+            )
         out: dict[str, str] = {}
-        ext = (f"%v = arith.extf %in : {self.elem} to f32" if self.elem != "f32" else None)
+        ext = f"%v = arith.extf %in : {self.elem} to f32" if self.elem != "f32" else None
         v = "%v" if ext else "%in"
         row_kinds = [kd for kd in ("attn_qmax", "gate_top2", "attn_entropy") if kd in self.kinds]
         if row_kinds:  # one pass over each query's row: its max, second largest and entropy
@@ -162,26 +172,41 @@ class DynamicsKernel:
             if "attn_entropy" in self.kinds:
                 inits.append(em.filled(acc_ty, ZERO))
                 a = f"%a{len(yields)}"
-                body_q += [f"%lg = math.log {v} : f32", f"%pl = arith.mulf {v}, %lg : f32",
-                           f"%pos = arith.cmpf ogt, {v}, %zero : f32",
-                           "%term = arith.select %pos, %pl, %zero : f32", f"%ent = arith.subf {a}, %term : f32"]
+                body_q += [
+                    f"%lg = math.log {v} : f32",
+                    f"%pl = arith.mulf {v}, %lg : f32",
+                    f"%pos = arith.cmpf ogt, {v}, %zero : f32",
+                    "%term = arith.select %pos, %pl, %zero : f32",
+                    f"%ent = arith.subf {a}, %term : f32",
+                ]
                 yields.append("%ent")
                 names.append("attn_entropy")
             maps = ["affine_map<(d0, d1, d2) -> (d0, d1, d2)>"] + ["affine_map<(d0, d1, d2) -> (d0, d1)>"] * len(inits)
             accs = [f"%a{i}: f32" for i in range(len(inits))]
-            res = em.generic(maps, ["parallel", "parallel", "reduction"], [(p, view_ty)], [(x, acc_ty) for x in inits],
-                             f"%in: {self.elem}, " + ", ".join(accs),
-                             ([ext] if ext else []) + [f"%zero = arith.constant {ZERO} : f32"] + body_q, yields)
+            res = em.generic(
+                maps,
+                ["parallel", "parallel", "reduction"],
+                [(p, view_ty)],
+                [(x, acc_ty) for x in inits],
+                f"%in: {self.elem}, " + ", ".join(accs),
+                ([ext] if ext else []) + [f"%zero = arith.constant {ZERO} : f32"] + body_q,
+                yields,
+            )
             for kd, r in zip(names, res):
                 if kd in self.kinds:
                     out[kd] = em.flat(r, (g, q))
         if "attn_krecv" in self.kinds:
             acc_ty = _t((g, k))
             init = em.filled(acc_ty, ZERO)
-            res = em.generic(["affine_map<(d0, d1, d2) -> (d0, d2, d1)>", "affine_map<(d0, d1, d2) -> (d0, d1)>"],
-                             ["parallel", "parallel", "reduction"], [(p, view_ty)], [(init, acc_ty)],
-                             f"%in: {self.elem}, %a0: f32", ([ext] if ext else []) + [f"%s = arith.addf %a0, {v} : f32"],
-                             ["%s"])
+            res = em.generic(
+                ["affine_map<(d0, d1, d2) -> (d0, d2, d1)>", "affine_map<(d0, d1, d2) -> (d0, d1)>"],
+                ["parallel", "parallel", "reduction"],
+                [(p, view_ty)],
+                [(init, acc_ty)],
+                f"%in: {self.elem}, %a0: f32",
+                ([ext] if ext else []) + [f"%s = arith.addf %a0, {v} : f32"],
+                ["%s"],
+            )
             out["attn_krecv"] = em.flat(res[0], (g, k))
         return out
 
@@ -195,15 +220,28 @@ class DynamicsKernel:
         elif rank == 0:
             flat = em.line(f"tensor.expand_shape {args[0]} [] output_shape [1] : {src} into {flat_ty}", "idx")
         else:
-            flat = em.line(f"tensor.collapse_shape {args[0]} [[{', '.join(str(i) for i in range(rank))}]] : "
-                           f"{src} into {flat_ty}", "idx")
+            flat = em.line(
+                f"tensor.collapse_shape {args[0]} [[{', '.join(str(i) for i in range(rank))}]] : {src} into {flat_ty}",
+                "idx",
+            )
         acc_ty = _t((e,))
         init = em.filled(acc_ty, ZERO)
-        res = em.generic(["affine_map<(d0, d1) -> (d0)>", "affine_map<(d0, d1) -> (d1)>"], ["reduction", "parallel"],
-                         [(flat, flat_ty)], [(init, acc_ty)], f"%in: {self.elem}, %a0: f32",
-                         ["%bin = linalg.index 1 : index", f"%i = arith.index_cast %in : {self.elem} to index",
-                          "%hit = arith.cmpi eq, %i, %bin : index", f"%one = arith.constant {ONE} : f32",
-                          "%inc = arith.addf %a0, %one : f32", "%c = arith.select %hit, %inc, %a0 : f32"], ["%c"])
+        res = em.generic(
+            ["affine_map<(d0, d1) -> (d0)>", "affine_map<(d0, d1) -> (d1)>"],
+            ["reduction", "parallel"],
+            [(flat, flat_ty)],
+            [(init, acc_ty)],
+            f"%in: {self.elem}, %a0: f32",
+            [
+                "%bin = linalg.index 1 : index",
+                f"%i = arith.index_cast %in : {self.elem} to index",
+                "%hit = arith.cmpi eq, %i, %bin : index",
+                f"%one = arith.constant {ONE} : f32",
+                "%inc = arith.addf %a0, %one : f32",
+                "%c = arith.select %hit, %inc, %a0 : f32",
+            ],
+            ["%c"],
+        )
         return {"route_load": res[0]}
 
     def _residual(self, em: _Emit, args: list[str]) -> dict[str, str]:
@@ -215,37 +253,70 @@ class DynamicsKernel:
             if rank == 2:
                 views.append(a)
             elif rank == 1:
-                views.append(em.line(f"tensor.expand_shape {a} [[0, 1]] output_shape [1, {d}] : {src} into {rows_ty}", "h"))
+                views.append(
+                    em.line(f"tensor.expand_shape {a} [[0, 1]] output_shape [1, {d}] : {src} into {rows_ty}", "h")
+                )
             else:
                 lead = ", ".join(str(i) for i in range(rank - 1))
                 views.append(em.line(f"tensor.collapse_shape {a} [[{lead}], [{rank - 1}]] : {src} into {rows_ty}", "h"))
         row_ty = _t((r,))
         inits = [em.filled(row_ty, ZERO) for _ in range(4)]
-        ext = ([f"%h = arith.extf %x : {self.elem} to f32", f"%d = arith.extf %y : {self.elem} to f32"]
-               if self.elem != "f32" else ["%h = arith.addf %x, %zero : f32", "%d = arith.addf %y, %zero : f32"])
-        rows = em.generic(["affine_map<(d0, d1) -> (d0, d1)>"] * 2 + ["affine_map<(d0, d1) -> (d0)>"] * 4,
-                          ["parallel", "reduction"], [(views[0], rows_ty), (views[1], rows_ty)],
-                          [(x, row_ty) for x in inits],
-                          f"%x: {self.elem}, %y: {self.elem}, %na: f32, %nb: f32, %nh: f32, %dot: f32",
-                          [f"%zero = arith.constant {ZERO} : f32", *ext, "%o = arith.addf %h, %d : f32",
-                           "%hh = arith.mulf %h, %h : f32", "%dd = arith.mulf %d, %d : f32",
-                           "%oo = arith.mulf %o, %o : f32", "%ho = arith.mulf %h, %o : f32",
-                           "%na2 = arith.addf %na, %hh : f32", "%nb2 = arith.addf %nb, %dd : f32",
-                           "%nh2 = arith.addf %nh, %oo : f32", "%dot2 = arith.addf %dot, %ho : f32"],
-                          ["%na2", "%nb2", "%nh2", "%dot2"])
+        ext = (
+            [f"%h = arith.extf %x : {self.elem} to f32", f"%d = arith.extf %y : {self.elem} to f32"]
+            if self.elem != "f32"
+            else ["%h = arith.addf %x, %zero : f32", "%d = arith.addf %y, %zero : f32"]
+        )
+        rows = em.generic(
+            ["affine_map<(d0, d1) -> (d0, d1)>"] * 2 + ["affine_map<(d0, d1) -> (d0)>"] * 4,
+            ["parallel", "reduction"],
+            [(views[0], rows_ty), (views[1], rows_ty)],
+            [(x, row_ty) for x in inits],
+            f"%x: {self.elem}, %y: {self.elem}, %na: f32, %nb: f32, %nh: f32, %dot: f32",
+            [
+                f"%zero = arith.constant {ZERO} : f32",
+                *ext,
+                "%o = arith.addf %h, %d : f32",
+                "%hh = arith.mulf %h, %h : f32",
+                "%dd = arith.mulf %d, %d : f32",
+                "%oo = arith.mulf %o, %o : f32",
+                "%ho = arith.mulf %h, %o : f32",
+                "%na2 = arith.addf %na, %hh : f32",
+                "%nb2 = arith.addf %nb, %dd : f32",
+                "%nh2 = arith.addf %nh, %oo : f32",
+                "%dot2 = arith.addf %dot, %ho : f32",
+            ],
+            ["%na2", "%nb2", "%nh2", "%dot2"],
+        )
         one_ty = _t((1,))
         totals = [em.filled(one_ty, ZERO) for _ in range(3)]
-        sums = em.generic(["affine_map<(d0) -> (d0)>"] * 4 + ["affine_map<(d0) -> (0)>"] * 3, ["reduction"],
-                          [(x, row_ty) for x in rows], [(x, one_ty) for x in totals],
-                          "%na: f32, %nb: f32, %nh: f32, %dot: f32, %sa: f32, %sb: f32, %sc: f32",
-                          ["%ra = math.sqrt %na : f32", "%rh = math.sqrt %nh : f32", "%den0 = arith.mulf %ra, %rh : f32",
-                           f"%eps = arith.constant {COS_EPS:e} : f32", "%den = arith.addf %den0, %eps : f32",
-                           "%cos = arith.divf %dot, %den : f32", "%sa2 = arith.addf %sa, %na : f32",
-                           "%sb2 = arith.addf %sb, %nb : f32", "%sc2 = arith.addf %sc, %cos : f32"],
-                          ["%sa2", "%sb2", "%sc2"])
-        mean = em.generic(["affine_map<(d0) -> (d0)>"] * 2, ["parallel"], [(sums[2], one_ty)],
-                          [(em.line("tensor.empty() : " + one_ty, "e"), one_ty)], "%s: f32, %o: f32",
-                          [f"%inv = arith.constant {1.0 / r:e} : f32", "%m = arith.mulf %s, %inv : f32"], ["%m"])
+        sums = em.generic(
+            ["affine_map<(d0) -> (d0)>"] * 4 + ["affine_map<(d0) -> (0)>"] * 3,
+            ["reduction"],
+            [(x, row_ty) for x in rows],
+            [(x, one_ty) for x in totals],
+            "%na: f32, %nb: f32, %nh: f32, %dot: f32, %sa: f32, %sb: f32, %sc: f32",
+            [
+                "%ra = math.sqrt %na : f32",
+                "%rh = math.sqrt %nh : f32",
+                "%den0 = arith.mulf %ra, %rh : f32",
+                f"%eps = arith.constant {COS_EPS:e} : f32",
+                "%den = arith.addf %den0, %eps : f32",
+                "%cos = arith.divf %dot, %den : f32",
+                "%sa2 = arith.addf %sa, %na : f32",
+                "%sb2 = arith.addf %sb, %nb : f32",
+                "%sc2 = arith.addf %sc, %cos : f32",
+            ],
+            ["%sa2", "%sb2", "%sc2"],
+        )
+        mean = em.generic(
+            ["affine_map<(d0) -> (d0)>"] * 2,
+            ["parallel"],
+            [(sums[2], one_ty)],
+            [(em.line("tensor.empty() : " + one_ty, "e"), one_ty)],
+            "%s: f32, %o: f32",
+            [f"%inv = arith.constant {1.0 / r:e} : f32", "%m = arith.mulf %s, %inv : f32"],
+            ["%m"],
+        )
         return {"res_a_sumsq": sums[0], "res_b_sumsq": sums[1], "res_cos": mean[0]}
 
 
@@ -269,11 +340,20 @@ class _Emit:
 
     def flat(self, value: str, shape: tuple[int, int]) -> str:
         """A [a, b] f32 tensor as [a·b]."""
-        return self.line(f"tensor.collapse_shape {value} [[0, 1]] : {_t(shape)} into {_t((shape[0] * shape[1],))}",
-                         "flat")
+        return self.line(
+            f"tensor.collapse_shape {value} [[0, 1]] : {_t(shape)} into {_t((shape[0] * shape[1],))}", "flat"
+        )
 
-    def generic(self, maps: list[str], iterators: list[str], ins: list[tuple[str, str]], outs: list[tuple[str, str]],
-                args: str, body: list[str], yields: list[str]) -> list[str]:
+    def generic(
+        self,
+        maps: list[str],
+        iterators: list[str],
+        ins: list[tuple[str, str]],
+        outs: list[tuple[str, str]],
+        args: str,
+        body: list[str],
+        yields: list[str],
+    ) -> list[str]:
         """One `linalg.generic` (its block arguments `args`, its body lines, what it yields)."""
         self.n += 1
         res = f"%_g{self.n}"
@@ -283,7 +363,8 @@ class _Emit:
         self.lines.append(
             f"  {head} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}} "
             f"ins({', '.join(v for v, _ in ins)} : {', '.join(t for _, t in ins)}) "
-            f"outs({', '.join(v for v, _ in outs)} : {out_tys}) {{")
+            f"outs({', '.join(v for v, _ in outs)} : {out_tys}) {{"
+        )
         self.lines.append(f"  ^bb0({args}):")
         self.lines += [f"    {b}" for b in body]
         self.lines.append(f"    linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")

@@ -22,6 +22,7 @@ statistic). It is shaped for IREE's dispatch formation:
 * Per-tensor scalar post-processing lives in small [B] generics, never in a host-side
   `tensor.extract`, which would cost a device round trip per site.
 """
+
 from __future__ import annotations
 
 import struct
@@ -82,7 +83,7 @@ HIST_LANES: dict[str, tuple[tuple[str, int, int], ...]] = {
 
 def _f32(x: float) -> str:
     """An f32 literal that MLIR prints and parses exactly (hex bit pattern)."""
-    return "0x%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
+    return f"0x{struct.unpack('<I', struct.pack('<f', x))[0]:08X}"
 
 
 def _tensor(shape: tuple[int, ...], elem: str) -> str:
@@ -98,8 +99,9 @@ def _map(dims: int, results: str) -> str:
     return f"affine_map<({_dims(dims)}) -> ({results})>"
 
 
-def channel_view(shape: tuple[int, ...], channel_dims: tuple[int, ...] | None = None
-                 ) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+def channel_view(
+    shape: tuple[int, ...], channel_dims: tuple[int, ...] | None = None
+) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
     """How a tensor whose channels are `channel_dims` (default: the last dim) is read: the
     permutation that moves them last, in order (None when they already are), and the viewed
     shape: the other dims, then one channel dim of their product. An NCHW activation with
@@ -172,8 +174,7 @@ class _Emitter:
         res = self.fresh(hint)
         maps = ", ".join(o.map for o in ins + outs)
         its = ", ".join(f'"{i}"' for i in iterators)
-        ins_txt = (f"ins({', '.join(o.value for o in ins)} : {', '.join(o.type for o in ins)}) "
-                   if ins else "")
+        ins_txt = f"ins({', '.join(o.value for o in ins)} : {', '.join(o.type for o in ins)}) " if ins else ""
         out_tys = ", ".join(o.type for o in outs)
         n = len(outs)
         head = f"{res}:{n}" if n > 1 else res
@@ -191,9 +192,17 @@ class _Emitter:
 class StatsKernel:
     """The stats kernel for `count` tensors of one type and one ordered list of statistics."""
 
-    def __init__(self, shape: tuple[int, ...], elem: str, items: list[StatItem], count: int = 1,
-                 per_dispatch: int = 0, hist_counts: str = "i32", row_lanes: int = 0,
-                 channel_dims: tuple[int, ...] | None = None):
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        elem: str,
+        items: list[StatItem],
+        count: int = 1,
+        per_dispatch: int = 0,
+        hist_counts: str = "i32",
+        row_lanes: int = 0,
+        channel_dims: tuple[int, ...] | None = None,
+    ):
         self.shape = tuple(shape)
         self.channel_dims = tuple(channel_dims) if channel_dims else None
         # The tensors are read channel-last (`channel_view`): permuted, then channels merged.
@@ -246,10 +255,18 @@ class StatsKernel:
         kinds = {it.kind for it in self.items}
         if any(it.kind == "hist" and it.normalize for it in self.items):
             kinds = kinds | {"min", "max"}  # max|x| = max(-min, max): no partial of its own
-        return [p for p, wanted in (
-            ("min", {"min"}), ("max", {"max"}), ("sum", {"mean", "kurtosis"}), ("l1", {"l1"}),
-            ("sumsq", {"sumsq", "pos_sumsq"}), ("nnz", {"nnz"}),
-        ) if kinds & wanted]
+        return [
+            p
+            for p, wanted in (
+                ("min", {"min"}),
+                ("max", {"max"}),
+                ("sum", {"mean", "kurtosis"}),
+                ("l1", {"l1"}),
+                ("sumsq", {"sumsq", "pos_sumsq"}),
+                ("nnz", {"nnz"}),
+            )
+            if kinds & wanted
+        ]
 
     @property
     def tensor_length(self) -> int:
@@ -262,11 +279,14 @@ class StatsKernel:
         if self.numel == 0:
             return "cannot compute statistics of an empty tensor"
         if self.channel_dims is not None and (
-                len(set(self.channel_dims)) != len(self.channel_dims)
-                or not all(0 <= d < len(self.shape) for d in self.channel_dims)
-                or len(self.channel_dims) >= len(self.shape)):
-            return (f"channel_dims {list(self.channel_dims)} must be distinct dims of the rank-{len(self.shape)} "
-                    "tensor, leaving at least one position dim")
+            len(set(self.channel_dims)) != len(self.channel_dims)
+            or not all(0 <= d < len(self.shape) for d in self.channel_dims)
+            or len(self.channel_dims) >= len(self.shape)
+        ):
+            return (
+                f"channel_dims {list(self.channel_dims)} must be distinct dims of the rank-{len(self.shape)} "
+                "tensor, leaving at least one position dim"
+            )
         for it in self.items:
             if it.kind in ("chan_maxabs", "chan_outlier", "pos_sumsq") and rank < 2:
                 return f"{it.kind} needs a tensor of rank >= 2, got rank {rank}"
@@ -299,11 +319,15 @@ class StatsKernel:
                         n = self.length(it)
                         one = em.fresh("one")
                         if vshape == ():
-                            em.emit(f"{one} = tensor.extract_slice {val}[{b}] [1] [1] : "
-                                    f"{_tensor((B,), 'f32')} to tensor<1xf32>")
+                            em.emit(
+                                f"{one} = tensor.extract_slice {val}[{b}] [1] [1] : "
+                                f"{_tensor((B,), 'f32')} to tensor<1xf32>"
+                            )
                         else:
-                            em.emit(f"{one} = tensor.extract_slice {val}[{b}, 0] [1, {n}] [1, 1] : "
-                                    f"{_tensor((B, n), 'f32')} to {_tensor((n,), 'f32')}")
+                            em.emit(
+                                f"{one} = tensor.extract_slice {val}[{b}, 0] [1, {n}] [1, 1] : "
+                                f"{_tensor((B, n), 'f32')} to {_tensor((n,), 'f32')}"
+                            )
                         outs.append((one, _tensor((n,), "f32")))
         in_ty = _tensor(self.shape, self.elem)
         params = ", ".join(f"%x{t}: {in_ty}" for t in range(self.count))
@@ -326,8 +350,10 @@ class StatsKernel:
         for x in xs:
             if self.perm is not None:
                 t = em.fresh("chan")
-                em.emit(f"{t} = linalg.transpose ins({x} : {_tensor(self.shape, self.elem)}) "
-                        f"outs({em.empty(src)} : {src}) permutation = [{', '.join(map(str, self.perm))}]")
+                em.emit(
+                    f"{t} = linalg.transpose ins({x} : {_tensor(self.shape, self.elem)}) "
+                    f"outs({em.empty(src)} : {src}) permutation = [{', '.join(map(str, self.perm))}]"
+                )
                 x = t
             v = em.fresh("one")
             if rank == 2 and k == 1:
@@ -337,7 +363,9 @@ class StatsKernel:
                 chans = ", ".join(str(i) for i in range(rank - k, rank))
                 em.emit(f"{v} = tensor.collapse_shape {x} [[{lead}], [{chans}]] : {src} into {rows_ty}")
                 w = em.fresh("one")
-                em.emit(f"{w} = tensor.expand_shape {v} [[0, 1], [2]] output_shape [1, {R}, {C}] : {rows_ty} into {one_ty}")
+                em.emit(
+                    f"{w} = tensor.expand_shape {v} [[0, 1], [2]] output_shape [1, {R}, {C}] : {rows_ty} into {one_ty}"
+                )
                 v = w
             elif rank == 1:
                 em.emit(f"{v} = tensor.expand_shape {x} [[0, 1, 2]] output_shape [1, 1, {C}] : {src} into {one_ty}")
@@ -347,8 +375,10 @@ class StatsKernel:
         if len(ones) == 1:
             return ones[0]
         st = em.fresh("stack")
-        em.emit(f"{st} = tensor.concat dim(0) {', '.join(ones)} : ({', '.join(one_ty for _ in ones)}) "
-                f"-> {_tensor((len(ones), R, C), self.elem)}")
+        em.emit(
+            f"{st} = tensor.concat dim(0) {', '.join(ones)} : ({', '.join(one_ty for _ in ones)}) "
+            f"-> {_tensor((len(ones), R, C), self.elem)}"
+        )
         return st
 
     def offset(self, t: int, index: int) -> int:
@@ -374,12 +404,16 @@ class StatsKernel:
                 n = self.length(it)
                 if vshape != ():
                     col = em.fresh("col")
-                    em.emit(f"{col} = tensor.collapse_shape {val} [[0, 1]] : "
-                            f"{_tensor((B, n), 'f32')} into {_tensor((B * n,), 'f32')}")
+                    em.emit(
+                        f"{col} = tensor.collapse_shape {val} [[0, 1]] : "
+                        f"{_tensor((B, n), 'f32')} into {_tensor((B * n,), 'f32')}"
+                    )
                     val = col
                 nxt = em.fresh("pack")
-                em.emit(f"{nxt} = tensor.insert_slice {val} into {cur}[{self.offset(first, i)}] [{B * n}] [1] : "
-                        f"{_tensor((B * n,), 'f32')} into {flat_ty}")
+                em.emit(
+                    f"{nxt} = tensor.insert_slice {val} into {cur}[{self.offset(first, i)}] [{B * n}] [1] : "
+                    f"{_tensor((B * n,), 'f32')} into {flat_ty}"
+                )
                 cur = nxt
             first += B
         return cur, flat_ty
@@ -457,8 +491,10 @@ class _Stack:
             return Operand(x, ty, _map(3, "d0, d1, d2"), arg, self.elem)
         v_ty = _tensor((B, rows, C // L, L), self.elem)
         v = em.fresh("lanes")
-        em.emit(f"{v} = tensor.expand_shape {x} [[0], [1], [2, 3]] output_shape [{B}, {rows}, {C // L}, {L}] : "
-                f"{ty} into {v_ty}")
+        em.emit(
+            f"{v} = tensor.expand_shape {x} [[0], [1], [2, 3]] output_shape [{B}, {rows}, {C // L}, {L}] : "
+            f"{ty} into {v_ty}"
+        )
         return Operand(v, v_ty, _map(4, "d0, d1, d3, d2"), arg, self.elem)
 
     def _lane_sums(self, hint: str, parts: list[str], rows: int) -> list[str]:
@@ -468,8 +504,9 @@ class _Stack:
             return parts
         p_ty, r_ty = _tensor((B, rows, L), "f32"), _tensor((B, rows), "f32")
         ins = [Operand(p, p_ty, _map(3, "d0, d1, d2"), f"%p{i}", "f32") for i, p in enumerate(parts)]
-        outs = [Operand(em.filled((B, rows), ZERO), r_ty, _map(3, "d0, d1"), f"%a{i}", "f32")
-                for i in range(len(parts))]
+        outs = [
+            Operand(em.filled((B, rows), ZERO), r_ty, _map(3, "d0, d1"), f"%a{i}", "f32") for i in range(len(parts))
+        ]
         body = [f"%s{i} = arith.addf %a{i}, %p{i} : f32" for i in range(len(parts))]
         body.append(self._yield([f"%s{i}" for i in range(len(parts))]))
         return em.generic(hint, ["parallel", "parallel", "reduction"], ins, outs, body)
@@ -480,19 +517,21 @@ class _Stack:
         dims = len(shape)
         p_ty = _tensor(shape, "f32")
         ins = [Operand(p, p_ty, _map(dims, _dims(dims)), f"%p{i}", "f32") for i, p in enumerate(parts)]
-        outs = [Operand(self.em.filled((self.B,), init), self.b_ty, _map(dims, "d0"), f"%a{i}", "f32")
-                for i, init in enumerate(inits)]
+        outs = [
+            Operand(self.em.filled((self.B,), init), self.b_ty, _map(dims, "d0"), f"%a{i}", "f32")
+            for i, init in enumerate(inits)
+        ]
         body = [f"%s{i} = {op} %p{i}, %a{i} : f32" for i, op in enumerate(ops)]
         body.append(self._yield([f"%s{i}" for i in range(len(parts))]))
         return self.em.generic(hint, ["parallel"] + ["reduction"] * (dims - 1), ins, outs, body)
 
-    def _scalars(self, ins: dict[str, str], exprs: list[tuple[str, list[str]]],
-                 consts: dict[str, str] | None = None) -> list[str]:
+    def _scalars(
+        self, ins: dict[str, str], exprs: list[tuple[str, list[str]]], consts: dict[str, str] | None = None
+    ) -> list[str]:
         """One elementwise generic over the B tensors: inputs `ins` (name -> [B] value) and
         outputs `%<name>` per expr."""
         opnds = [Operand(v, self.b_ty, _map(1, "d0"), f"%{k}", "f32") for k, v in ins.items()]
-        outs = [Operand(self.em.empty(self.b_ty), self.b_ty, _map(1, "d0"), f"%out_{n}", "f32")
-                for n, _ in exprs]
+        outs = [Operand(self.em.empty(self.b_ty), self.b_ty, _map(1, "d0"), f"%out_{n}", "f32") for n, _ in exprs]
         body = [f"%n = arith.constant {_f32(float(self.k.numel))} : f32"]
         body += [f"%{k} = arith.constant {v} : f32" for k, v in (consts or {}).items()]
         for _, lines in exprs:
@@ -543,21 +582,31 @@ class _Stack:
             names.append("mean")
         if moments is not None:
             ins["s2"], ins["s4"] = moments
-            exprs.append(("kurt", [
-                "%m2 = arith.divf %s2, %n : f32",
-                "%m4 = arith.divf %s4, %n : f32",
-                "%m22 = arith.mulf %m2, %m2 : f32",
-                "%den = arith.addf %m22, %eps : f32",
-                "%kurt = arith.divf %m4, %den : f32",
-            ]))
+            exprs.append(
+                (
+                    "kurt",
+                    [
+                        "%m2 = arith.divf %s2, %n : f32",
+                        "%m4 = arith.divf %s4, %n : f32",
+                        "%m22 = arith.mulf %m2, %m2 : f32",
+                        "%den = arith.addf %m22, %eps : f32",
+                        "%kurt = arith.divf %m4, %den : f32",
+                    ],
+                )
+            )
             names.append("kurtosis")
         if "chan_outlier" in kinds:
             ins["cmax"], ins["csum"] = self._chan_reduce(chan)
-            exprs.append(("cout", [
-                "%cmean = arith.divf %csum, %chans : f32",
-                "%cden = arith.addf %cmean, %eps : f32",
-                "%cout = arith.divf %cmax, %cden : f32",
-            ]))
+            exprs.append(
+                (
+                    "cout",
+                    [
+                        "%cmean = arith.divf %csum, %chans : f32",
+                        "%cden = arith.addf %cmean, %eps : f32",
+                        "%cout = arith.divf %cmax, %cden : f32",
+                    ],
+                )
+            )
             names.append("chan_outlier")
         if exprs:
             res = self._scalars(ins, exprs, {"eps": _f32(EPS_RATIO), "chans": _f32(float(C))})
@@ -571,8 +620,9 @@ class _Stack:
         r_ty = _tensor(acc_shape, "f32")
         ins = [self._row_in(self.x, self.R, "%in")]
         v = self._v("%in", "%v")
-        body = ([f"%zero = arith.constant {ZERO} : f32", "%one = arith.constant 1.000000e+00 : f32"]
-                + self._load("%in", "%v"))
+        body = [f"%zero = arith.constant {ZERO} : f32", "%one = arith.constant 1.000000e+00 : f32"] + self._load(
+            "%in", "%v"
+        )
         if "l1" in need:
             body.append(f"%abs = math.absf {v} : f32")
         if "sumsq" in need:
@@ -589,8 +639,9 @@ class _Stack:
 
     def _final_reduce(self, partials: dict[str, str], need: list[str]) -> dict[str, str]:
         """Every row partial to one value per tensor, in one generic."""
-        res = self._totals("tot", [partials[p] for p in need], [_ROW_PARTIALS[p][2] for p in need],
-                           [_ROW_PARTIALS[p][0] for p in need])
+        res = self._totals(
+            "tot", [partials[p] for p in need], [_ROW_PARTIALS[p][2] for p in need], [_ROW_PARTIALS[p][0] for p in need]
+        )
         return dict(zip(need, res))
 
     def _moments(self, sums: str) -> tuple[str, str]:
@@ -598,19 +649,24 @@ class _Stack:
         as the mean statistic): a row pass, then a final sum."""
         acc_shape, acc_map = self._row_acc(self.R)
         r_ty, dims = _tensor(acc_shape, "f32"), self._row_dims()
-        ins = [self._row_in(self.x, self.R, "%in"),
-               Operand(sums, self.b_ty, _map(dims, "d0"), "%sum", "f32")]
-        outs = [Operand(self.em.filled(acc_shape, ZERO), r_ty, acc_map, "%a2", "f32"),
-                Operand(self.em.filled(acc_shape, ZERO), r_ty, acc_map, "%a4", "f32")]
-        body = [f"%n = arith.constant {_f32(float(self.k.numel))} : f32"] + self._load("%in", "%v") + [
-            "%mu = arith.divf %sum, %n : f32",
-            f"%d = arith.subf {self._v('%in', '%v')}, %mu : f32",
-            "%d2 = arith.mulf %d, %d : f32",
-            "%d4 = arith.mulf %d2, %d2 : f32",
-            "%n2 = arith.addf %a2, %d2 : f32",
-            "%n4 = arith.addf %a4, %d4 : f32",
-            self._yield(["%n2", "%n4"]),
+        ins = [self._row_in(self.x, self.R, "%in"), Operand(sums, self.b_ty, _map(dims, "d0"), "%sum", "f32")]
+        outs = [
+            Operand(self.em.filled(acc_shape, ZERO), r_ty, acc_map, "%a2", "f32"),
+            Operand(self.em.filled(acc_shape, ZERO), r_ty, acc_map, "%a4", "f32"),
         ]
+        body = (
+            [f"%n = arith.constant {_f32(float(self.k.numel))} : f32"]
+            + self._load("%in", "%v")
+            + [
+                "%mu = arith.divf %sum, %n : f32",
+                f"%d = arith.subf {self._v('%in', '%v')}, %mu : f32",
+                "%d2 = arith.mulf %d, %d : f32",
+                "%d4 = arith.mulf %d2, %d2 : f32",
+                "%n2 = arith.addf %a2, %d2 : f32",
+                "%n4 = arith.addf %a4, %d4 : f32",
+                self._yield(["%n2", "%n4"]),
+            ]
+        )
         rows = self.em.generic("mom", self._row_iters(), ins, outs, body)
         s2, s4 = self._totals("momt", rows, ["arith.addf", "arith.addf"], [ZERO, ZERO])
         return s2, s4
@@ -640,8 +696,10 @@ class _Stack:
         idx_ty = _tensor((B, R, C), ity)
         ins = [Operand(self.x, self.x_ty, _map(3, "d0, d1, d2"), "%in", self.elem)]
         if scale is not None:
-            ins += [Operand(scale[0], self.b_ty, _map(3, "d0"), "%min", "f32"),
-                    Operand(scale[1], self.b_ty, _map(3, "d0"), "%max", "f32")]
+            ins += [
+                Operand(scale[0], self.b_ty, _map(3, "d0"), "%min", "f32"),
+                Operand(scale[1], self.b_ty, _map(3, "d0"), "%max", "f32"),
+            ]
         outs = [Operand(self.em.empty(idx_ty), idx_ty, _map(3, "d0, d1, d2"), "%o", ity)]
         body = [
             f"%lo = arith.constant {_f32(h.lo)} : f32",
@@ -707,22 +765,40 @@ class _Stack:
         em.emit(f"{zero_i} = arith.constant 0 : {ity}")
         flat, view = em.fresh("flat"), em.fresh("hlanes")
         em.emit(f"{flat} = tensor.collapse_shape {bins} [[0], [1, 2]] : {idx_ty} into {flat_ty}")
-        em.emit(f"{view} = tensor.expand_shape {flat} [[0], [1, 2, 3]] output_shape [{B}, {S}, {N}, {L}] : "
-                f"{flat_ty} into {v_ty}")
+        em.emit(
+            f"{view} = tensor.expand_shape {flat} [[0], [1, 2, 3]] output_shape [{B}, {S}, {N}, {L}] : "
+            f"{flat_ty} into {v_ty}"
+        )
         e, f = em.empty(acc_ty), em.fresh("initi")
         em.emit(f"{f} = linalg.fill ins({zero_i} : {ity}) outs({e} : {acc_ty}) -> {acc_ty}")
-        body = ["%b = linalg.index 2 : index", f"%bi = arith.index_cast %b : index to {ity}",
-                f"%hit = arith.cmpi eq, %k, %bi : {ity}", f"%cnt = arith.extui %hit : i1 to {ity}",
-                f"%next = arith.addi %acc, %cnt : {ity}", self._yield(["%next"], ity)]
-        counts = em.generic("hcount", ["parallel"] * 4 + ["reduction"],
-                            [Operand(view, v_ty, _map(5, "d0, d1, d4, d3"), "%k", ity)],
-                            [Operand(f, acc_ty, _map(5, "d0, d1, d2, d3"), "%acc", ity)], body)[0]
+        body = [
+            "%b = linalg.index 2 : index",
+            f"%bi = arith.index_cast %b : index to {ity}",
+            f"%hit = arith.cmpi eq, %k, %bi : {ity}",
+            f"%cnt = arith.extui %hit : i1 to {ity}",
+            f"%next = arith.addi %acc, %cnt : {ity}",
+            self._yield(["%next"], ity),
+        ]
+        counts = em.generic(
+            "hcount",
+            ["parallel"] * 4 + ["reduction"],
+            [Operand(view, v_ty, _map(5, "d0, d1, d4, d3"), "%k", ity)],
+            [Operand(f, acc_ty, _map(5, "d0, d1, d2, d3"), "%acc", ity)],
+            body,
+        )[0]
         out_ty = _tensor((B, nb), "f32")
-        body = [f"%cf = arith.uitofp %c : {ity} to f32",  # an i8 count is c mod 256 with c <= 255
-                "%s = arith.addf %acc, %cf : f32", self._yield(["%s"])]
-        return em.generic("hist", ["parallel", "reduction", "parallel", "reduction"],
-                          [Operand(counts, acc_ty, _map(4, "d0, d1, d2, d3"), "%c", ity)],
-                          [Operand(em.filled((B, nb), ZERO), out_ty, _map(4, "d0, d2"), "%acc", "f32")], body)[0]
+        body = [
+            f"%cf = arith.uitofp %c : {ity} to f32",  # an i8 count is c mod 256 with c <= 255
+            "%s = arith.addf %acc, %cf : f32",
+            self._yield(["%s"]),
+        ]
+        return em.generic(
+            "hist",
+            ["parallel", "reduction", "parallel", "reduction"],
+            [Operand(counts, acc_ty, _map(4, "d0, d1, d2, d3"), "%c", ity)],
+            [Operand(em.filled((B, nb), ZERO), out_ty, _map(4, "d0, d2"), "%acc", "f32")],
+            body,
+        )[0]
 
     def _hist_rows(self, bins: str, nb: int) -> str:
         """Counts per (tensor, row, bin) with the bins innermost, then Σ rows (the fallback)."""
@@ -732,17 +808,30 @@ class _Stack:
         em.emit(f"{zero_i} = arith.constant 0 : i32")
         e, f = em.empty(rb_ty), em.fresh("initi")
         em.emit(f"{f} = linalg.fill ins({zero_i} : i32) outs({e} : {rb_ty}) -> {rb_ty}")
-        body = ["%b = linalg.index 3 : index", "%bi = arith.index_cast %b : index to i32",
-                "%hit = arith.cmpi eq, %k, %bi : i32", "%cnt = arith.extui %hit : i1 to i32",
-                "%next = arith.addi %acc, %cnt : i32", self._yield(["%next"], "i32")]
-        rows = em.generic("hrows", ["parallel", "parallel", "reduction", "parallel"],
-                          [Operand(bins, idx_ty, _map(4, "d0, d1, d2"), "%k", "i32")],
-                          [Operand(f, rb_ty, _map(4, "d0, d1, d3"), "%acc", "i32")], body)[0]
+        body = [
+            "%b = linalg.index 3 : index",
+            "%bi = arith.index_cast %b : index to i32",
+            "%hit = arith.cmpi eq, %k, %bi : i32",
+            "%cnt = arith.extui %hit : i1 to i32",
+            "%next = arith.addi %acc, %cnt : i32",
+            self._yield(["%next"], "i32"),
+        ]
+        rows = em.generic(
+            "hrows",
+            ["parallel", "parallel", "reduction", "parallel"],
+            [Operand(bins, idx_ty, _map(4, "d0, d1, d2"), "%k", "i32")],
+            [Operand(f, rb_ty, _map(4, "d0, d1, d3"), "%acc", "i32")],
+            body,
+        )[0]
         out_ty = _tensor((B, nb), "f32")
         body = ["%cf = arith.sitofp %c : i32 to f32", "%s = arith.addf %acc, %cf : f32", self._yield(["%s"])]
-        return em.generic("hist", ["parallel", "reduction", "parallel"],
-                          [Operand(rows, rb_ty, _map(3, "d0, d1, d2"), "%c", "i32")],
-                          [Operand(em.filled((B, nb), ZERO), out_ty, _map(3, "d0, d2"), "%acc", "f32")], body)[0]
+        return em.generic(
+            "hist",
+            ["parallel", "reduction", "parallel"],
+            [Operand(rows, rb_ty, _map(3, "d0, d1, d2"), "%c", "i32")],
+            [Operand(em.filled((B, nb), ZERO), out_ty, _map(3, "d0, d2"), "%acc", "f32")],
+            body,
+        )[0]
 
     def _elemsig(self) -> str:
         """Elements at flat indices floor(j·n/k) + (j·ELEMSIG_SKEW mod floor(n/k)), j < k =
@@ -750,25 +839,34 @@ class _Stack:
         numel = self.k.numel
         kk = min(ELEMSIG_MAX, numel)
         out_ty = _tensor((self.B, kk), "f32")
-        body = [
-            "%t = linalg.index 0 : index",
-            "%j = linalg.index 1 : index",
-            f"%n = arith.constant {numel} : index",
-            f"%k = arith.constant {kk} : index",
-            f"%cols = arith.constant {self.C} : index",
-            f"%skew = arith.constant {ELEMSIG_SKEW} : index",
-            f"%win = arith.constant {max(1, numel // kk)} : index",
-            "%jn = arith.muli %j, %n : index",
-            "%start = arith.divui %jn, %k : index",
-            "%js = arith.muli %j, %skew : index",
-            "%into = arith.remui %js, %win : index",
-            "%flat = arith.addi %start, %into : index",
-            "%r = arith.divui %flat, %cols : index",
-            "%c = arith.remui %flat, %cols : index",
-            f"%in = tensor.extract {self.x}[%t, %r, %c] : {self.x_ty}",
-        ] + self._load("%in", "%v") + [self._yield([self._v("%in", "%v")])]
-        return self.em.generic("sig", ["parallel", "parallel"], [],
-                               [Operand(self.em.empty(out_ty), out_ty, _map(2, "d0, d1"), "%o", "f32")], body)[0]
+        body = (
+            [
+                "%t = linalg.index 0 : index",
+                "%j = linalg.index 1 : index",
+                f"%n = arith.constant {numel} : index",
+                f"%k = arith.constant {kk} : index",
+                f"%cols = arith.constant {self.C} : index",
+                f"%skew = arith.constant {ELEMSIG_SKEW} : index",
+                f"%win = arith.constant {max(1, numel // kk)} : index",
+                "%jn = arith.muli %j, %n : index",
+                "%start = arith.divui %jn, %k : index",
+                "%js = arith.muli %j, %skew : index",
+                "%into = arith.remui %js, %win : index",
+                "%flat = arith.addi %start, %into : index",
+                "%r = arith.divui %flat, %cols : index",
+                "%c = arith.remui %flat, %cols : index",
+                f"%in = tensor.extract {self.x}[%t, %r, %c] : {self.x_ty}",
+            ]
+            + self._load("%in", "%v")
+            + [self._yield([self._v("%in", "%v")])]
+        )
+        return self.em.generic(
+            "sig",
+            ["parallel", "parallel"],
+            [],
+            [Operand(self.em.empty(out_ty), out_ty, _map(2, "d0, d1"), "%o", "f32")],
+            body,
+        )[0]
 
     def _chan_maxabs(self) -> str:
         """max|x| per last-axis channel of each tensor, reducing over all rows."""
@@ -778,19 +876,25 @@ class _Stack:
             "%m = arith.maximumf %abs, %acc : f32",
             self._yield(["%m"]),
         ]
-        return self.em.generic("chan", ["parallel", "reduction", "parallel"],
-                               [Operand(self.x, self.x_ty, _map(3, "d0, d1, d2"), "%in", self.elem)],
-                               [Operand(self.em.filled((self.B, self.C), ZERO), out_ty, _map(3, "d0, d2"),
-                                        "%acc", "f32")], body)[0]
+        return self.em.generic(
+            "chan",
+            ["parallel", "reduction", "parallel"],
+            [Operand(self.x, self.x_ty, _map(3, "d0, d1, d2"), "%in", self.elem)],
+            [Operand(self.em.filled((self.B, self.C), ZERO), out_ty, _map(3, "d0, d2"), "%acc", "f32")],
+            body,
+        )[0]
 
     def _chan_reduce(self, chan: str) -> tuple[str, str]:
         """(max, Σ) of each tensor's channel maxima, in one generic."""
         c_ty = _tensor((self.B, self.C), "f32")
-        outs = [Operand(self.em.filled((self.B,), ZERO), self.b_ty, _map(2, "d0"), "%am", "f32"),
-                Operand(self.em.filled((self.B,), ZERO), self.b_ty, _map(2, "d0"), "%as", "f32")]
+        outs = [
+            Operand(self.em.filled((self.B,), ZERO), self.b_ty, _map(2, "d0"), "%am", "f32"),
+            Operand(self.em.filled((self.B,), ZERO), self.b_ty, _map(2, "d0"), "%as", "f32"),
+        ]
         body = ["%m = arith.maximumf %c, %am : f32", "%s = arith.addf %as, %c : f32", self._yield(["%m", "%s"])]
-        m, s = self.em.generic("cred", ["parallel", "reduction"],
-                               [Operand(chan, c_ty, _map(2, "d0, d1"), "%c", "f32")], outs, body)
+        m, s = self.em.generic(
+            "cred", ["parallel", "reduction"], [Operand(chan, c_ty, _map(2, "d0, d1"), "%c", "f32")], outs, body
+        )
         return m, s
 
     def _adj(self) -> str:
@@ -799,14 +903,20 @@ class _Stack:
         part = _tensor((B, R - 1, C), self.elem)
         nxt, prev = em.fresh("next"), em.fresh("prev")
         em.emit(f"{nxt} = tensor.extract_slice {self.x}[0, 1, 0] [{B}, {R - 1}, {C}] [1, 1, 1] : {self.x_ty} to {part}")
-        em.emit(f"{prev} = tensor.extract_slice {self.x}[0, 0, 0] [{B}, {R - 1}, {C}] [1, 1, 1] : {self.x_ty} to {part}")
+        em.emit(
+            f"{prev} = tensor.extract_slice {self.x}[0, 0, 0] [{B}, {R - 1}, {C}] [1, 1, 1] : {self.x_ty} to {part}"
+        )
         acc_shape, acc_map = self._row_acc(R - 1)
         ins = [self._row_in(nxt, R - 1, "%a"), self._row_in(prev, R - 1, "%b")]
         outs = [Operand(em.filled(acc_shape, ZERO), _tensor(acc_shape, "f32"), acc_map, "%acc", "f32")]
-        body = self._load("%a", "%fa") + self._load("%b", "%fb") + [
-            f"%d = arith.subf {self._v('%a', '%fa')}, {self._v('%b', '%fb')} : f32",
-            "%d2 = arith.mulf %d, %d : f32",
-            "%s = arith.addf %acc, %d2 : f32",
-            self._yield(["%s"]),
-        ]
+        body = (
+            self._load("%a", "%fa")
+            + self._load("%b", "%fb")
+            + [
+                f"%d = arith.subf {self._v('%a', '%fa')}, {self._v('%b', '%fb')} : f32",
+                "%d2 = arith.mulf %d, %d : f32",
+                "%s = arith.addf %acc, %d2 : f32",
+                self._yield(["%s"]),
+            ]
+        )
         return self._lane_sums("adjl", em.generic("adj", self._row_iters(), ins, outs, body), R - 1)[0]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
+
 from opscope.dialect.dynamics import DYNAMICS_KINDS, PAIR_KINDS
 
 # The reference's per-tensor sketch order (§2.3); manifests and packed results follow it.
@@ -174,8 +175,7 @@ def verify_stat(op: ir.Operation) -> str | None:
             return f"opscope.stat: missing attribute '{name}'"
     view = StatOp(op)
     if view.kind not in STAT_KINDS + DYNAMICS_KINDS:
-        return (f"opscope.stat: unknown kind '{view.kind}' (expected one of "
-                f"{', '.join(STAT_KINDS + DYNAMICS_KINDS)})")
+        return f"opscope.stat: unknown kind '{view.kind}' (expected one of {', '.join(STAT_KINDS + DYNAMICS_KINDS)})"
     arity = 2 if view.kind in PAIR_KINDS else 1
     if len(op.operands) != arity or len(op.results) != 0:
         return f"opscope.stat: {view.kind} expects {'two operands' if arity == 2 else 'one operand'} and no results"
@@ -192,10 +192,18 @@ def verify_stat(op: ir.Operation) -> str | None:
         return f"opscope.stat: unsupported element type {ty.element_type} (expected f32, f16 or bf16)"
     if "channel_dims" in view.options:
         dims = view.options["channel_dims"]
-        if (not isinstance(dims, list) or not dims or not all(isinstance(d, int) for d in dims)
-                or len(set(dims)) != len(dims) or not all(0 <= d < ty.rank for d in dims) or len(dims) >= ty.rank):
-            return (f"opscope.stat: channel_dims must list distinct dims of the rank-{ty.rank} tensor and leave a "
-                    f"position dim, got {dims}")
+        if (
+            not isinstance(dims, list)
+            or not dims
+            or not all(isinstance(d, int) for d in dims)
+            or len(set(dims)) != len(dims)
+            or not all(0 <= d < ty.rank for d in dims)
+            or len(dims) >= ty.rank
+        ):
+            return (
+                f"opscope.stat: channel_dims must list distinct dims of the rank-{ty.rank} tensor and leave a "
+                f"position dim, got {dims}"
+            )
     if view.kind == "hist":
         opts = view.options
         missing = {"bins", "lo", "hi", "normalize"} - set(opts)

@@ -24,8 +24,9 @@ described in docs/layout.md, this API in docs/api.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from opscope.errors import OpscopeError
 
@@ -36,23 +37,51 @@ if TYPE_CHECKING:
 
     from opscope.act.parity import ParityReport
     from opscope.act.specialize import KernelPlan
+    from opscope.act.timing import TimingReport
     from opscope.act.whatif import WhatIfReport
     from opscope.drive.live_run import LiveRun
     from opscope.drive.profile import ProfileResult
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
-    from opscope.act.timing import TimingReport
     from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
     from opscope.run.compile import CompiledModule
     from opscope.run.runtime import LoadedModule
 
 __all__ = [
-    "profile", "read_sketches", "mine", "load_model", "inject", "compile", "load", "parity", "whatif",
-    "probe_tensors", "plan_layers", "layer_actions", "quant_sweep", "dump_tensors", "timing",
-    "kernel_plan", "live", "LiveRun", "ProbeReport", "LayersReport", "ActionsReport", "QuantReport", "TimingReport", "KernelPlan",
-    "ProfileResult", "MineReport", "ParityReport", "WhatIfReport", "Manifest", "StatConfig", "CompiledModule",
-    "LoadedModule", "OpscopeError",
+    "profile",
+    "read_sketches",
+    "mine",
+    "load_model",
+    "inject",
+    "compile",
+    "load",
+    "parity",
+    "whatif",
+    "probe_tensors",
+    "plan_layers",
+    "layer_actions",
+    "quant_sweep",
+    "dump_tensors",
+    "timing",
+    "kernel_plan",
+    "live",
+    "LiveRun",
+    "ProbeReport",
+    "LayersReport",
+    "ActionsReport",
+    "QuantReport",
+    "TimingReport",
+    "KernelPlan",
+    "ProfileResult",
+    "MineReport",
+    "ParityReport",
+    "WhatIfReport",
+    "Manifest",
+    "StatConfig",
+    "CompiledModule",
+    "LoadedModule",
+    "OpscopeError",
 ]
 
 # Types a user may want to name, loaded when first asked for (PEP 562).
@@ -131,8 +160,19 @@ def profile(
     from opscope.drive.profile import profile as run_profile
     from opscope.ir.stat_config import StatConfig
 
-    return run_profile(source, out=out, target=target, steps=steps, config=config or StatConfig(), inputs=inputs,
-                       say=say, name=name, text=text, tokenizer=tokenizer, taps=taps)
+    return run_profile(
+        source,
+        out=out,
+        target=target,
+        steps=steps,
+        config=config or StatConfig(),
+        inputs=inputs,
+        say=say,
+        name=name,
+        text=text,
+        tokenizer=tokenizer,
+        taps=taps,
+    )
 
 
 def read_sketches(source: str | Path | Iterable[str | Path] | ProfileResult) -> pl.DataFrame:
@@ -236,8 +276,7 @@ def inject(
         from opscope.run.targets import get_target
 
         lowering = {**get_target(target).layout, **lowering}
-    return inject_stats(module, config or StatConfig(), taps, keep=keep, sites=sites,
-                        every_add=every_add, **lowering)
+    return inject_stats(module, config or StatConfig(), taps, keep=keep, sites=sites, every_add=every_add, **lowering)
 
 
 def compile(module: ir.Module | str | bytes, target: str = "llvm-cpu", **options: Any) -> CompiledModule:
@@ -298,10 +337,14 @@ def whatif(
     Data: the zoo model's own held-out data (`tokens` predicted tokens for a causal LM), else
     `inputs` / `text` + `tokenizer` / generated. Returns a `WhatIfReport` (`.text()`, `.to_dict()`)."""
     from opscope.act.evalset import eval_set
-    from opscope.act.whatif import Variant, fakequant as scheme, skip as skipped, sweep_skips, whatif as measure
+    from opscope.act.whatif import Variant, sweep_skips
+    from opscope.act.whatif import fakequant as scheme
+    from opscope.act.whatif import skip as skipped
+    from opscope.act.whatif import whatif as measure
 
-    variants = ([skipped(list(blocks)) for blocks in skip] + [scheme(s) for s in fakequant]
-                + [Variant(p, p) for p in pipelines])
+    variants = (
+        [skipped(list(blocks)) for blocks in skip] + [scheme(s) for s in fakequant] + [Variant(p, p) for p in pipelines]
+    )
     evalset = eval_set(source, task=task, tokens=tokens, steps=steps, inputs=inputs, text=text, tokenizer=tokenizer)
     if sweep:
         return sweep_skips(evalset, target=target, variants=variants, progress=say, **sweep_options)
@@ -310,8 +353,9 @@ def whatif(
     return measure(evalset, variants, target=target, progress=say)
 
 
-def probe_tensors(source: str | Path | ir.Module | None = None, *, sites: str = "",
-                  say: Callable[[str], None] | None = None) -> ProbeReport:
+def probe_tensors(
+    source: str | Path | ir.Module | None = None, *, sites: str = "", say: Callable[[str], None] | None = None
+) -> ProbeReport:
     """Host probes of every weight: stable and effective rank, int4 error per tensor and per channel,
     2:4 and ternary error, cardinality, fewest bits under 2 % error, outlier columns and a verdict.
     `source`: a model (zoo name, model file, MLIR; its matmul weights by site name, `sites` a regex)
@@ -363,20 +407,33 @@ def plan_layers(
     if not measure:
         return plan(open_weights(source, sites, _named(say)), budget, allocator, error=error)
     if source is None or is_tensor_path(source):
-        raise OpscopeError("measure builds the plan into a model and runs it on the model's data: give a model "
-                           "(a zoo name or a model file), not tensor files or the built-in default")
+        raise OpscopeError(
+            "measure builds the plan into a model and runs it on the model's data: give a model "
+            "(a zoo name or a model file), not tensor files or the built-in default"
+        )
     from opscope.act.evalset import eval_set
     from opscope.act.plan import measure_plans
 
     evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say))
     weights = module_weights(evalset.name, evalset.module, sites, evalset.batches[0])
-    return measure_plans(evalset, weights, plan(weights, budget, allocator, error=error), target=target,
-                         objective=objective,
-                         progress=say)
+    return measure_plans(
+        evalset,
+        weights,
+        plan(weights, budget, allocator, error=error),
+        target=target,
+        objective=objective,
+        progress=say,
+    )
 
 
-def layer_actions(source: str | Path | ir.Module | None = None, *, budget: float = 0.02, run: str | Path | None = None,
-                  sites: str = "", say: Callable[[str], None] | None = None) -> ActionsReport:
+def layer_actions(
+    source: str | Path | ir.Module | None = None,
+    *,
+    budget: float = 0.02,
+    run: str | Path | None = None,
+    sites: str = "",
+    say: Callable[[str], None] | None = None,
+) -> ActionsReport:
     """Per layer, the cheapest storage option whose weight error is within `budget`, as an action
     (keep, quantize, replace); with `run` (recorded with the residual taps), the residual blocks
     whose output moves the stream by under 2 % (skip candidates)."""
@@ -403,8 +460,13 @@ def _block_gaps(run: str) -> dict[str, float]:
     return gaps
 
 
-def quant_sweep(source: str | Path | ir.Module | None = None, *, int4_budget: float = 0.1,
-                sites: str = "", say: Callable[[str], None] | None = None) -> QuantReport:
+def quant_sweep(
+    source: str | Path | ir.Module | None = None,
+    *,
+    int4_budget: float = 0.1,
+    sites: str = "",
+    say: Callable[[str], None] | None = None,
+) -> QuantReport:
     """int8 per tensor and per channel, int4 and int3 per channel, outliers and best bits of every
     weight; by depth and by projection kind, with a mixed int4/int8 recipe."""
     from opscope.probe.report import quant_sweep as sweep
@@ -420,22 +482,51 @@ def _named(say: Callable[[str], None] | None) -> Callable[[str], None] | None:
     return None if say is None else lambda name: say(f"model {name}")
 
 
-def dump_tensors(source: str | Path | ir.Module, out: str | Path, *, weights: bool = True, activations: bool = False,
-                 sites: str = "", role: str = "lhs", steps: int = 1, max_bytes: int = 256 * 2**20,
-                 fmt: str = "npy", target: str = "llvm-cpu", inputs: Any = None,
-                 say: Callable[[str], None] | None = None) -> list[Path]:
+def dump_tensors(
+    source: str | Path | ir.Module,
+    out: str | Path,
+    *,
+    weights: bool = True,
+    activations: bool = False,
+    sites: str = "",
+    role: str = "lhs",
+    steps: int = 1,
+    max_bytes: int = 256 * 2**20,
+    fmt: str = "npy",
+    target: str = "llvm-cpu",
+    inputs: Any = None,
+    say: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Write a model's matmul weights ([out, K]) and, with `activations=True`, the whole tensors its
     sites read (`role` lhs/rhs/out) over `steps` calls ([tokens, features]) to `out`, one file per
     tensor in `fmt` (npy, tensor, safetensors); one call's tensors over `max_bytes` are refused
     before anything compiles. Returns the files written."""
     from opscope.probe.dump import dump
 
-    return dump(source, out, weights=weights, activations=activations, sites=sites, role=role, steps=steps,
-                max_bytes=max_bytes, fmt=fmt, target=target, inputs=inputs, say=say)
+    return dump(
+        source,
+        out,
+        weights=weights,
+        activations=activations,
+        sites=sites,
+        role=role,
+        steps=steps,
+        max_bytes=max_bytes,
+        fmt=fmt,
+        target=target,
+        inputs=inputs,
+        say=say,
+    )
 
 
-def timing(source: str | Path | ir.Module | None = None, *, target: str = "llvm-cpu", repetitions: int = 5,
-           inputs: Any = None, say: Callable[[str], None] | None = None) -> TimingReport:
+def timing(
+    source: str | Path | ir.Module | None = None,
+    *,
+    target: str = "llvm-cpu",
+    repetitions: int = 5,
+    inputs: Any = None,
+    say: Callable[[str], None] | None = None,
+) -> TimingReport:
     """Every dispatch of a model timed by IREE's own dispatch benchmarks, joined with its static FLOPs
     and bytes into a measured roofline, next to the whole call's median time on the model's inputs
     (its own, `inputs`, or generated). `source` None: the built-in transformer. Returns a `TimingReport`."""
@@ -450,16 +541,25 @@ def timing(source: str | Path | ir.Module | None = None, *, target: str = "llvm-
     require_runnable(get_target(target))
     model = default_source(1) if source is None else open_model(source, 1, named=_named(say))
     batches, _ = resolve_inputs(model, 1, inputs)
-    module = model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(),
-                                                                                      model.name)
+    module = (
+        model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(), model.name)
+    )
     return time_model(module, batches[0], name=model.name, target=target, repetitions=repetitions, progress=say)
 
 
-def kernel_plan(run: str | Path, model: str | Path | ir.Module | None = None, *, target: str | None = None,
-                apply: bool = False, out: str | Path | None = None, rounds: int = 5, min_speedup: float = 1.05,
-                max_error: float = 0.01, kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight",
-                                                                  "factor-weight", "memoize"),
-                say: Callable[[str], None] | None = None) -> KernelPlan:
+def kernel_plan(
+    run: str | Path,
+    model: str | Path | ir.Module | None = None,
+    *,
+    target: str | None = None,
+    apply: bool = False,
+    out: str | Path | None = None,
+    rounds: int = 5,
+    min_speedup: float = 1.05,
+    max_error: float = 0.01,
+    kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight", "factor-weight", "memoize"),
+    say: Callable[[str], None] | None = None,
+) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
     guard's stability over the recorded steps, the estimated and the measured speedup of the site
     outlined at its real shapes, parity and the decision (exact rewrites bit-identical, lossy ones
@@ -471,14 +571,36 @@ def kernel_plan(run: str | Path, model: str | Path | ir.Module | None = None, *,
 
     if rounds < 1:
         raise OpscopeError(f"rounds must be >= 1, got {rounds}")
-    return build(run, model, target=target, apply=apply, out=out, rounds=rounds, min_speedup=min_speedup,
-                 max_error=max_error, kinds=kinds, say=say)
+    return build(
+        run,
+        model,
+        target=target,
+        apply=apply,
+        out=out,
+        rounds=rounds,
+        min_speedup=min_speedup,
+        max_error=max_error,
+        kinds=kinds,
+        say=say,
+    )
 
 
-def live(source: str | Path | ir.Module | None = None, *, every: int | None = None, requests: int | None = None,
-         pool: int | None = None, zipf: float | None = None, seed: int = 0, workers: int = 1,
-         target: str = "llvm-cpu", csv: str | Path | None = None, parquet: str | Path | None = None,
-         state: str | Path | None = None, snapshot_every: int = 0, force: bool = False) -> LiveRun:
+def live(
+    source: str | Path | ir.Module | None = None,
+    *,
+    every: int | None = None,
+    requests: int | None = None,
+    pool: int | None = None,
+    zipf: float | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    target: str = "llvm-cpu",
+    csv: str | Path | None = None,
+    parquet: str | Path | None = None,
+    state: str | Path | None = None,
+    snapshot_every: int = 0,
+    force: bool = False,
+) -> LiveRun:
     """Serve `source` (None: the reference's live demo) over a trace of `requests` drawn from a `pool` of its
     inputs (Zipf `zipf`), 1 call in `every` instrumented, in `workers` processes; a `LiveRun` whose report
     has recurrence per site with the memoize verdict, hot inputs, drift and loads, beside the trace's truth.
@@ -486,5 +608,18 @@ def live(source: str | Path | ir.Module | None = None, *, every: int | None = No
     A served model of your own: `opscope.drive.live.LiveSampler`."""
     from opscope.drive.live_run import run_live
 
-    return run_live(source, every=every, requests=requests, pool=pool, zipf=zipf, seed=seed, workers=workers,
-                    target=target, csv=csv, parquet=parquet, state=state, snapshot_every=snapshot_every, force=force)
+    return run_live(
+        source,
+        every=every,
+        requests=requests,
+        pool=pool,
+        zipf=zipf,
+        seed=seed,
+        workers=workers,
+        target=target,
+        csv=csv,
+        parquet=parquet,
+        state=state,
+        snapshot_every=snapshot_every,
+        force=force,
+    )

@@ -6,7 +6,7 @@ Each pass lives in the file named by its argument (`inject-matmul-stats` ↔
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def _inject_matmul_stats():

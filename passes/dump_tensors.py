@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from iree.compiler import ir
 
@@ -103,10 +104,16 @@ class DumpTensors:
             site_attr, role_attr = ir.StringAttr.get(site.name), ir.StringAttr.get(self.role)
             values.append(site.value(self.role))
             res_attrs.append(ir.DictAttr.get({DUMP_ATTR: ir.DictAttr.get({"site": site_attr, "role": role_attr})}))
-            table.append(ir.DictAttr.get({
-                "result": ir.IntegerAttr.get(i64, first + i), "site": site_attr, "role": role_attr,
-                "shape": ir.DenseI64ArrayAttr.get(list(site.shape(self.role))),
-            }))
+            table.append(
+                ir.DictAttr.get(
+                    {
+                        "result": ir.IntegerAttr.get(i64, first + i),
+                        "site": site_attr,
+                        "role": role_attr,
+                        "shape": ir.DenseI64ArrayAttr.get(list(site.shape(self.role))),
+                    }
+                )
+            )
         append_results(fn, ret, values, res_attrs)
         fn.attributes[DUMPED_ATTR] = ir.ArrayAttr.get(table)
 
@@ -128,8 +135,14 @@ def dumps(module, function: str | None = None) -> tuple[str, list[Dumped]]:
         found = []
         for attr in ir.ArrayAttr(fn.attributes[DUMPED_ATTR]):
             d = ir.DictAttr(attr)
-            found.append(Dumped(ir.IntegerAttr(d["result"]).value, ir.StringAttr(d["site"]).value,
-                                ir.StringAttr(d["role"]).value, tuple(ir.DenseI64ArrayAttr(d["shape"]))))
+            found.append(
+                Dumped(
+                    ir.IntegerAttr(d["result"]).value,
+                    ir.StringAttr(d["site"]).value,
+                    ir.StringAttr(d["role"]).value,
+                    tuple(ir.DenseI64ArrayAttr(d["shape"])),
+                )
+            )
         return sym, sorted(found, key=lambda x: x.result)
     return "", []
 

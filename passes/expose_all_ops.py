@@ -105,8 +105,11 @@ class ExposeAllOps:
                 for i, result in enumerate(op.results):
                     if not isinstance(result.type, ir.RankedTensorType) or not any(True for _ in result.uses):
                         continue
-                    fields = {"name": ir.StringAttr.get(name + (f":{i}" if i else "")),
-                              "op": ir.StringAttr.get(label), "index": ir.IntegerAttr.get(i64, n)}
+                    fields = {
+                        "name": ir.StringAttr.get(name + (f":{i}" if i else "")),
+                        "op": ir.StringAttr.get(label),
+                        "index": ir.IntegerAttr.get(i64, n),
+                    }
                     if site:
                         fields["site"] = ir.StringAttr.get(site)
                     values.append(result)
@@ -125,7 +128,8 @@ class ExposeAllOps:
 
 def _exposed_already(fn) -> bool:
     return "res_attrs" in fn.attributes and any(
-        EXPOSE_ATTR in ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["res_attrs"]))
+        EXPOSE_ATTR in ir.DictAttr(a) for a in ir.ArrayAttr(fn.attributes["res_attrs"])
+    )
 
 
 def exposures(module, function: str | None = None) -> tuple[str, list[Exposure]]:
@@ -145,8 +149,15 @@ def exposures(module, function: str | None = None) -> tuple[str, list[Exposure]]
                 continue
             e = ir.DictAttr(d[EXPOSE_ATTR])
             site = ir.StringAttr(e["site"]).value if "site" in e else None
-            found.append(Exposure(idx, ir.IntegerAttr(e["index"]).value, ir.StringAttr(e["name"]).value,
-                                  ir.StringAttr(e["op"]).value, site))
+            found.append(
+                Exposure(
+                    idx,
+                    ir.IntegerAttr(e["index"]).value,
+                    ir.StringAttr(e["name"]).value,
+                    ir.StringAttr(e["op"]).value,
+                    site,
+                )
+            )
         if found:
             return sym, found
     return "", []

@@ -67,18 +67,22 @@ class ExtractSite:
         sites = find_sites(module.operation)
         wanted = self.site.strip()
         if not wanted:
-            raise OpscopeError(f"{self.name}: name the site to outline with site=<name or ordinal> "
-                               f"(valid: {_valid(sites)})")
+            raise OpscopeError(
+                f"{self.name}: name the site to outline with site=<name or ordinal> (valid: {_valid(sites)})"
+            )
         chosen = next((s for s in sites if s.name == wanted), None)
         if chosen is None and wanted.isdigit() and int(wanted) < len(sites):
             chosen = sites[int(wanted)]
         if chosen is None:
             raise OpscopeError(f"{self.name}: no matmul site '{wanted}' in this module (valid: {_valid(sites)})")
         shapes = [str(chosen.value(role).type) for role in ROLES]
-        if chosen.dynamic or not all(ir.ShapedType(v.type).has_static_shape for v in chosen.op.operands
-                                     if isinstance(v.type, ir.ShapedType)):
-            raise OpscopeError(f"{self.name}: site '{chosen.name}' at {chosen.location} has a dynamic shape "
-                               f"({' x '.join(shapes[:2])} -> {shapes[2]}): only static-shaped sites are outlined")
+        if chosen.dynamic or not all(
+            ir.ShapedType(v.type).has_static_shape for v in chosen.op.operands if isinstance(v.type, ir.ShapedType)
+        ):
+            raise OpscopeError(
+                f"{self.name}: site '{chosen.name}' at {chosen.location} has a dynamic shape "
+                f"({' x '.join(shapes[:2])} -> {shapes[2]}): only static-shaped sites are outlined"
+            )
         return chosen
 
     def apply(self, module) -> None:
@@ -87,16 +91,23 @@ class ExtractSite:
         with memoized():
             arguments, copies = _slice(site)
         home = _top_level(site.op)
-        taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in body.operations
-                 if "sym_name" in op.operation.attributes}
+        taken = {
+            ir.StringAttr(op.operation.attributes["sym_name"]).value
+            for op in body.operations
+            if "sym_name" in op.operation.attributes
+        }
         symbol, n = function_name(site.name), 0
         while symbol in taken:
             n += 1
             symbol = f"{function_name(site.name)}_{n}"
         loc = site.op.location
         result = site.op.results[0]
-        fn = func.FuncOp(symbol, ir.FunctionType.get([a.type for a in arguments], [result.type]),
-                         loc=loc, ip=ir.InsertionPoint.after(home))
+        fn = func.FuncOp(
+            symbol,
+            ir.FunctionType.get([a.type for a in arguments], [result.type]),
+            loc=loc,
+            ip=ir.InsertionPoint.after(home),
+        )
         fn.operation.attributes[SITE_ATTR] = ir.StringAttr.get(site.name)
         entry = fn.add_entry_block(arg_locs=[loc] * len(arguments))
         mapping = dict(zip(arguments, entry.arguments))
@@ -105,8 +116,15 @@ class ExtractSite:
         func.ReturnOp([mapping[result]], loc=loc, ip=ip)
         if self.only:
             _keep_only(body, fn.operation)
-        log.info("%s: outlined site '%s' into @%s (%d arguments, %d ops copied with it)%s", self.name, site.name,
-                 symbol, len(arguments), len(copies), ", erased everything else" if self.only else "")
+        log.info(
+            "%s: outlined site '%s' into @%s (%d arguments, %d ops copied with it)%s",
+            self.name,
+            site.name,
+            symbol,
+            len(arguments),
+            len(copies),
+            ", erased everything else" if self.only else "",
+        )
         verify_or_refuse(self.name, module, f"site '{site.name}'")
 
 
@@ -152,8 +170,12 @@ def _keep_only(body: ir.Block, keep: ir.Operation) -> None:
         if op.name in FUNCTIONS and op != keep:
             op.erase()
     read: set[str] = set()
-    keep.walk(lambda op: (read.add(ir.FlatSymbolRefAttr(op.attributes["global"]).value)
-                          if op.name == "util.global.load" else None) or ir.WalkResult.ADVANCE)
+    keep.walk(
+        lambda op: (
+            (read.add(ir.FlatSymbolRefAttr(op.attributes["global"]).value) if op.name == "util.global.load" else None)
+            or ir.WalkResult.ADVANCE
+        )
+    )
     for op in list(body.operations):
         op = op.operation
         if op.name == "util.global" and ir.StringAttr(op.attributes["sym_name"]).value not in read:

@@ -24,8 +24,9 @@ becomes, with rank=2,
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from iree.compiler import ir
@@ -55,13 +56,17 @@ class FactorWeight:
     def __post_init__(self) -> None:
         """Refuse a negative rank (`energy` is checked when the pass runs: only rank=0 reads it)."""
         if self.rank < 0:
-            raise OpscopeError(f"{self.name}: option 'rank' expects an integer >= 0 (0: the smallest rank keeping "
-                               f"'energy' of the weight), got {self.rank}")
+            raise OpscopeError(
+                f"{self.name}: option 'rank' expects an integer >= 0 (0: the smallest rank keeping "
+                f"'energy' of the weight), got {self.rank}"
+            )
 
     def apply(self, module) -> None:
         if not self.rank and not 0.0 < self.energy <= 1.0:
-            raise OpscopeError(f"{self.name}: option 'energy' expects a fraction in (0, 1] of the weight's squared "
-                               f"Frobenius norm, got {self.energy}")
+            raise OpscopeError(
+                f"{self.name}: option 'energy' expects a fraction in (0, 1] of the weight's squared "
+                f"Frobenius norm, got {self.energy}"
+            )
         with memoized():
             found = []
             for site in select_sites(self.name, module, self.sites, self.keep):
@@ -99,11 +104,14 @@ class FactorWeight:
         does not fit the weight and for a site `sites` names whose rhs is no constant."""
         source = rhs_source(site)
         if source != "constant":
-            why = ("a function argument" if source == "argument"
-                   else "computed (an activation, as attention's k in q·kᵀ)")
+            why = (
+                "a function argument" if source == "argument" else "computed (an activation, as attention's k in q·kᵀ)"
+            )
             if self.sites:
-                raise OpscopeError(f"{self.name}: site '{site.name}' at {site.location}: its rhs is {why}, not a "
-                                   f"constant weight; narrow sites='{self.sites}' to sites with a stored weight")
+                raise OpscopeError(
+                    f"{self.name}: site '{site.name}' at {site.location}: its rhs is {why}, not a "
+                    f"constant weight; narrow sites='{self.sites}' to sites with a stored weight"
+                )
             log.info("%s: skipping site '%s': its rhs is %s, not a constant weight", self.name, site.name, why)
             return None
         if is_convolution(site):
@@ -117,8 +125,10 @@ class FactorWeight:
         if not n_loops:
             return "its weight has no N dim (a matrix-vector product)"
         if self.rank > min(site.k, site.n):
-            raise OpscopeError(f"{self.name}: site '{site.name}' at {site.location}: rank {self.rank} exceeds the "
-                               f"weight's {site.k}×{site.n} matrix; choose rank < min(K,N) = {min(site.k, site.n)}")
+            raise OpscopeError(
+                f"{self.name}: site '{site.name}' at {site.location}: rank {self.rank} exceeds the "
+                f"weight's {site.k}×{site.n} matrix; choose rank < min(K,N) = {min(site.k, site.n)}"
+            )
         if self.rank and _no_gain(self.rank, site):  # known before reading the weight
             return _no_gain(self.rank, site)
         rhs_loops = {pos: ir.AffineDimExpr(e).position for pos, e in enumerate(maps[1].results)}
@@ -149,8 +159,10 @@ class FactorWeight:
             total = kept[-1]
             r = 1 if total <= 0 else int(np.searchsorted(kept, self.energy * total * (1 - 1e-12))) + 1
         root = np.sqrt(s[:r])
-        return (np.ascontiguousarray(p[:, :r] * root, np.float32),
-                np.ascontiguousarray(root[:, None] * qt[:r], np.float32))
+        return (
+            np.ascontiguousarray(p[:, :r] * root, np.float32),
+            np.ascontiguousarray(root[:, None] * qt[:r], np.float32),
+        )
 
 
 def _no_gain(r: int, site: Site) -> str | None:
@@ -181,8 +193,10 @@ def _constants(site: Site, layout: _Layout, u: np.ndarray, v: np.ndarray) -> tup
     r = u.shape[1]
     ip = ir.InsertionPoint(site.op)
     out = []
-    for suffix, values, shape in (("u", u, [*(layout.sizes[d] for d in layout.k_loops), r]),
-                                  ("v", v, [r, *(layout.sizes[d] for d in layout.n_loops)])):
+    for suffix, values, shape in (
+        ("u", u, [*(layout.sizes[d] for d in layout.k_loops), r]),
+        ("v", v, [r, *(layout.sizes[d] for d in layout.n_loops)]),
+    ):
         with _name_loc(site, suffix):
             ty = ir.RankedTensorType.get(shape, elem)
             attr = resource_attr(values.reshape(shape), ty, f"{site.name}.{suffix}")
@@ -237,8 +251,9 @@ def _plain_matmul(op: ir.Operation, layout: _Layout) -> bool:
     return lhs == m_loop + layout.k_loops and out == m_loop + layout.n_loops
 
 
-def _contraction(layout: _Layout, a: ir.Value, b: ir.Value, init: ir.Value, *, drop: list[int], rows: list[int],
-                 first: bool) -> ir.Value:
+def _contraction(
+    layout: _Layout, a: ir.Value, b: ir.Value, init: ir.Value, *, drop: list[int], rows: list[int], first: bool
+) -> ir.Value:
     """One `linalg.generic` contraction over the site's loops without `drop`, plus a loop r.
     first: lhs (its own map) ×_K u [K…, r] → t [rows…, r]; else t ×_r v [r, N…] → out (its own map)."""
     loops = [d for d in range(len(layout.sizes)) if d not in drop]
@@ -248,13 +263,25 @@ def _contraction(layout: _Layout, a: ir.Value, b: ir.Value, init: ir.Value, *, d
     lhs_map, _, out_map = layout.maps
     t_map = dim_map(n, [*(new[d] for d in rows), r])
     if first:
-        maps = [dim_map(n, [new[ir.AffineDimExpr(e).position] for e in lhs_map.results]),
-                dim_map(n, [*(new[d] for d in layout.k_loops), r]), t_map]
+        maps = [
+            dim_map(n, [new[ir.AffineDimExpr(e).position] for e in lhs_map.results]),
+            dim_map(n, [*(new[d] for d in layout.k_loops), r]),
+            t_map,
+        ]
         iters = ["reduction" if d in layout.k_loops else "parallel" for d in loops] + ["parallel"]
     else:
-        maps = [t_map, dim_map(n, [r, *(new[d] for d in layout.n_loops)]),
-                dim_map(n, [new[ir.AffineDimExpr(e).position] for e in out_map.results])]
+        maps = [
+            t_map,
+            dim_map(n, [r, *(new[d] for d in layout.n_loops)]),
+            dim_map(n, [new[ir.AffineDimExpr(e).position] for e in out_map.results]),
+        ]
         iters = ["parallel"] * len(loops) + ["reduction"]
     acc = ir.RankedTensorType(init.type).element_type
-    return generic(init.type, [a, b], init, maps, iters,
-                   lambda x, y, sum_: arith.addf(sum_, arith.mulf(cast_float(x, acc), cast_float(y, acc))))
+    return generic(
+        init.type,
+        [a, b],
+        init,
+        maps,
+        iters,
+        lambda x, y, sum_: arith.addf(sum_, arith.mulf(cast_float(x, acc), cast_float(y, acc))),
+    )

@@ -23,13 +23,21 @@ in a model that takes its weights as inputs) are quantized: an eager attention's
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from iree.compiler import ir
 
-from opscope.ir.quantize import (RoundTrips, check_bits, check_choice, is_convolution, operand_dims, rhs_source,
-                                 select_sites)
+from opscope.ir.quantize import (
+    RoundTrips,
+    check_bits,
+    check_choice,
+    is_convolution,
+    operand_dims,
+    rhs_source,
+    select_sites,
+)
 from opscope.ir.sites import Site
 
 log = logging.getLogger("opscope")
@@ -88,9 +96,15 @@ class FakequantActivations:
             site.op.operands[0] = q
             done += 1
         if products:
-            log.warning("%s: %d product%s of two computed tensors stay%s float (%s; an eager attention's q·kᵀ and "
-                        "p·v): computed-rhs=true quantizes them too", self.name, len(products),
-                        "s" if len(products) > 1 else "", "" if len(products) > 1 else "s", _listed(products))
+            log.warning(
+                "%s: %d product%s of two computed tensors stay%s float (%s; an eager attention's q·kᵀ and "
+                "p·v): computed-rhs=true quantizes them too",
+                self.name,
+                len(products),
+                "s" if len(products) > 1 else "",
+                "" if len(products) > 1 else "s",
+                _listed(products),
+            )
         if not done:
             log.warning("%s: no matmul sites to quantize in this module", self.name)
 

@@ -23,16 +23,25 @@ model takes as a function argument (the digits MLP): nothing folds that round tr
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
-from typing import Callable, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized
-from opscope.ir.quantize import (RoundTrips, check_bits, check_choice, copy_source, operand_dims, replay, rhs_source,
-                                 select_sites)
+from opscope.ir.quantize import (
+    RoundTrips,
+    check_bits,
+    check_choice,
+    copy_source,
+    operand_dims,
+    replay,
+    rhs_source,
+    select_sites,
+)
 from opscope.ir.sites import Site
 
 log = logging.getLogger("opscope")
@@ -85,8 +94,9 @@ class FakequantWeights:
             return weight, (tuple(range(len(shape))) if self.scope == "per-tensor" else k_dims), None, chain
         k = prod(shape[d] for d in k_dims)
         if not k_dims or k % self.group:
-            raise OpscopeError(f"{self.name}: site '{site.name}' at {site.location}: K = {k} is not a "
-                               f"multiple of group={self.group}")
+            raise OpscopeError(
+                f"{self.name}: site '{site.name}' at {site.location}: K = {k} is not a multiple of group={self.group}"
+            )
         if k_dims != tuple(range(k_dims[0], k_dims[-1] + 1)):
             return f"its weight's K dims {list(k_dims)} are not adjacent, so K has no consecutive groups"
         shared = tuple(d for d in range(len(shape)) if d not in k_dims) if self.scope == "per-tensor" else ()

@@ -45,8 +45,10 @@ class GateResidualBlocks:
             raise OpscopeError(f"{self.name}: this module has no residual adds to gate")
         functions = {s.op.parent for s in chosen}
         if len(functions) > 1:
-            raise OpscopeError(f"{self.name}: the chosen blocks are in {len(functions)} functions; gate one "
-                               "function's blocks at a time (name them with blocks=...)")
+            raise OpscopeError(
+                f"{self.name}: the chosen blocks are in {len(functions)} functions; gate one "
+                "function's blocks at a time (name them with blocks=...)"
+            )
         fn = chosen[0].op.parent
         streams = [stream_operand(site) for site in chosen]
         with fn.location:
@@ -63,10 +65,14 @@ def _add_gates_argument(fn: ir.Operation, names: list[str]) -> ir.Value:
     n_args = len(entry.arguments)
     gates = entry.add_argument(ty, fn.location)
     fn_type = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
-    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(fn_type.inputs) + [ty],
-                                                                         list(fn_type.results)))
-    old = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else \
-        [ir.DictAttr.get({})] * n_args
+    fn.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(list(fn_type.inputs) + [ty], list(fn_type.results))
+    )
+    old = (
+        list(ir.ArrayAttr(fn.attributes["arg_attrs"]))
+        if "arg_attrs" in fn.attributes
+        else [ir.DictAttr.get({})] * n_args
+    )
     mine = ir.DictAttr.get({GATES_ATTR: ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])})
     fn.attributes["arg_attrs"] = ir.ArrayAttr.get(old + [mine])
     return gates
@@ -88,7 +94,9 @@ def _gate(add: ir.Operation, stream: int, gates: ir.Value, i: int) -> None:
         scalar = ir.AffineMap.get(rank, 0, [])
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         op = ir.Operation.create(
-            "linalg.generic", results=[ty], operands=[h, d, g, init],
+            "linalg.generic",
+            results=[ty],
+            operands=[h, d, g, init],
             attributes={
                 "indexing_maps": ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (same, same, scalar, same)]),
                 "iterator_types": ir.ArrayAttr.get([parallel] * rank),

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import func
@@ -63,9 +64,11 @@ class InjectAttentionStats:
         if not chosen:
             log.info("%s: no fused attention to tap in this module", self.name)
             return
-        symbols = {str(ir.StringAttr(op.operation.attributes["sym_name"]).value)
-                   for op in module.operation.regions[0].blocks[0].operations
-                   if "sym_name" in op.operation.attributes}
+        symbols = {
+            str(ir.StringAttr(op.operation.attributes["sym_name"]).value)
+            for op in module.operation.regions[0].blocks[0].operations
+            if "sym_name" in op.operation.attributes
+        }
         kinds = attention_stats(self.entropy)
         for site in chosen:
             shadow = Shadow.of(site.op)
@@ -74,14 +77,18 @@ class InjectAttentionStats:
                 continue
             callee = shadow.symbol()
             if callee not in symbols:
-                fn = ir.Operation.parse(shadow.function(callee), source_name=f"opscope-kernel:{callee}",
-                                        context=module.context)
+                fn = ir.Operation.parse(
+                    shadow.function(callee), source_name=f"opscope-kernel:{callee}", context=module.context
+                )
                 module.operation.regions[0].blocks[0].append(fn.operation)
                 symbols.add(callee)
             with site.op.location:
-                call = func.CallOp([ir.RankedTensorType.get(shadow.probs_shape, ir.F32Type.get())],
-                                   ir.FlatSymbolRefAttr.get(callee), shadow.operands,
-                                   ip=ir.InsertionPoint.after(site.op))
+                call = func.CallOp(
+                    [ir.RankedTensorType.get(shadow.probs_shape, ir.F32Type.get())],
+                    ir.FlatSymbolRefAttr.get(callee),
+                    shadow.operands,
+                    ip=ir.InsertionPoint.after(site.op),
+                )
             insert_stats(site, call.results[0], kinds, ir.InsertionPoint.after(call))
             tapped.append(site)
         annotate_sites(tapped)
@@ -102,11 +109,11 @@ class Shadow:
     probs_shape: tuple[int, ...]
 
     @classmethod
-    def of(cls, op: ir.Operation) -> "Shadow | str":
+    def of(cls, op: ir.Operation) -> Shadow | str:
         """The shadow of attention `op`, or why it has none."""
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
         n_out = len(op.results)
-        ins = list(op.operands)[:len(op.operands) - n_out]
+        ins = list(op.operands)[: len(op.operands) - n_out]
         if len(ins) not in (4, 5):
             return f"expected q, k, v, scale and an optional mask, got {len(ins)} inputs"
         results = []
@@ -126,7 +133,7 @@ class Shadow:
             return "its mask indexes the value-head dims"
         keep = [d for d in range(maps[0].n_dims) if d not in value_dims]
         new = {d: i for i, d in enumerate(keep)}
-        sizes = _loop_sizes(results, ins + list(op.operands)[len(ins):])
+        sizes = _loop_sizes(results, ins + list(op.operands)[len(ins) :])
         lead = [d for d in results[0] if d not in k1_dims]  # batch dims, then the query axis, as q orders them
         p_dims = [d for d in lead if d not in m_dims] + sorted(m_dims) + sorted(k2_dims)
 
@@ -135,9 +142,17 @@ class Shadow:
             return f"affine_map<({kept}) -> ({', '.join(f'd{new[d]}' for d in dims)})>"
 
         operands = [ins[0], ins[1], ins[3]] + ([mask] if mask is not None else [])
-        return cls(operands, tuple(str(x.type) for x in operands), len(keep), text(results[0]), text(results[1]),
-                   text(results[4]) if mask is not None else None, text(p_dims),
-                   tuple(new[d] for d in sorted(k1_dims)), tuple(sizes[d] for d in p_dims))
+        return cls(
+            operands,
+            tuple(str(x.type) for x in operands),
+            len(keep),
+            text(results[0]),
+            text(results[1]),
+            text(results[4]) if mask is not None else None,
+            text(p_dims),
+            tuple(new[d] for d in sorted(k1_dims)),
+            tuple(sizes[d] for d in p_dims),
+        )
 
     def symbol(self) -> str:
         key = repr((self.types, self.q_map, self.k_map, self.mask_map, self.p_map, self.reduced))
@@ -215,7 +230,7 @@ def _to_f32(name: str, elem: str) -> _F32:
 
 def _elem(ty: str) -> str:
     """The element type of a tensor type's text, or a scalar type as is."""
-    return ty[ty.rindex("x") + 1:-1] if ty.startswith("tensor<") else ty
+    return ty[ty.rindex("x") + 1 : -1] if ty.startswith("tensor<") else ty
 
 
 def _over(mask_map: str, p_map: str, rank: int) -> str:

@@ -21,8 +21,9 @@ only says *what* is recorded; `lower-opscope` computes it (`dialect/dynamics.py`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from opscope.ir.dynamics import (
     GATE,

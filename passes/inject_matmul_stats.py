@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from iree.compiler import ir
-from opscope.dialect.ops import stat
 
+from opscope.dialect.ops import stat
 from opscope.errors import OpscopeError
 from opscope.ir.flops import op_flops
 from opscope.ir.manifest import SiteInfo, add_site_rows
@@ -55,17 +56,28 @@ class InjectMatmulStats:
     @property
     def config(self) -> StatConfig:
         return StatConfig(
-            self.hist_bins, self.hist_min, self.hist_max, self.hist_normalize,
-            self.per_channel, self.per_position, self.adjacency,
+            self.hist_bins,
+            self.hist_min,
+            self.hist_max,
+            self.hist_normalize,
+            self.per_channel,
+            self.per_position,
+            self.adjacency,
             tuple(r.strip() for r in self.roles.split(",") if r.strip()),
         )
 
     @classmethod
-    def from_config(cls, config: StatConfig, **kw) -> "InjectMatmulStats":
+    def from_config(cls, config: StatConfig, **kw) -> InjectMatmulStats:
         return cls(
-            hist_bins=config.hist_bins, hist_min=config.hist_min, hist_max=config.hist_max,
-            hist_normalize=config.hist_normalize, per_channel=config.per_channel,
-            per_position=config.per_position, adjacency=config.adjacency, roles=",".join(config.roles), **kw,
+            hist_bins=config.hist_bins,
+            hist_min=config.hist_min,
+            hist_max=config.hist_max,
+            hist_normalize=config.hist_normalize,
+            per_channel=config.per_channel,
+            per_position=config.per_position,
+            adjacency=config.adjacency,
+            roles=",".join(config.roles),
+            **kw,
         )
 
     def selected(self, module) -> list[Site]:
@@ -83,7 +95,9 @@ class InjectMatmulStats:
             if not site.is_float:
                 log.warning(
                     "%s: skipping site '%s' at %s: integer matmul (%s), statistics are float-only",
-                    self.name, site.name, site.location,
+                    self.name,
+                    site.name,
+                    site.location,
                     ", ".join(site.element_type(r) for r in ROLES),
                 )
                 continue
@@ -97,7 +111,9 @@ class InjectMatmulStats:
             if parent is None or parent.name != "func.func":
                 log.warning(
                     "%s: skipping site '%s' at %s: not in a function's entry block",
-                    self.name, site.name, site.location,
+                    self.name,
+                    site.name,
+                    site.location,
                 )
                 continue
             chosen.append(site)
@@ -120,8 +136,7 @@ class InjectMatmulStats:
                     for req in plan_stats(site.shape(role), config, channels):
                         options = {}
                         if req.kind == "hist":
-                            options = {"bins": config.hist_bins, "lo": lo, "hi": hi,
-                                       "normalize": config.hist_normalize}
+                            options = {"bins": config.hist_bins, "lo": lo, "hi": hi, "normalize": config.hist_normalize}
                         if channels:
                             options["channel_dims"] = list(channels)
                         op = stat(value, req.kind, site.name, role, options, loc=site.op.location, ip=ip)

@@ -19,11 +19,11 @@ dynamic shape are skipped with a warning.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from opscope.dialect.dynamics import RESIDUAL_KINDS
-
 from opscope.ir.dynamics import RESIDUAL, DynamicsSite, annotate_sites, insert_stats, select_sites
 
 log = logging.getLogger("opscope")

@@ -69,16 +69,20 @@ class LowerOpscope:
         """Refuse a `hist_counts` the lowering has no layout for, naming the choices, and
         a negative `row_lanes`."""
         if self.hist_counts not in HIST_LANES:
-            raise OpscopeError(f"{self.name}: option 'hist-counts' expects one of "
-                               f"{', '.join(HIST_LANES)}, got '{self.hist_counts}'")
+            raise OpscopeError(
+                f"{self.name}: option 'hist-counts' expects one of {', '.join(HIST_LANES)}, got '{self.hist_counts}'"
+            )
         if self.row_lanes < 0:
-            raise OpscopeError(f"{self.name}: option 'row-lanes' expects a lane count >= 0 "
-                               f"(0: reduce rows straight), got {self.row_lanes}")
+            raise OpscopeError(
+                f"{self.name}: option 'row-lanes' expects a lane count >= 0 "
+                f"(0: reduce rows straight), got {self.row_lanes}"
+            )
 
     def apply(self, module) -> None:
         body = module.operation.regions[0].blocks[0]
-        symbols = {ir.StringAttr(op.attributes["sym_name"]).value for op in body.operations
-                   if "sym_name" in op.attributes}
+        symbols = {
+            ir.StringAttr(op.attributes["sym_name"]).value for op in body.operations if "sym_name" in op.attributes
+        }
         for fn in [op.operation for op in body.operations if op.operation.name == "func.func"]:
             groups = _collect(fn)
             if groups:
@@ -90,8 +94,7 @@ class LowerOpscope:
         ret = list(blocks[-1].operations)[-1] if blocks else None
         if len(blocks) != 1 or ret is None or ret.name != "func.return":
             raise OpscopeError(
-                f"{self.name}: @{sym} must have a single block ending in func.return "
-                f"(found {len(blocks)} blocks)"
+                f"{self.name}: @{sym} must have a single block ending in func.return (found {len(blocks)} blocks)"
             )
         if has_callers(module, sym):
             raise OpscopeError(
@@ -106,9 +109,16 @@ class LowerOpscope:
             value0 = slots[0].value
             ty = ir.RankedTensorType(value0.type)
             items = [_item(StatOp(o)) for o in slots[0].taps[0][2]]
-            kernel = StatsKernel(tuple(ty.shape), str(ty.element_type), items, count=len(slots),
-                                 per_dispatch=self.batch, hist_counts=self.hist_counts,
-                                 row_lanes=self.row_lanes, channel_dims=_channel_dims(slots[0].taps[0][2]))
+            kernel = StatsKernel(
+                tuple(ty.shape),
+                str(ty.element_type),
+                items,
+                count=len(slots),
+                per_dispatch=self.batch,
+                hist_counts=self.hist_counts,
+                row_lanes=self.row_lanes,
+                channel_dims=_channel_dims(slots[0].taps[0][2]),
+            )
             # Statistics of constant expressions (weights, their transposes) are never in an
             # outlined call: IREE hoists the value into a constant resource, which a
             # {noinline} kernel's stream conversion cannot take in IREE 3.13 ("failed to
@@ -146,20 +156,30 @@ class LowerOpscope:
                     for i, it in enumerate(items):
                         n = kernel.length(it)
                         if self.pack:
-                            entries.append(ir.DictAttr.get({
-                                "site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role),
-                                "stat": ir.StringAttr.get(it.kind),
-                                "offset": ir.IntegerAttr.get(i64, kernel.offset(t, i)),
-                                "length": ir.IntegerAttr.get(i64, n),
-                                "numel": ir.IntegerAttr.get(i64, kernel.numel),
-                            }))
+                            entries.append(
+                                ir.DictAttr.get(
+                                    {
+                                        "site": ir.StringAttr.get(site),
+                                        "role": ir.StringAttr.get(role),
+                                        "stat": ir.StringAttr.get(it.kind),
+                                        "offset": ir.IntegerAttr.get(i64, kernel.offset(t, i)),
+                                        "length": ir.IntegerAttr.get(i64, n),
+                                        "numel": ir.IntegerAttr.get(i64, kernel.numel),
+                                    }
+                                )
+                            )
                         else:
                             new_values.append(results[t * len(items) + i])
-                            new_attrs.append(ir.DictAttr.get({
-                                "opscope.site": ir.StringAttr.get(site), "opscope.role": ir.StringAttr.get(role),
-                                "opscope.stat": ir.StringAttr.get(it.kind),
-                                "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
-                            }))
+                            new_attrs.append(
+                                ir.DictAttr.get(
+                                    {
+                                        "opscope.site": ir.StringAttr.get(site),
+                                        "opscope.role": ir.StringAttr.get(role),
+                                        "opscope.stat": ir.StringAttr.get(it.kind),
+                                        "opscope.numel": ir.IntegerAttr.get(i64, kernel.numel),
+                                    }
+                                )
+                            )
                     for o in ops:
                         o.erase()
             if self.pack:
@@ -175,8 +195,9 @@ class LowerOpscope:
         i64 = ir.IntegerType.get_signless(64)
         views = [StatOp(o) for o in ops]
         ty = ir.RankedTensorType(values[0].type)
-        kernel = DynamicsKernel(tuple(ty.shape), str(ty.element_type), tuple(v.kind for v in views),
-                                int(views[0].options.get("experts", 0)))
+        kernel = DynamicsKernel(
+            tuple(ty.shape), str(ty.element_type), tuple(v.kind for v in views), int(views[0].options.get("experts", 0))
+        )
         problem = kernel.check()
         if problem:
             raise OpscopeError(f"{self.name}: site '{site}' role {role} at {ops[0].location}: {problem}")
@@ -187,15 +208,26 @@ class LowerOpscope:
         lengths = [kernel.length(k) for k in kernel.kinds]
         with ops[0].location:
             types = [_stat_type(kernel.total)] if self.pack else [_stat_type(n) for n in lengths]
-            call = func.CallOp(types, ir.FlatSymbolRefAttr.get(callee), list(values),
-                               ip=_after_last_definition(list(values), fn))
+            call = func.CallOp(
+                types, ir.FlatSymbolRefAttr.get(callee), list(values), ip=_after_last_definition(list(values), fn)
+            )
+
         def describe(kind: str, extra: dict) -> dict:
-            return {"site": ir.StringAttr.get(site), "role": ir.StringAttr.get(role), "stat": ir.StringAttr.get(kind),
-                    "numel": ir.IntegerAttr.get(i64, kernel.numel), **extra}
+            return {
+                "site": ir.StringAttr.get(site),
+                "role": ir.StringAttr.get(role),
+                "stat": ir.StringAttr.get(kind),
+                "numel": ir.IntegerAttr.get(i64, kernel.numel),
+                **extra,
+            }
+
         if self.pack:
-            entries = [ir.DictAttr.get(describe(k, {"offset": ir.IntegerAttr.get(i64, off),
-                                                    "length": ir.IntegerAttr.get(i64, n)}))
-                       for k, off, n in zip(kernel.kinds, kernel.offsets(), lengths)]
+            entries = [
+                ir.DictAttr.get(
+                    describe(k, {"offset": ir.IntegerAttr.get(i64, off), "length": ir.IntegerAttr.get(i64, n)})
+                )
+                for k, off, n in zip(kernel.kinds, kernel.offsets(), lengths)
+            ]
             new_values.append(call.results[0])
             new_attrs.append(ir.DictAttr.get({"opscope.pack": ir.ArrayAttr.get(entries)}))
         else:
@@ -205,7 +237,7 @@ class LowerOpscope:
         for o in ops:
             o.erase()
 
-    def _calls(self, groups, ret) -> list[tuple[str, list["_Slot"]]]:
+    def _calls(self, groups, ret) -> list[tuple[str, list[_Slot]]]:
         """One kernel call per (tensor type, statistics, constant or not), in order of first
         appearance, each value once (q, k and v reading one activation share a slot).
 
@@ -294,8 +326,12 @@ def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
     point after the last barrier."""
     operands, last = [], None
     for v in values:
-        last = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v],
-                                   ip=ip if last is None else ir.InsertionPoint.after(last))
+        last = ir.Operation.create(
+            "util.optimization_barrier",
+            results=[v.type],
+            operands=[v],
+            ip=ip if last is None else ir.InsertionPoint.after(last),
+        )
         operands.append(last.results[0])
     return operands, ir.InsertionPoint.after(last)
 
@@ -304,8 +340,10 @@ def _channel_dims(ops) -> tuple[int, ...] | None:
     """The channel dims the stat ops of one tapped tensor read it with (None: the last dim)."""
     found = {tuple(StatOp(o).options.get("channel_dims", ())) for o in ops}
     if len(found) > 1:
-        raise OpscopeError(f"lower-opscope: the statistics of one tensor disagree on channel_dims "
-                           f"({sorted(found)}) at {ops[0].location}")
+        raise OpscopeError(
+            f"lower-opscope: the statistics of one tensor disagree on channel_dims "
+            f"({sorted(found)}) at {ops[0].location}"
+        )
     return found.pop() or None
 
 
@@ -343,8 +381,10 @@ def _collect(fn) -> list:
         key = (v.values, v.site, v.role)
         group = groups.setdefault(key, [])
         if group and (StatOp(group[0]).kind in DYNAMICS_KINDS) != (v.kind in DYNAMICS_KINDS):
-            raise OpscopeError(f"lower-opscope: site '{v.site}' role {v.role} mixes sketch and inference-dynamics "
-                               f"statistics of one tensor at {op.location}")
+            raise OpscopeError(
+                f"lower-opscope: site '{v.site}' role {v.role} mixes sketch and inference-dynamics "
+                f"statistics of one tensor at {op.location}"
+            )
         if any(StatOp(o).kind == v.kind for o in group):
             raise OpscopeError(
                 f"lower-opscope: duplicate '{v.kind}' for site '{v.site}' role {v.role} at {op.location}"
@@ -373,11 +413,14 @@ def appendable_return(pass_name: str, module, fn):
     blocks = list(fn.regions[0].blocks)
     ret = list(blocks[-1].operations)[-1]
     if len(blocks) != 1 or ret.name != "func.return":
-        raise OpscopeError(f"{pass_name}: @{sym} must have a single block ending in func.return "
-                           f"(found {len(blocks)} blocks)")
+        raise OpscopeError(
+            f"{pass_name}: @{sym} must have a single block ending in func.return (found {len(blocks)} blocks)"
+        )
     if has_callers(module, sym):
-        raise OpscopeError(f"{pass_name}: @{sym} is called by other functions; appending results would "
-                           f"break them: run 'inline' before {pass_name}")
+        raise OpscopeError(
+            f"{pass_name}: @{sym} is called by other functions; appending results would "
+            f"break them: run 'inline' before {pass_name}"
+        )
     return ret
 
 

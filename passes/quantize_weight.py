@@ -116,17 +116,21 @@ class QuantizeWeight:
     def __post_init__(self) -> None:
         """Refuse a negative group (`bits` and `activations` are checked when the pass runs)."""
         if self.group < 0:
-            raise OpscopeError(f"{self.name}: option 'group' expects a group size >= 0 (0: one scale per output "
-                               f"channel), got {self.group}")
+            raise OpscopeError(
+                f"{self.name}: option 'group' expects a group size >= 0 (0: one scale per output "
+                f"channel), got {self.group}"
+            )
 
     def check(self) -> None:
         """Refuse a bit width IREE stores no integer type for, and W8A8 with anything but 8 bits per channel."""
         if self.bits not in BITS:
             raise OpscopeError(f"{self.name}: option 'bits' expects 4 or 8 (codes stored as i4 or i8), got {self.bits}")
         if self.activations and (self.bits != 8 or self.group):
-            raise OpscopeError(f"{self.name}: activations=true (W8A8, an i8 x i8 -> i32 contraction) takes bits=8 "
-                               f"group=0 only, got bits={self.bits} group={self.group}: drop activations for "
-                               f"W{self.bits}A16")
+            raise OpscopeError(
+                f"{self.name}: activations=true (W8A8, an i8 x i8 -> i32 contraction) takes bits=8 "
+                f"group=0 only, got bits={self.bits} group={self.group}: drop activations for "
+                f"W{self.bits}A16"
+            )
 
     def plan(self, site: Site) -> _Plan | str:
         """How `site` reads its weight, or why it is skipped; raises for a site `sites` names whose
@@ -134,11 +138,13 @@ class QuantizeWeight:
         where = f"{self.name}: site '{site.name}' at {site.location}"
         source = rhs_source(site)
         if source != "constant":
-            what = ("a function argument" if source == "argument"
-                    else "computed from activations (an attention's q·kᵀ or p·v)")
+            what = (
+                "a function argument"
+                if source == "argument"
+                else "computed from activations (an attention's q·kᵀ or p·v)"
+            )
             if self.sites:
-                fix = ("fakequant-weights{arguments=true} simulates its quantization; " if source == "argument"
-                       else "")
+                fix = "fakequant-weights{arguments=true} simulates its quantization; " if source == "argument" else ""
                 raise OpscopeError(f"{where}: its rhs is {what}, not a stored weight: {fix}leave it out of 'sites'")
             return f"its rhs is {what}, not a stored weight"
         if is_convolution(site):
@@ -166,8 +172,9 @@ class QuantizeWeight:
             if _row_positions(site, lhs_k) is None:
                 return "its lhs rows are not indexed by plain loops the result keeps"
         perm = codes_layout(len(loops), k_dims)
-        return _Plan(site, weight, perm, tuple(loops[d] for d in perm), tuple(perm.index(d) for d in k_dims),
-                     tuple(chain))
+        return _Plan(
+            site, weight, perm, tuple(loops[d] for d in perm), tuple(perm.index(d) for d in k_dims), tuple(chain)
+        )
 
     def apply(self, module) -> None:
         self.check()
@@ -201,12 +208,14 @@ class QuantizeWeight:
                 if self.activations:
                     out = _w8a8(plan, q, s, rows, loc, ip)
                 else:
-                    out = (_grouped(plan, q, s, self.group, loc, ip) if self.group
-                           else _factored(plan, q, s, loc, ip))
+                    out = _grouped(plan, q, s, self.group, loc, ip) if self.group else _factored(plan, q, s, loc, ip)
             site.op.results[0].replace_all_uses_with(out)
             site.op.erase()
-            _erase_unused([*reversed(plan.chain), owner(plan.weight)] if isinstance(plan.weight, ir.OpResult)
-                          else list(reversed(plan.chain)))
+            _erase_unused(
+                [*reversed(plan.chain), owner(plan.weight)]
+                if isinstance(plan.weight, ir.OpResult)
+                else list(reversed(plan.chain))
+            )
             done += 1
         if not done:
             log.warning("%s: no matmul site with a constant weight to quantize in this module", self.name)
@@ -235,7 +244,7 @@ def quantize(w: np.ndarray, k_dims: Sequence[int], bits: int, group: int = 0) ->
     q = np.float32(qmax(bits))
     if group:
         (kd,) = k_dims
-        w = w.reshape(w.shape[:kd] + (w.shape[kd] // group, group) + w.shape[kd + 1:])
+        w = w.reshape(w.shape[:kd] + (w.shape[kd] // group, group) + w.shape[kd + 1 :])
         reduced: tuple[int, ...] = (kd + 1,)
     else:
         reduced = tuple(k_dims)
@@ -248,8 +257,9 @@ def quantize(w: np.ndarray, k_dims: Sequence[int], bits: int, group: int = 0) ->
     return codes, scales
 
 
-def _constants(codes: np.ndarray, scales: np.ndarray, bits: int, name: str, func: ir.Operation,
-               ip: ir.InsertionPoint) -> tuple[ir.Value, ir.Value]:
+def _constants(
+    codes: np.ndarray, scales: np.ndarray, bits: int, name: str, func: ir.Operation, ip: ir.InsertionPoint
+) -> tuple[ir.Value, ir.Value]:
     """The codes and the f32 scales (`dense`) as values at `ip` (inside `func`). i8 codes: an
     `arith.constant` holding a `dense_resource` blob. i4 codes: a private `util.global`
     `<inlining_policy = #util.inline.never>` holding `dense` (IREE packs it two to a byte),
@@ -266,14 +276,23 @@ def _constants(codes: np.ndarray, scales: np.ndarray, bits: int, name: str, func
         table, sym = ir.SymbolTable(func.parent), _symbol(name)
         while sym in table:
             sym += "_"
-        util.GlobalOp(sym, ty, sym_visibility="private", initial_value=attr,
-                      inlining_policy=ir.Attribute.parse("#util.inline.never"), ip=ir.InsertionPoint(func))
+        util.GlobalOp(
+            sym,
+            ty,
+            sym_visibility="private",
+            initial_value=attr,
+            inlining_policy=ir.Attribute.parse("#util.inline.never"),
+            ip=ir.InsertionPoint(func),
+        )
         q = util.GlobalLoadOp(ty, sym, is_immutable=True, ip=ip).result
     f32 = ir.F32Type.get()
     scales = np.ascontiguousarray(scales, np.float32)
     s_ty = ir.RankedTensorType.get(list(scales.shape), f32)
-    s_attr = ir.DenseElementsAttr.get(scales, type=f32) if scales.ndim else ir.DenseElementsAttr.get_splat(
-        s_ty, ir.FloatAttr.get(f32, float(scales)))
+    s_attr = (
+        ir.DenseElementsAttr.get(scales, type=f32)
+        if scales.ndim
+        else ir.DenseElementsAttr.get_splat(s_ty, ir.FloatAttr.get(f32, float(scales)))
+    )
     return q, arith.ConstantOp(s_ty, s_attr, ip=ip).result
 
 
@@ -325,8 +344,9 @@ def _input_loops(op: ir.Operation, loops: list[int]) -> list[int] | None:
         added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
         return [loop for d, loop in enumerate(loops) if d not in added]
     if op.name == "tensor.collapse_shape":
-        groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
-                  for g in ir.ArrayAttr(op.attributes["reassociation"])]
+        groups = [
+            [ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])
+        ]
         back = [MERGED] * ir.RankedTensorType(op.operands[0].type).rank
         for d, g in enumerate(groups):
             if len(g) == 1:
@@ -395,15 +415,23 @@ def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.In
     rank = out_ty.rank
     codes_map = dim_map(lhs_map.n_dims, plan.loops)
     with loc:
-        acc = _mixed_contraction(op.operands[0], q, [lhs_map, codes_map, out_map], _iterators(op, lhs_map.n_dims),
-                                 list(out_ty.shape), ip)
+        acc = _mixed_contraction(
+            op.operands[0], q, [lhs_map, codes_map, out_map], _iterators(op, lhs_map.n_dims), list(out_ty.shape), ip
+        )
         ident = dim_map(rank, range(rank))
 
         def rescale(c, sw, o):
             return arith.addf(o, cast_float(arith.mulf(c, sw), out_ty.element_type))
 
-        return generic(out_ty, [acc, s], op.operands[2], [ident, dim_map(rank, _scale_dims(plan)), ident],
-                        ["parallel"] * rank, rescale, ip)
+        return generic(
+            out_ty,
+            [acc, s],
+            op.operands[2],
+            [ident, dim_map(rank, _scale_dims(plan)), ident],
+            ["parallel"] * rank,
+            rescale,
+            ip,
+        )
 
 
 def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
@@ -429,11 +457,13 @@ def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location
     kg, j = 0, n
     pos = _lhs_position(site, k)
     shape = list(ir.RankedTensorType(op.operands[0].type).shape)
-    lhs = _expand(op.operands[0], shape[:pos] + [shape[pos] // group, group] + shape[pos + 1:], pos, loc, ip)
+    lhs = _expand(op.operands[0], shape[:pos] + [shape[pos] // group, group] + shape[pos + 1 :], pos, loc, ip)
     lhs_loops = [new[ir.AffineDimExpr(e).position] for e in lhs_map.results if ir.AffineDimExpr(e).position != k]
-    maps = [dim_map(n + 1, [*lhs_loops[:pos], kg, j, *lhs_loops[pos:]]),
-            dim_map(n + 1, [*(new[x] for x in plan.loops[:kd]), kg, j, *(new[x] for x in plan.loops[kd + 1:])]),
-            dim_map(n + 1, [kg, *(new[ir.AffineDimExpr(e).position] for e in out_map.results)])]
+    maps = [
+        dim_map(n + 1, [*lhs_loops[:pos], kg, j, *lhs_loops[pos:]]),
+        dim_map(n + 1, [*(new[x] for x in plan.loops[:kd]), kg, j, *(new[x] for x in plan.loops[kd + 1 :])]),
+        dim_map(n + 1, [kg, *(new[ir.AffineDimExpr(e).position] for e in out_map.results)]),
+    ]
     iters = ["parallel"] + [it for x, it in enumerate(_iterators(op, n)) if x != k] + ["reduction"]
     p_shape = [ir.RankedTensorType(q.type).shape[kd], *out_ty.shape]
     f32 = ir.F32Type.get()
@@ -443,21 +473,34 @@ def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location
     scale_dims.insert(kd, 0)  # the scales' group dim: p's dim 0
     with loc:
         p = _mixed_contraction(lhs, q, maps, iters, p_shape, ip)
-        scaled = generic(p_ty, [p, s], tensor.EmptyOp(p_shape, f32, ip=ip).result,
-                          [ident, dim_map(rank + 1, scale_dims), ident], ["parallel"] * (rank + 1),
-                          lambda c, sw, _o: arith.mulf(c, sw), ip)
+        scaled = generic(
+            p_ty,
+            [p, s],
+            tensor.EmptyOp(p_shape, f32, ip=ip).result,
+            [ident, dim_map(rank + 1, scale_dims), ident],
+            ["parallel"] * (rank + 1),
+            lambda c, sw, _o: arith.mulf(c, sw),
+            ip,
+        )
         scaled = iree_tensor_ext.ComputeBarrierStartOp(p_ty, scaled, [], ip=ip).result
 
         def add(c, o):
             return cast_float(arith.addf(to_f32(o), c), out_ty.element_type)
 
-        return generic(out_ty, [scaled], op.operands[2], [dim_map(rank + 1, [rank, *range(rank)]),
-                                                           dim_map(rank + 1, range(rank))],
-                        ["parallel"] * rank + ["reduction"], add, ip)
+        return generic(
+            out_ty,
+            [scaled],
+            op.operands[2],
+            [dim_map(rank + 1, [rank, *range(rank)]), dim_map(rank + 1, range(rank))],
+            ["parallel"] * rank + ["reduction"],
+            add,
+            ip,
+        )
 
 
-def _mixed_contraction(lhs: ir.Value, q: ir.Value, maps: list[ir.AffineMap], iters: list[str], shape: list[int],
-                       ip: ir.InsertionPoint) -> ir.Value:
+def _mixed_contraction(
+    lhs: ir.Value, q: ir.Value, maps: list[ir.AffineMap], iters: list[str], shape: list[int], ip: ir.InsertionPoint
+) -> ir.Value:
     """Σ f32(lhs)·sitofp(codes) into a zero-filled f32 tensor of `shape` (f32 also for an
     f16/bf16 site: the unscaled codes' sums reach 127·K·|x|)."""
     f32 = ir.F32Type.get()
@@ -515,8 +558,9 @@ def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, i
             sx = arith.mulf(ax, arith.constant(f32, inv_q))
             return arith.addf(o, cast_float(arith.mulf(arith.mulf(arith.sitofp(f32, c), sx), sw), elem))
 
-        return generic(out_ty, [acc, amax, s], init, [ident, row_map, scale_map, ident], ["parallel"] * rank,
-                        rescale, ip)
+        return generic(
+            out_ty, [acc, amax, s], init, [ident, row_map, scale_map, ident], ["parallel"] * rank, rescale, ip
+        )
 
 
 def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) -> tuple[ir.Value, ir.Value]:
@@ -533,8 +577,9 @@ def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) ->
         init = linalg.fill(zero.result, outs=[empty.result])
     amax_ty = ir.RankedTensorType.get([ty.shape[d] for d in kept], f32)
     iters = ["reduction" if d in k_dims else "parallel" for d in range(rank)]
-    amax = generic(amax_ty, [x], init, [ident, row_map], iters,
-                    lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip)
+    amax = generic(
+        amax_ty, [x], init, [ident, row_map], iters, lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip
+    )
     q = float(qmax(8))
 
     def codes(v, m, _out):
@@ -544,8 +589,15 @@ def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) ->
         return arith.fptosi(i8, arith.minimumf(arith.maximumf(math.round(t), lo), hi))
 
     out = tensor.EmptyOp(list(ty.shape), i8, ip=ip)
-    xq = generic(ir.RankedTensorType.get(list(ty.shape), i8), [x, amax], out.result, [ident, row_map, ident],
-                  ["parallel"] * rank, codes, ip)
+    xq = generic(
+        ir.RankedTensorType.get(list(ty.shape), i8),
+        [x, amax],
+        out.result,
+        [ident, row_map, ident],
+        ["parallel"] * rank,
+        codes,
+        ip,
+    )
     return xq, amax
 
 

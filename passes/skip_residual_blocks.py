@@ -44,6 +44,11 @@ class SkipResidualBlocks:
             entries.add(add.parent)
             add.erase()
         erased = sum(erase_dead(fn.regions[0].blocks[0]) for fn in entries)
-        log.info("%s: skipped %d blocks (%s), erased %d ops of their branches", self.name, len(chosen),
-                 ", ".join(s.name for s in chosen), erased)
+        log.info(
+            "%s: skipped %d blocks (%s), erased %d ops of their branches",
+            self.name,
+            len(chosen),
+            ", ".join(s.name for s in chosen),
+            erased,
+        )
         verify_or_refuse(self.name, module, ", ".join(s.name for s in chosen))

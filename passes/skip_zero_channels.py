@@ -38,8 +38,9 @@ leaves the guarded branch yielding the init (the product of nothing).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from iree.compiler import ir
@@ -66,14 +67,17 @@ def parse_channels(pass_name: str, text: str) -> tuple[int, ...]:
         try:
             first, last = (int(lo), int(hi)) if sep else (int(lo), int(lo))
         except ValueError:
-            raise OpscopeError(f"{pass_name}: option 'channels' expects indices and ranges like '0,7-9,56', "
-                               f"got '{part}'") from None
+            raise OpscopeError(
+                f"{pass_name}: option 'channels' expects indices and ranges like '0,7-9,56', got '{part}'"
+            ) from None
         if first < 0 or last < first:
             raise OpscopeError(f"{pass_name}: option 'channels': '{part}' is not an index >= 0 or a range lo-hi")
         found.update(range(first, last + 1))
     if not found:
-        raise OpscopeError(f"{pass_name}: option 'channels' is empty: name the lhs K indices to skip, "
-                           "e.g. channels=0,7-9 (`opscope plan RUN` finds them in a profile)")
+        raise OpscopeError(
+            f"{pass_name}: option 'channels' is empty: name the lhs K indices to skip, "
+            "e.g. channels=0,7-9 (`opscope plan RUN` finds them in a profile)"
+        )
     return tuple(sorted(found))
 
 
@@ -85,7 +89,7 @@ def format_channels(channels) -> str:
         j = i
         while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
             j += 1
-        parts.append(f"{idx[i]}-{idx[j]}" if j - i >= 2 else ",".join(str(v) for v in idx[i:j + 1]))
+        parts.append(f"{idx[i]}-{idx[j]}" if j - i >= 2 else ",".join(str(v) for v in idx[i : j + 1]))
         i = j + 1
     return ",".join(parts)
 
@@ -110,8 +114,10 @@ class SkipZeroChannels:
             return "its operands do not have exactly one K dim each"
         k = site.shape("lhs")[dims[0][0]]
         if skip[-1] >= k:
-            raise OpscopeError(f"{self.name}: site '{site.name}' at {site.location}: channel {skip[-1]} is past its "
-                               f"K = {k}; channels index the lhs's K dim (0..{k - 1})")
+            raise OpscopeError(
+                f"{self.name}: site '{site.name}' at {site.location}: channel {skip[-1]} is past its "
+                f"K = {k}; channels index the lhs's K dim (0..{k - 1})"
+            )
         return dims[0][0], dims[1][0]
 
     def apply(self, module) -> None:
@@ -125,8 +131,13 @@ class SkipZeroChannels:
                 plans.append((site, plan))
         for site, (lhs_dim, rhs_dim) in plans:
             _guard(site, skip, lhs_dim, rhs_dim, self.guard)
-            log.info("%s: site '%s' skips %d of %d K channels behind a guard", self.name, site.name, len(skip),
-                     site.shape("lhs")[lhs_dim])
+            log.info(
+                "%s: site '%s' skips %d of %d K channels behind a guard",
+                self.name,
+                site.name,
+                len(skip),
+                site.shape("lhs")[lhs_dim],
+            )
         if not plans:
             log.warning("%s: no matmul site to slice in this module", self.name)
 
@@ -145,8 +156,9 @@ def _guard(site: Site, skip: tuple[int, ...], lhs_dim: int, rhs_dim: int, guarde
         zero = arith.ConstantOp(f32, 0.0, ip=ip).result
         skip_at, kept_at = _indices(skip, ip), (_indices(kept, ip) if kept else None)
         if guarded:
-            ok = arith.CmpFOp(arith.CmpFPredicate.OEQ, _max_abs(_gather(lhs, lhs_dim, skip_at, ip), zero, ip), zero,
-                              ip=ip).result
+            ok = arith.CmpFOp(
+                arith.CmpFPredicate.OEQ, _max_abs(_gather(lhs, lhs_dim, skip_at, ip), zero, ip), zero, ip=ip
+            ).result
         rhs_kept = _gather(rhs, rhs_dim, kept_at, ip) if kept and is_weight(rhs) else None  # folded at compile time
         if not guarded:
             ok = arith.ConstantOp(ir.IntegerType.get_signless(1), 1, ip=ip).result
@@ -188,8 +200,15 @@ def _gather(src: ir.Value, dim: int, index: ir.Value, ip: ir.InsertionPoint) -> 
         return tensor.ExtractOp(src, at).result
 
     empty = tensor.EmptyOp(shape, ty.element_type, ip=ip)
-    return generic(ir.RankedTensorType.get(shape, ty.element_type), [index], empty.result,
-                   [dim_map(rank, [dim]), dim_map(rank, range(rank))], ["parallel"] * rank, body, ip)
+    return generic(
+        ir.RankedTensorType.get(shape, ty.element_type),
+        [index],
+        empty.result,
+        [dim_map(rank, [dim]), dim_map(rank, range(rank))],
+        ["parallel"] * rank,
+        body,
+        ip,
+    )
 
 
 def _max_abs(src: ir.Value, zero: ir.Value, ip: ir.InsertionPoint) -> ir.Value:
@@ -198,6 +217,13 @@ def _max_abs(src: ir.Value, zero: ir.Value, ip: ir.InsertionPoint) -> ir.Value:
     f32 = ir.F32Type.get()
     with ip:  # linalg.fill's builder ignores ip=: it inserts at the innermost insertion point
         init = linalg.fill(zero, outs=[tensor.EmptyOp([], f32).result])
-    red = generic(ir.RankedTensorType.get([], f32), [src], init, [dim_map(rank, range(rank)), dim_map(rank, [])],
-                  ["reduction"] * rank, lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip)
+    red = generic(
+        ir.RankedTensorType.get([], f32),
+        [src],
+        init,
+        [dim_map(rank, range(rank)), dim_map(rank, [])],
+        ["reduction"] * rank,
+        lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))),
+        ip,
+    )
     return tensor.ExtractOp(red, [], ip=ip).result

@@ -43,8 +43,11 @@ class SplitWeightStats:
                 blocks = list(fn.regions[0].blocks) if len(fn.regions) else []
                 if len(blocks) != 1:
                     continue
-                stats = [op.operation for op in blocks[0].operations
-                         if op.operation.name == STAT_OP and is_const_expr(op.operation.operands[0], memo=memo)]
+                stats = [
+                    op.operation
+                    for op in blocks[0].operations
+                    if op.operation.name == STAT_OP and is_const_expr(op.operation.operands[0], memo=memo)
+                ]
                 if stats:
                     with fn.location:
                         _split(fn, stats)

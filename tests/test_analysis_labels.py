@@ -59,8 +59,19 @@ def labels():
 
 
 def test_labels_name_named_ops_and_describe_generic_bodies(labels):
-    assert labels == ["const", "empty", "fill", "matmul", "generic<subf,exp>", "empty", "reduce<maximumf>",
-                      "contract<mulf,addf>", "generic<copy>", "softmax", "return"]
+    assert labels == [
+        "const",
+        "empty",
+        "fill",
+        "matmul",
+        "generic<subf,exp>",
+        "empty",
+        "reduce<maximumf>",
+        "contract<mulf,addf>",
+        "generic<copy>",
+        "softmax",
+        "return",
+    ]
 
 
 def test_value_labels():

@@ -39,6 +39,7 @@ def _first(report: ConeReport, kind: str):
 
 # --- the counting rules, on hand-made graphs ---------------------------------------------
 
+
 def test_chain_stops_at_fan_out_and_escape():
     # x -> mm -> add -> relu -> {mm2, mm3} ; mm2 -> relu2 (returned) -> add2 ; mm3 -> add2
     labels = ["in", "w", "mm", "add", "relu", "mm", "relu", "mm", "add"]
@@ -60,8 +61,12 @@ def test_motif_order_score_then_count_then_first_appearance():
     inputs = [[]] + [[i] for i in range(6)]
     r = mine_motifs(from_edges(labels, inputs))
     assert [(m.key, m.count, m.score) for m in r.motifs] == [
-        ("a → b → a → b", 2, 8), ("a → b", 3, 6), ("a → b → a", 2, 6), ("b → a → b", 2, 6),
-        ("b → a", 2, 4)]
+        ("a → b → a → b", 2, 8),
+        ("a → b", 3, 6),
+        ("a → b → a", 2, 6),
+        ("b → a → b", 2, 6),
+        ("b → a", 2, 4),
+    ]
     assert r.to_dict() == mine_motifs(from_edges(labels, inputs)).to_dict()
 
 
@@ -77,7 +82,8 @@ def test_cones_intern_dedupe_across_depths_and_score():
         inputs += [[], [], [base, base + 1], [base], [base + 2, base + 3]]
     r = mine_cones(from_edges(labels, inputs), min_depth=1, max_depth=6)
     assert [(c.tree, c.depth, c.count, c.ops, c.score) for c in r.cones] == [
-        (f"{ADD}(generic<mulf>(in,w),generic<exp>(in))", 2, 2, 3, 6)]
+        (f"{ADD}(generic<mulf>(in,w),generic<exp>(in))", 2, 2, 3, 6)
+    ]
     assert r.cones[0].kind == "reuse" and r.cones[0].sites == (f"{ADD}#4", f"{ADD}#9")
 
 
@@ -105,7 +111,8 @@ def test_cones_stop_at_the_residual_stream():
     r = mine_cones(from_edges(labels, inputs, sites))
     half = f"{ADD}(matmul(in,w),generic<select>(in))"
     assert [(c.tree, c.depth, c.count, c.ops) for c in r.cones] == [
-        (f"{ADD}(in,{ADD}({half},generic<tanh>({half})))", 5, 2, 9)]
+        (f"{ADD}(in,{ADD}({half},generic<tanh>({half})))", 5, 2, 9)
+    ]
     block = r.cones[0]
     assert block.sites == ("l0.residual", "l1.residual") and block.kind == "matmul-bias-act+residual"
     # the sub-cones of the block (l*.act, l*.masked, l*.tanh) are inside it: not listed
@@ -132,12 +139,15 @@ def test_cones_keep_only_maximal():
     r = mine_cones(graph)
     assert [(c.tree, c.depth, c.count, c.ops, c.kind) for c in r.cones] == [
         (f"{ADD}(in,matmul({RELU}(matmul(in,w)),w))", 4, 2, 4, "matmul-bias-act+residual"),
-        (f"{RELU}(matmul(in,w))", 2, 3, 2, "matmul-bias-act")]
+        (f"{RELU}(matmul(in,w))", 2, 3, 2, "matmul-bias-act"),
+    ]
     # At depth 2 the block's cone stops at relu, while W2·relu(W1·x) reaches W1: as many ops,
     # and deeper, but rooted inside the block (the block's root is downstream of it): dropped.
     r = mine_cones(graph, max_depth=2)
     assert [(c.tree, c.count, c.score) for c in r.cones] == [
-        (f"{RELU}(matmul(in,w))", 3, 6), (f"{ADD}(in,matmul({RELU},w))", 2, 6)]  # tie: count first
+        (f"{RELU}(matmul(in,w))", 3, 6),
+        (f"{ADD}(in,matmul({RELU},w))", 2, 6),
+    ]  # tie: count first
 
 
 def test_cones_sharing_roots_with_a_smaller_cone_stay():
@@ -154,30 +164,60 @@ def test_cones_sharing_roots_with_a_smaller_cone_stay():
     assert [(c.tree, c.depth, c.count, c.score) for c in r.cones] == [
         (f"{ADD}(in,matmul({RELU},w))", 2, 4, 12),
         (f"{ADD}(in,matmul({RELU}(matmul(in,w)),w))", 4, 2, 8),
-        (f"{ADD}(in,matmul({RELU}(generic<exp>(in)),w))", 4, 2, 8)]
+        (f"{ADD}(in,matmul({RELU}(generic<exp>(in)),w))", 4, 2, 8),
+    ]
 
 
 HINT_CASES = {  # one block of torch's shapes, as (label, inputs); the graph holds it twice
     # q·kᵀ * scale + mask, no softmax in the cone: attention (the scale of an act × act contraction)
-    "attention": [("in", []), ("w", []), ("batch_matmul", [0, 1]), ("batch_matmul", [0, 1]),
-                  ("batch_matmul", [2, 3]), ("generic<mulf>", [4]), ("in", []), (ADD, [5, 6])],
+    "attention": [
+        ("in", []),
+        ("w", []),
+        ("batch_matmul", [0, 1]),
+        ("batch_matmul", [0, 1]),
+        ("batch_matmul", [2, 3]),
+        ("generic<mulf>", [4]),
+        ("in", []),
+        (ADD, [5, 6]),
+    ],
     # RoPE: q·cos + cat(-x2, x1)·sin (slices are transparent): attention, as the reference's `Rope`
-    "rope": [("in", []), ("w", []), ("batch_matmul", [0, 1]), ("generic<negf>", [2]), ("concat", [3, 2]),
-             ("generic<mulf>", [4, 1]), ("generic<mulf>", [2, 1]), (ADD, [6, 5])],
+    "rope": [
+        ("in", []),
+        ("w", []),
+        ("batch_matmul", [0, 1]),
+        ("generic<negf>", [2]),
+        ("concat", [3, 2]),
+        ("generic<mulf>", [4, 1]),
+        ("generic<mulf>", [2, 1]),
+        (ADD, [6, 5]),
+    ],
     # exp(x - m) / sum(exp(x - m)) with the max past the cone: a softmax, not a centering norm
-    "softmax": [("in", []), ("in", []), ("generic<subf>", [0, 1]), ("generic<exp>", [2]),
-                ("reduce<addf>", [3]), ("generic<divf>", [3, 4])],
+    "softmax": [
+        ("in", []),
+        ("in", []),
+        ("generic<subf>", [0, 1]),
+        ("generic<exp>", [2]),
+        ("reduce<addf>", [3]),
+        ("generic<divf>", [3, 4]),
+    ],
     # w * (x * rsqrt(ms)), the sum reduction past the cone: a norm
-    "norm": [("in", []), ("in", []), ("generic<rsqrt>", [1]), ("generic<mulf>", [0, 2]), ("w", []),
-             ("generic<mulf>", [4, 3])],
+    "norm": [
+        ("in", []),
+        ("in", []),
+        ("generic<rsqrt>", [1]),
+        ("generic<mulf>", [0, 2]),
+        ("w", []),
+        ("generic<mulf>", [4, 3]),
+    ],
     # x · gather(experts, idx) * scale: a gathered weight is no activation, so no q·kᵀ
-    "expert": [("in", []), ("in", []), ("w", []), ("gather", [1, 2]), ("batch_matmul", [0, 3]),
-               ("generic<mulf>", [4])],
+    "expert": [("in", []), ("in", []), ("w", []), ("gather", [1, 2]), ("batch_matmul", [0, 3]), ("generic<mulf>", [4])],
 }
 
 
-@pytest.mark.parametrize(("case", "kind"), [("attention", "attention"), ("rope", "attention"),
-                                            ("softmax", "softmax"), ("norm", "norm"), ("expert", "matmul")])
+@pytest.mark.parametrize(
+    ("case", "kind"),
+    [("attention", "attention"), ("rope", "attention"), ("softmax", "softmax"), ("norm", "norm"), ("expert", "matmul")],
+)
 def test_hints_read_torch_shapes(case, kind):
     block = HINT_CASES[case]
     labels = [label for label, _ in block] * 2
@@ -248,8 +288,11 @@ def test_graph_keeps_semantic_inputs_only():
     assert g.escapes == {g.ops[-1]}
 
 
-EMPTY_CASES = ["module {}", "func.func private @ext(tensor<4xf32>) -> tensor<4xf32>",
-               "func.func @id(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}"]
+EMPTY_CASES = [
+    "module {}",
+    "func.func private @ext(tensor<4xf32>) -> tensor<4xf32>",
+    "func.func @id(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}",
+]
 
 
 LABEL_CASE = """
@@ -311,6 +354,7 @@ def test_a_single_layer_has_ops_but_no_repeats():
 
 # --- demo models -------------------------------------------------------------------------
 
+
 def test_bias_mlp_top_motif_is_the_block_twice():
     # 6 x [matmul, add, relu] is one single-consumer chain of 18 ops. The block starts at
     # every layer (×L); by count × length the doubled block (×L-1, length 6) wins, then the
@@ -318,7 +362,10 @@ def test_bias_mlp_top_motif_is_the_block_twice():
     r = linear_motifs(parse_module(bias_mlp_module(LAYERS)))
     block = ("matmul", ADD, RELU)
     assert [(m.seq, m.count, m.score) for m in r.motifs[:3]] == [
-        (block * 2, LAYERS - 1, 30), (block + block[:2], LAYERS - 1, 25), (block[1:] + block, LAYERS - 1, 25)]
+        (block * 2, LAYERS - 1, 30),
+        (block + block[:2], LAYERS - 1, 25),
+        (block[1:] + block, LAYERS - 1, 25),
+    ]
     assert _motif(r, *block).count == LAYERS
     assert r.motifs[0].examples == ("fc0", "fc1", "fc2", "fc3")
 
@@ -335,8 +382,10 @@ def test_mlp_module_top_motif_and_why_its_count_is_layers_minus_two():
     # 2j+1 ops; odd depths and the relu-rooted cones lie inside them. Nested chains remain.
     cones = dataflow_cones(parse_module(demo.mlp_module(LAYERS, 16, 8)))
     assert [(c.depth, c.count, c.ops, c.kind) for c in cones.cones] == [
-        (6, LAYERS - 3, 7, "matmul-bias-act"), (4, LAYERS - 2, 5, "matmul-bias-act"),
-        (2, LAYERS - 1, 3, "matmul-bias-act")]
+        (6, LAYERS - 3, 7, "matmul-bias-act"),
+        (4, LAYERS - 2, 5, "matmul-bias-act"),
+        (2, LAYERS - 1, 3, "matmul-bias-act"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -391,8 +440,21 @@ def test_reports_render_and_serialize(transformer):
     assert text.splitlines()[0] == f"cones: {c.ops} ops; depth 2..6, seen ≥2 times: 2 (top 1)"
     assert text.splitlines()[1].split()[:5] == ["48", "×6", "d=6", "ops=8", "attention"]
     assert "…" in text and "sites: layer0.attn.residual, layer1.attn.residual" in text
-    assert m.to_text(top=1).splitlines()[1].split() == ["72", "×12", "matmul", "→", "matmul", "→", "softmax",
-                                                        "→", "matmul", "→", "matmul", "→", ADD]
+    assert m.to_text(top=1).splitlines()[1].split() == [
+        "72",
+        "×12",
+        "matmul",
+        "→",
+        "matmul",
+        "→",
+        "softmax",
+        "→",
+        "matmul",
+        "→",
+        "matmul",
+        "→",
+        ADD,
+    ]
     assert len(json.loads(json.dumps(m.to_dict(top=3)))["motifs"]) == 3
     data = json.loads(json.dumps(c.to_dict(top=3)))  # asks for 3, there are 2
     assert [d["kind"] for d in data["cones"]] == ["attention", "matmul-bias-act+residual"]
@@ -403,6 +465,7 @@ def test_reports_render_and_serialize(transformer):
 def test_analysis_is_linear_in_layers():
     """4x the layers costs about 4x the time (the best of 3 runs each), not 16x: a ratio between
     two sizes on the same machine, so a slow or busy machine does not fail it, a quadratic pass does."""
+
     def best_of_3(layers: int) -> tuple[float, object, object]:
         module = parse_module(demo.transformer_module(layers, 64, 16, weights="globals"))
         times = []
@@ -420,6 +483,7 @@ def test_analysis_is_linear_in_layers():
 
 
 # --- a real import -----------------------------------------------------------------------
+
 
 def _import(builder: str):
     pytest.importorskip("torch")
@@ -449,17 +513,25 @@ def test_tiny_llama_attention_block_recurs_once_per_layer(llama):
     # over its RMSNorm, stopping at the mask add; q·kᵀ and RoPE are deeper.
     r = dataflow_cones(llama)
     assert [(c.kind, c.count, c.depth, c.ops) for c in r.cones] == [
-        ("matmul-siblings", 11, 6, 7), ("attention", 4, 6, 17), ("attention", 2, 6, 15),
-        ("matmul-bias-act+residual", 2, 6, 14)]
+        ("matmul-siblings", 11, 6, 7),
+        ("attention", 4, 6, 17),
+        ("attention", 2, 6, 15),
+        ("matmul-bias-act+residual", 2, 6, 14),
+    ]
     norm_proj, rope, attn, ffn = r.cones
     assert attn.sites == ("model.layers.0", "model.layers.1") and "FusedAttentionBlock" in attn.hint
     assert attn.tree == (
         "generic<addf>(in,batch_matmul(batch_matmul(generic<divf>(generic<exp>(generic<subf>(generic<addf>,"
         "reduce<maximumf>)),reduce<addf>(generic<exp>(generic<subf>))),batch_matmul(generic<mulf>(w,"
-        "generic<mulf>(in,generic<rsqrt>)),w)),w))")
+        "generic<mulf>(in,generic<rsqrt>)),w)),w))"
+    )
     # RoPE, q·cos + rotate_half(q)·sin, for q and k of each layer: attention evidence
-    assert rope.sites == ("model.layers.0.self_attn#4", "model.layers.0.self_attn#9",
-                          "model.layers.1.self_attn#4", "model.layers.1.self_attn#9")
+    assert rope.sites == (
+        "model.layers.0.self_attn#4",
+        "model.layers.0.self_attn#9",
+        "model.layers.1.self_attn#4",
+        "model.layers.1.self_attn#9",
+    )
     assert "concat(generic<negf>(batch_matmul(" in rope.tree
     # SwiGLU: down(silu(gate) * up) + the stream, at the layer's second residual add; torch's
     # silu is gate * sigmoid(gate), so gate appears twice: 4 batch_matmuls (down, gate ×2, up)
@@ -467,12 +539,13 @@ def test_tiny_llama_attention_block_recurs_once_per_layer(llama):
     assert "generic<negf,exp,addf,divf>" in ffn.tree and ffn.tree.count("batch_matmul") == 4
     # RMSNorm -> projection: q, k, v, gate, up per layer and lm_head; every norm feeds one,
     # so the norm's own cone (×5) lies inside this one and is not listed
-    assert norm_proj.tree == ("batch_matmul(generic<mulf>(w,generic<mulf>(in,generic<rsqrt>(generic<addf>("
-                              "generic<divf>(reduce<addf>))))),w)")
+    assert norm_proj.tree == (
+        "batch_matmul(generic<mulf>(w,generic<mulf>(in,generic<rsqrt>(generic<addf>(generic<divf>(reduce<addf>))))),w)"
+    )
     layer0 = "model.layers.0."
-    assert norm_proj.sites == tuple(layer0 + s for s in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                                         "mlp.gate_proj", "mlp.up_proj")) + (
-        "model.layers.1.self_attn.q_proj",)  # the first 6 of 11
+    assert norm_proj.sites == tuple(
+        layer0 + s for s in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")
+    ) + ("model.layers.1.self_attn.q_proj",)  # the first 6 of 11
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -481,10 +554,19 @@ def test_tiny_gpt2_blocks_and_norms(gpt2):
     # projection (transparent), its GELU-tanh's inner x + 0.044715·x³ is no skip connection.
     r = dataflow_cones(gpt2)
     assert [(c.kind, c.count, c.depth, c.ops) for c in r.cones] == [
-        ("norm", 5, 6, 10), ("matmul", 4, 6, 9), ("attention", 2, 6, 12), ("matmul-bias-act+residual", 2, 6, 10)]
+        ("norm", 5, 6, 10),
+        ("matmul", 4, 6, 9),
+        ("attention", 2, 6, 12),
+        ("matmul-bias-act+residual", 2, 6, 10),
+    ]
     norm, ln_proj, attn, ffn = r.cones
-    assert norm.sites == ("transformer.h.0.ln_1#10", "transformer.h.0.ln_2#10", "transformer.h.1.ln_1#10",
-                          "transformer.h.1.ln_2#10", "transformer.ln_f#10")  # ln_f feeds the tied lm_head
+    assert norm.sites == (
+        "transformer.h.0.ln_1#10",
+        "transformer.h.0.ln_2#10",
+        "transformer.h.1.ln_1#10",
+        "transformer.h.1.ln_2#10",
+        "transformer.ln_f#10",
+    )  # ln_f feeds the tied lm_head
     assert {s.rsplit(".", 1)[-1] for s in ln_proj.sites} == {"c_attn#1", "c_fc#1"}  # LayerNorm -> linear + bias
     assert attn.sites == ("transformer.h.0", "transformer.h.1") and attn.tree.endswith(",in)")
     for label in ("batch_matmul", "generic<exp>", "reduce<addf>", "generic<divf>"):

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from errors import one_line
 
 import opscope
 from opscope.errors import OpscopeError
 from opscope.models.demo import matmul_module, transformer_module
-from errors import one_line
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,8 +25,9 @@ def test_docs_api_examples_run(tmp_path, monkeypatch):
     pytest.importorskip("torch", reason="docs/api.md imports a PyTorch model (the torch extra)")
     monkeypatch.chdir(tmp_path)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-    result = doctest.testfile(str(REPO / "docs" / "api.md"), module_relative=False, optionflags=flags,
-                              raise_on_error=False, verbose=False)
+    result = doctest.testfile(
+        str(REPO / "docs" / "api.md"), module_relative=False, optionflags=flags, raise_on_error=False, verbose=False
+    )
     assert result.attempted >= 25
     assert result.failed == 0, f"{result.failed} of docs/api.md's examples failed (output above)"
 
@@ -41,8 +42,13 @@ def test_help_lists_the_api():
 
 def test_help_from_a_fresh_interpreter():
     """`python -c "import opscope; help(opscope)"`, as the README says."""
-    out = subprocess.run([sys.executable, "-c", "import opscope; help(opscope)"], capture_output=True, text=True,
-                         check=True, env={"PAGER": "cat", "PATH": ""}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "import opscope; help(opscope)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PAGER": "cat", "PATH": ""},
+    ).stdout
     assert "read_sketches(" in out and "class ProfileResult" in out and "class MineReport" in out
 
 
@@ -164,11 +170,14 @@ def test_load_model_sources(tmp_path):
     assert opscope.load_model(module) is module
 
 
-@pytest.mark.parametrize("source, want", [
-    ("resnet", "no such file or zoo model: resnet (zoo: digits, minilm"),
-    ("missing/model.onnx", "no such file: missing/model.onnx"),
-    (42, "cannot import a int: expected a path (.mlir, .mlirbc, .onnx, .jaxexport, .pt2) or a model"),
-])
+@pytest.mark.parametrize(
+    "source, want",
+    [
+        ("resnet", "no such file or zoo model: resnet (zoo: digits, minilm"),
+        ("missing/model.onnx", "no such file: missing/model.onnx"),
+        (42, "cannot import a int: expected a path (.mlir, .mlirbc, .onnx, .jaxexport, .pt2) or a model"),
+    ],
+)
 def test_load_model_bad_source_is_one_line(source, want):
     with pytest.raises(OpscopeError) as e:
         opscope.load_model(source)

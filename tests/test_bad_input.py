@@ -170,11 +170,13 @@ def valid_options(argument: str) -> str:
 
 def test_unknown_pass_option_lists_valid_options():
     assert valid_options("inject-matmul-stats") == (
-        "adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites")
+        "adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites"
+    )
     with pytest.raises(OpscopeError) as info:
         parse_pipeline("inject-matmul-stats{bogus=1}")
     assert one_line(info) == (
-        f"inject-matmul-stats: unknown option 'bogus' (valid options: {valid_options('inject-matmul-stats')})")
+        f"inject-matmul-stats: unknown option 'bogus' (valid options: {valid_options('inject-matmul-stats')})"
+    )
     with pytest.raises(OpscopeError) as info:
         parse_pipeline("canonicalize,lower-opscope{packed=true}")
     assert one_line(info) == f"lower-opscope: unknown option 'packed' (valid options: {valid_options('lower-opscope')})"
@@ -188,8 +190,11 @@ def test_bad_option_value_names_the_type():
         parse_pipeline("lower-opscope{pack=yes}")
     with pytest.raises(OpscopeError, match=r"lower-opscope: option 'hist-counts' expects one of i32, i8, got 'i16'"):
         parse_pipeline("lower-opscope{hist-counts=i16}")
-    with pytest.raises(OpscopeError, match=r"lower-opscope: option 'row-lanes' expects a lane count >= 0 "
-                                           r"\(0: reduce rows straight\), got -1$"):
+    with pytest.raises(
+        OpscopeError,
+        match=r"lower-opscope: option 'row-lanes' expects a lane count >= 0 "
+        r"\(0: reduce rows straight\), got -1$",
+    ):
         parse_pipeline("lower-opscope{row-lanes=-1}")
     with pytest.raises(OpscopeError, match=r"lower-opscope: option 'row-lanes' expects int, got 'wide'"):
         parse_pipeline("lower-opscope{row-lanes=wide}")
@@ -215,9 +220,7 @@ def test_left_over_stat_ops_are_refused_naming_lower_opscope():
     run_pipeline(module, "inject-matmul-stats")
     with pytest.raises(OpscopeError) as info:
         check_compilable(module)
-    assert one_line(info) == (
-        "left-over 'opscope.stat' at loc(\"fc\"): run the lower-opscope pass before compiling"
-    )
+    assert one_line(info) == ("left-over 'opscope.stat' at loc(\"fc\"): run the lower-opscope pass before compiling")
     with pytest.raises(OpscopeError, match="run the lower-opscope pass"):
         compile_module(module, "llvm-cpu")
 
@@ -259,8 +262,7 @@ def test_manifest_load_errors(tmp_path):
 
 
 def test_manifest_json_round_trip(tmp_path):
-    _, manifest = inject_matmul_stats(parse_module(matmul_module(4, 8, 3), new_context()),
-                                      StatConfig(hist_bins=4))
+    _, manifest = inject_matmul_stats(parse_module(matmul_module(4, 8, 3), new_context()), StatConfig(hist_bins=4))
     manifest.flags = ["--x"]
     manifest.save(tmp_path / "m.json")
     assert Manifest.load(tmp_path / "m.json") == manifest

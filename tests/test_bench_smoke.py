@@ -13,13 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_bench(script: str, *args: str, timeout: int = 300,
-              cache_dir: Path | None = None) -> subprocess.CompletedProcess:
+def run_bench(
+    script: str, *args: str, timeout: int = 300, cache_dir: Path | None = None
+) -> subprocess.CompletedProcess:
     """`python bench/<script> <args>` from the repository root, output captured; with `cache_dir`, its own
     compile cache (a cold one)."""
     env = None if cache_dir is None else {**os.environ, "OPSCOPE_CACHE_DIR": str(cache_dir)}
-    return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("script", ["bench_overhead.py", "bench_compile.py"])

@@ -70,8 +70,10 @@ def test_profile_default_model(opscope, tmp_path):
     assert out[0].startswith("opscope profile: built-in transformer") and out[0].endswith("on llvm-cpu")
     assert out[1].startswith("  22 sites (16 matmuls, 2 softmax, 4 residual adds) (6.8 MFLOP), 642 sketches per step")
     assert "original results bit-identical with injection" in out[1]
-    assert out[3] == ("Tapped sites: 99.5% of the module's 6.85 M FLOPs per call; not tapped: generic<maximumf> 0.2%, "
-                      "softmax 0.1%, generic<addf> 0.1%.")  # the ReLUs, softmaxes and residual adds
+    assert out[3] == (
+        "Tapped sites: 99.5% of the module's 6.85 M FLOPs per call; not tapped: generic<maximumf> 0.2%, "
+        "softmax 0.1%, generic<addf> 0.1%."
+    )  # the ReLUs, softmaxes and residual adds
     assert out[5].startswith("Top findings (")
     # the default mix plants 90 %-pruned layer-1 FFN weights: both must be found
     findings = "\n".join(out)
@@ -93,18 +95,31 @@ def test_profile_default_model(opscope, tmp_path):
     assert len(rows) - 1 == 3 * sum(e.length for e in manifest.entries)
     costs = (run_dir / "site_costs.csv").read_text().splitlines()
     assert costs[0] == "site,flops" and costs[1] == f"layer0.attn.q,{2 * 32 * 64 * 64}" and len(costs) == 23 + 5
-    assert costs[17:23] == ["layer0.attn.softmax,0", "layer1.attn.softmax,0", "layer0.attn.residual,0",
-                            "layer0.ffn.residual,0", "layer1.attn.residual,0", "layer1.ffn.residual,0"]
-    assert costs[23:] == ["(module),6850560", "(unknown ops),0", "(untapped) generic<maximumf>,16384",
-                          "(untapped) softmax,10240", "(untapped) generic<addf>,8192"]
+    assert costs[17:23] == [
+        "layer0.attn.softmax,0",
+        "layer1.attn.softmax,0",
+        "layer0.attn.residual,0",
+        "layer0.ffn.residual,0",
+        "layer1.attn.residual,0",
+        "layer1.ffn.residual,0",
+    ]
+    assert costs[23:] == [
+        "(module),6850560",
+        "(unknown ops),0",
+        "(untapped) generic<maximumf>,16384",
+        "(untapped) softmax,10240",
+        "(untapped) generic<addf>,8192",
+    ]
     report = (run_dir / "report.md").read_text()
     assert report.startswith("# opscope mine") and "## Ranked exploitable sites" in report
 
 
 def test_unknown_taps_are_one_line_before_anything_runs(opscope, tmp_path):
     proc = run(opscope + ["profile", "--taps", "matmul,heads", "--out", str(tmp_path / "run")], cwd=tmp_path)
-    assert_one_line_error(proc, "opscope: error: unknown taps heads: choose from all, matmul, attention, routing, "
-                                "residual (comma-separated)")
+    assert_one_line_error(
+        proc,
+        "opscope: error: unknown taps heads: choose from all, matmul, attention, routing, residual (comma-separated)",
+    )
     assert proc.stdout == "" and not (tmp_path / "run").exists()
 
 
@@ -253,10 +268,13 @@ def test_sweep_then_mine_every_format(opscope, tmp_path):
     assert_one_line_error(again, f"opscope: error: {csv} exists: pass --force")
 
 
-@pytest.mark.parametrize("flag,value,want", [
-    ("--seeds", "1,x", "opscope: error: --seeds wants non-negative integers N[,N...], got '1,x'"),
-    ("--shapes", "16x32", "opscope: error: --shapes wants MxKxN[,MxKxN...], got '16x32'"),
-])
+@pytest.mark.parametrize(
+    "flag,value,want",
+    [
+        ("--seeds", "1,x", "opscope: error: --seeds wants non-negative integers N[,N...], got '1,x'"),
+        ("--shapes", "16x32", "opscope: error: --shapes wants MxKxN[,MxKxN...], got '16x32'"),
+    ],
+)
 def test_sweep_bad_plan_is_one_line(opscope, tmp_path, flag, value, want):
     proc = run(opscope + ["sweep", flag, value, "--out", str(tmp_path / "s.csv")])
     assert assert_one_line_error(proc, want) == want
@@ -265,9 +283,11 @@ def test_sweep_bad_plan_is_one_line(opscope, tmp_path, flag, value, want):
 
 def test_mine_bad_csv_is_one_line_with_file_and_line(opscope, tmp_path):
     bad = tmp_path / "bad.csv"
-    bad.write_text("run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value\n"
-                   "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,min,0,0.5\n"
-                   "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,max,0,zero\n")
+    bad.write_text(
+        "run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value\n"
+        "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,min,0,0.5\n"
+        "0,0,llvm-cpu,gaussian,1,1,1,1,s,lhs,max,0,zero\n"
+    )
     proc = run(opscope + ["mine", str(bad)])
     assert_one_line_error(proc, f"opscope: error: {bad}:3")
     empty = tmp_path / "empty.csv"
@@ -335,8 +355,17 @@ def test_opscope_compile_writes_vmfb_and_manifest(tmp_path):
 def test_opscope_compile_custom_pipeline_and_manifest_path(tmp_path):
     path = tmp_path / "mm.mlir"
     path.write_text(matmul_module(4, 8, 3, name="fc"))
-    proc = run([str(BIN / "opscope-compile"), str(path), "--opscope-pipeline=inject-matmul-stats{hist-bins=0},lower-opscope",
-                f"--opscope-manifest={tmp_path / 'm.json'}", "--compile-to=input", "-o", str(tmp_path / "out.mlir")])
+    proc = run(
+        [
+            str(BIN / "opscope-compile"),
+            str(path),
+            "--opscope-pipeline=inject-matmul-stats{hist-bins=0},lower-opscope",
+            f"--opscope-manifest={tmp_path / 'm.json'}",
+            "--compile-to=input",
+            "-o",
+            str(tmp_path / "out.mlir"),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     manifest = Manifest.load(tmp_path / "m.json")
     assert len(manifest.entries) == 36 and "--compile-to=input" in manifest.flags
@@ -348,8 +377,16 @@ def test_opscope_compile_custom_pipeline_and_manifest_path(tmp_path):
 def test_opscope_compile_refuses_left_over_stats(tmp_path):
     path = tmp_path / "mm.mlir"
     path.write_text(matmul_module(4, 8, 3, name="fc"))
-    proc = run([str(BIN / "opscope-compile"), str(path), "--opscope-pipeline=inject-matmul-stats",
-                *TARGETS["llvm-cpu"].flags, "-o", str(tmp_path / "mm.vmfb")])
+    proc = run(
+        [
+            str(BIN / "opscope-compile"),
+            str(path),
+            "--opscope-pipeline=inject-matmul-stats",
+            *TARGETS["llvm-cpu"].flags,
+            "-o",
+            str(tmp_path / "mm.vmfb"),
+        ]
+    )
     line = assert_one_line_error(proc, "opscope-compile: error: left-over 'opscope.stat'")
     assert "run the lower-opscope pass" in line
     assert not (tmp_path / "mm.vmfb").exists()
@@ -381,8 +418,10 @@ def test_opscope_opt_errors_are_one_line(tmp_path):
     opt = OPT_ENTRY_POINTS["opscope-opt"]
     path = tmp_path / "mm.mlir"
     path.write_text(matmul_module(4, 8, 3))
-    line = assert_one_line_error(run(opt + [str(path), "-p", "inject-matmul-stats{bogus=1}"]),
-                                 "opscope-opt: error: inject-matmul-stats: unknown option 'bogus'")
+    line = assert_one_line_error(
+        run(opt + [str(path), "-p", "inject-matmul-stats{bogus=1}"]),
+        "opscope-opt: error: inject-matmul-stats: unknown option 'bogus'",
+    )
     assert "valid options: adjacency, hist-bins" in line
     assert_one_line_error(run(opt + [str(tmp_path / "nope.mlir")]), "opscope-opt: error: no such file")
 

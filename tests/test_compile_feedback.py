@@ -69,9 +69,11 @@ def test_an_iree_limitation_is_named_as_such(tmp_path):
     with pytest.raises(OpscopeError) as info:
         opscope.profile(BF16, target="vulkan-spirv", out=tmp_path / "run", steps=1, name="bf16 matmul")
     message = one_line(info)
-    assert message.startswith("bf16 matmul: IREE cannot compile this model for vulkan-spirv, with or without "
-                              "opscope's taps (an IREE limitation: plain iree-compile fails the same way; try "
-                              "--target llvm-cpu): ")
+    assert message.startswith(
+        "bf16 matmul: IREE cannot compile this model for vulkan-spirv, with or without "
+        "opscope's taps (an IREE limitation: plain iree-compile fails the same way; try "
+        "--target llvm-cpu): "
+    )
     assert "failed to legalize operation 'vector.bitcast'" in message and "(all diagnostics: " in message
 
 
@@ -87,9 +89,11 @@ def test_a_failure_of_the_taps_alone_is_ours(monkeypatch, tmp_path):
     monkeypatch.setattr(instrumented, "compile_module", tapped_fails)
     with pytest.raises(OpscopeError) as info:
         opscope.profile(matmul_module(8, 16, 4), out=tmp_path / "run", steps=1, name="mm")
-    assert one_line(info) == ("mm: the untapped model compiles for llvm-cpu but the tapped one does not (opscope's "
-                              "taps broke it; please report it with the log): iree-compile failed for target "
-                              "'llvm-cpu': error: made up for the test")
+    assert one_line(info) == (
+        "mm: the untapped model compiles for llvm-cpu but the tapped one does not (opscope's "
+        "taps broke it; please report it with the log): iree-compile failed for target "
+        "'llvm-cpu': error: made up for the test"
+    )
 
 
 def test_an_untapped_model_iree_cannot_compile_leaves_parity_unchecked(monkeypatch, tmp_path, caplog):
@@ -109,4 +113,5 @@ def test_an_untapped_model_iree_cannot_compile_leaves_parity_unchecked(monkeypat
     assert run.parity is None and run.rows > 0 and run.sketches.is_file()
     assert [r.message for r in caplog.records] == [
         "the untapped model does not compile for llvm-cpu though the tapped one does (an IREE limitation): "
-        "original results not compared; iree-compile failed for target 'llvm-cpu': error: made up for the test"]
+        "original results not compared; iree-compile failed for target 'llvm-cpu': error: made up for the test"
+    ]

@@ -133,8 +133,11 @@ def test_a_torch_cnn_taps_every_conv_and_linear(tmp_path):
 
     module = opscope.load_model(CNN(), example_args=[torch.zeros(2, 3, 16, 16)])
     assert [(s.name, s.kind) for s in find_sites(module)] == [
-        ("conv1", "conv_2d_nchw_fchw"), ("dw", "depthwise_conv_2d_nchw_chw"), ("grp", "conv_2d_ngchw_gfchw"),
-        ("fc", "matmul")]
+        ("conv1", "conv_2d_nchw_fchw"),
+        ("dw", "depthwise_conv_2d_nchw_chw"),
+        ("grp", "conv_2d_ngchw_gfchw"),
+        ("fc", "matmul"),
+    ]
     run = opscope.profile(module, steps=2, out=tmp_path / "run")
     assert run.parity == 0.0 and [s.name for s in run.manifest.sites] == ["conv1", "dw", "grp", "fc"]
     dead = run.report.signals.filter(run.report.signals["site"] == "dw")

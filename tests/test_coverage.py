@@ -8,8 +8,8 @@ import json
 import polars as pl
 import pytest
 
-from opscope.analysis.coverage import coverage
 from opscope.analysis.cost import analyze
+from opscope.analysis.coverage import coverage
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.sites import find_sites
 from opscope.mining.render import render
@@ -42,9 +42,17 @@ def test_coverage_splits_the_module_flops():
 
 def test_module_rows_round_trip_through_the_sidecar(tmp_path):
     path = tmp_path / "site_costs.csv"
-    write_site_costs(path, {"fc1": 100, "fc2": 50}, {MODULE_ROW: 400, UNKNOWN_ROW: 1, "(untapped) generic<subf,exp>": 250})
-    assert path.read_text().splitlines() == ["site,flops", "fc1,100", "fc2,50", "(module),400", "(unknown ops),1",
-                                             "(untapped) generic<subf exp>,250"]
+    write_site_costs(
+        path, {"fc1": 100, "fc2": 50}, {MODULE_ROW: 400, UNKNOWN_ROW: 1, "(untapped) generic<subf,exp>": 250}
+    )
+    assert path.read_text().splitlines() == [
+        "site,flops",
+        "fc1,100",
+        "fc2,50",
+        "(module),400",
+        "(unknown ops),1",
+        "(untapped) generic<subf exp>,250",
+    ]
     assert read_site_costs(path)[MODULE_ROW] == 400
 
 
@@ -56,8 +64,11 @@ def _frame(steps: int = 4) -> pl.DataFrame:
             for stat, n in (("mean", 1), ("sumsq", 1), ("l1", 1), ("nnz", 1), ("elemsig", 4)):
                 for i in range(n):
                     rows.append((0, t, "llvm-cpu", "d", 4, 4, 4, 16, site, "lhs", stat, i, float(t + i + 1)))
-    return pl.DataFrame(rows, schema=["run_id", "step", "backend", "dist", "M", "K", "N", "numel", "site", "role",
-                                      "stat", "idx", "value"], orient="row")
+    return pl.DataFrame(
+        rows,
+        schema=["run_id", "step", "backend", "dist", "M", "K", "N", "numel", "site", "role", "stat", "idx", "value"],
+        orient="row",
+    )
 
 
 def test_cost_shares_are_of_the_module():
@@ -72,8 +83,10 @@ def test_cost_shares_are_of_the_module():
 def test_reports_say_what_is_not_tapped():
     report = mine(_frame(), {"fc1": 100, "fc2": 50, MODULE_ROW: 600, UNKNOWN_ROW: 2, "(untapped) softmax": 450})
     assert report.coverage.rows() == [("tapped sites", 150, 0.25), ("softmax", 450, 0.75)]
-    line = "Tapped sites: 25.0% of the module's 600 FLOPs per call; not tapped: softmax 75.0%; 2 ops of unknown " \
-           "FLOPs not counted."
+    line = (
+        "Tapped sites: 25.0% of the module's 600 FLOPs per call; not tapped: softmax 75.0%; 2 ops of unknown "
+        "FLOPs not counted."
+    )
     assert line in render(report, "text") and line in render(report, "findings")
     assert "| softmax | 450 | 75.0% |" in render(report, "markdown")
     assert json.loads(render(report, "json"))["coverage"][1] == {"what": "softmax", "flops": 450, "share": 0.75}
@@ -88,8 +101,9 @@ def test_profile_writes_the_module_rows(tmp_path):
     import opscope
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
-                                torch.nn.Linear(8 * 6 * 6, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 4)
+    )
     module = opscope.load_model(model, example_args=[torch.zeros(1, 3, 8, 8)])
     assert [s.name for s in find_sites(module)] == ["0", "3"]
     run = opscope.profile(module, steps=4, out=tmp_path / "run", name="cnn")

@@ -129,8 +129,10 @@ def test_coherent_rows_step_by_0_15():
 
 
 def test_unknown_distribution_lists_the_valid_names():
-    with pytest.raises(OpscopeError, match="unknown distribution 'laplace'.*gaussian, uniform, sparse90, "
-                                           "lowrank, outlier, quantized, coherent"):
+    with pytest.raises(
+        OpscopeError,
+        match="unknown distribution 'laplace'.*gaussian, uniform, sparse90, lowrank, outlier, quantized, coherent",
+    ):
         sample("laplace", 2, 2, 0)
 
 

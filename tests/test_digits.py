@@ -9,7 +9,14 @@ import pytest
 from opscope.drive.profile import profile_module
 from opscope.errors import OpscopeError
 from opscope.models.digits import (
-    BATCH, PIXELS, digit_images, digits_batches, digits_model, forward, hidden, train_digits,
+    BATCH,
+    PIXELS,
+    digit_images,
+    digits_batches,
+    digits_model,
+    forward,
+    hidden,
+    train_digits,
 )
 
 STEPS = 4
@@ -21,8 +28,9 @@ RELU_BAND = 1e-5  # pre-activations this close to 0 could flip sign between two 
 def profiled(tmp_path_factory):
     source, _ = digits_model(BATCH)
     out = tmp_path_factory.mktemp("digits")
-    return profile_module(source, out, "llvm-cpu", STEPS, name="digits", dist="digits",
-                          inputs=digits_batches(BATCH, STEPS))
+    return profile_module(
+        source, out, "llvm-cpu", STEPS, name="digits", dist="digits", inputs=digits_batches(BATCH, STEPS)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +67,7 @@ def test_images_are_real_and_do_not_repeat():
     images = digit_images(BATCH * STEPS)
     assert images.shape == (BATCH * STEPS, PIXELS) and images.dtype == np.float32
     assert len({im.tobytes() for im in images}) > 0.99 * len(images)  # a few digits are pixel-identical
-    np.testing.assert_array_equal(images, train_digits().x_test[:len(images)])  # held-out images first
+    np.testing.assert_array_equal(images, train_digits().x_test[: len(images)])  # held-out images first
     with pytest.raises(OpscopeError, match="the data set has 1797"):
         digit_images(1798)
 
@@ -82,8 +90,9 @@ def test_image_density_is_numpy_count_exactly(profiled, steps_inputs):
     recorded = _nnz(profiled, "fc1", "lhs")
     assert recorded == [float(np.count_nonzero(a[0])) for a in steps_inputs]
     sig = _signal(profiled, "fc1", "lhs")
-    assert sig["density"] == pytest.approx(np.mean([np.count_nonzero(a[0]) / a[0].size for a in steps_inputs]),
-                                           abs=1e-12)
+    assert sig["density"] == pytest.approx(
+        np.mean([np.count_nonzero(a[0]) / a[0].size for a in steps_inputs]), abs=1e-12
+    )
     # cropped 8×8 digits are half background: just above the unstructured threshold (0.5)...
     assert 0.5 < sig["density"] < 0.52
     assert sig["histtop"] == pytest.approx(1 - sig["density"], abs=1e-6)  # (the zeros fill the top bin)
@@ -111,8 +120,14 @@ def test_hidden_density_is_numpy_count_exactly(profiled, steps_inputs):
 def test_weights_stationary_activations_not(profiled):
     cross = profiled.report.cross_step
     verdict = {(r["site"], r["role"]): r["stationary"] for r in cross.iter_rows(named=True)}
-    assert verdict == {("fc1", "lhs"): False, ("fc1", "rhs"): True, ("fc1", "out"): False,
-                       ("fc2", "lhs"): False, ("fc2", "rhs"): True, ("fc2", "out"): False}
+    assert verdict == {
+        ("fc1", "lhs"): False,
+        ("fc1", "rhs"): True,
+        ("fc1", "out"): False,
+        ("fc2", "lhs"): False,
+        ("fc2", "rhs"): True,
+        ("fc2", "out"): False,
+    }
     assert (cross["steps"] == STEPS).all()
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
 
 from opscope.drive.sequence import decode_inputs, replay, seq
 from opscope.drive.sweep import SHAPES, plan, site_name, sweep
@@ -23,7 +24,6 @@ from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import mine_paths
 from opscope.record.recorder import HEADER, MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
 from opscope.run.host_stats import host_stats
-from test_mine import EXPECTED_12  # §12 of the reference design, cell by cell
 
 SMALL = ((32, 48, 16),)
 BIN = Path(sys.executable).parent
@@ -91,14 +91,19 @@ def test_sweep_resume_after_kill_equals_uninterrupted(tmp_path):
     for byte the one an uninterrupted sweep writes."""
     args = ["--shapes", "32x48x16,16x32x8", "--seeds", "1,2"]
     full = tmp_path / "full.csv"
-    done = subprocess.run([str(BIN / "opscope"), "sweep", "--out", str(full), *args],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(BIN / "opscope"), "sweep", "--out", str(full), *args], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     assert "recorded 28 runs of 28" in done.stdout
 
     cut = tmp_path / "cut.csv"
-    proc = subprocess.Popen([str(BIN / "opscope"), "sweep", "--out", str(cut), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "opscope"), "sweep", "--out", str(cut), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     journal = Path(str(cut) + ".runs")
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -112,8 +117,12 @@ def test_sweep_resume_after_kill_equals_uninterrupted(tmp_path):
     assert 3 <= before < 28
     with open(cut, "a") as f:  # a crash in the middle of a write leaves a partial line
         f.write("99,0,llvm-cpu,gaussian,1,2")
-    resumed = subprocess.run([str(BIN / "opscope"), "sweep", "--out", str(cut), "--resume", *args],
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [str(BIN / "opscope"), "sweep", "--out", str(cut), "--resume", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "already done" in resumed.stdout
     assert cut.read_bytes() == full.read_bytes()
@@ -141,11 +150,18 @@ def test_replay_pool_memoizes_walk_delta_computes(tmp_path, pool, want):
     res = replay(out, steps=12, pool=pool, progress=False)
     all_costs = read_site_costs(res.site_costs)
     costs = {s: f for s, f in all_costs.items() if is_site_row(s)}
-    assert costs == {"fc0": 2 * 32 * 64 * 128, "fc1": 2 * 32 * 128 * 64,
-                     "fc2": 2 * 32 * 64 * 512, "fc3": 2 * 32 * 512 * 64}
+    assert costs == {
+        "fc0": 2 * 32 * 64 * 128,
+        "fc1": 2 * 32 * 128 * 64,
+        "fc2": 2 * 32 * 64 * 512,
+        "fc3": 2 * 32 * 512 * 64,
+    }
     relu = 32 * (128 + 64 + 512 + 64)  # one maximumf per element after each matmul: not tapped
     assert {s: f for s, f in all_costs.items() if not is_site_row(s)} == {
-        MODULE_ROW: sum(costs.values()) + relu, UNKNOWN_ROW: 0, UNTAPPED_PREFIX + "generic<maximumf>": relu}
+        MODULE_ROW: sum(costs.values()) + relu,
+        UNKNOWN_ROW: 0,
+        UNTAPPED_PREFIX + "generic<maximumf>": relu,
+    }
     report = mine_paths(out)
     opps = report.opportunities.to_dicts()
     assert {o["site"] for o in opps} == set(costs)

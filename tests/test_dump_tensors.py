@@ -46,8 +46,12 @@ def test_dumped_lhs_and_out_of_an_mlp_equal_numpy():
     module = mlp()
     run_pipeline(module, "dump-tensors,dump-tensors{role=out}")
     shape = (TOKENS, WIDTH)
-    assert dumped_results(module) == [("fc0", "lhs", shape), ("fc1", "lhs", shape),
-                                      ("fc0", "out", shape), ("fc1", "out", shape)]
+    assert dumped_results(module) == [
+        ("fc0", "lhs", shape),
+        ("fc1", "lhs", shape),
+        ("fc0", "out", shape),
+        ("fc1", "out", shape),
+    ]
     assert dumps(module)[0] == "main" and [d.result for d in dumps(module)[1]] == [1, 2, 3, 4]
     outputs = run(module, inputs)
     assert len(outputs) == 5
@@ -77,8 +81,10 @@ def test_byte_budget_is_refused_in_one_line_before_any_rewrite():
     with pytest.raises(OpscopeError) as err:
         run_pipeline(module, "dump-tensors{max-bytes=1000}")
     msg = str(err.value)
-    assert msg == ("dump-tensors: the 2 tapped tensors take 0.000977 MiB per call, over max-bytes=0.000954 MiB: "
-                   "narrow `sites` (e.g. sites='layers\\.0\\.') or raise max-bytes")
+    assert msg == (
+        "dump-tensors: the 2 tapped tensors take 0.000977 MiB per call, over max-bytes=0.000954 MiB: "
+        "narrow `sites` (e.g. sites='layers\\.0\\.') or raise max-bytes"
+    )
     assert "\n" not in msg
     assert str(module) == before
     run_pipeline(module, "dump-tensors{max-bytes=1024 sites=fc1}")  # 512 bytes: within budget
@@ -86,8 +92,11 @@ def test_byte_budget_is_refused_in_one_line_before_any_rewrite():
 
 
 def test_bad_role_is_refused_listing_the_choices():
-    with pytest.raises(OpscopeError, match=r"^dump-tensors: option 'role' expects one of lhs, rhs, out, "
-                                           r"got 'weight'$"):
+    with pytest.raises(
+        OpscopeError,
+        match=r"^dump-tensors: option 'role' expects one of lhs, rhs, out, "
+        r"got 'weight'$",
+    ):
         DumpTensors(role="weight")
     with pytest.raises(OpscopeError, match="option 'role' expects one of"):
         parse_pipeline("dump-tensors{role=in}")
@@ -105,8 +114,11 @@ def test_pipeline_text_round_trips_and_keep_selects():
 
 
 def test_no_site_warns_and_changes_nothing(caplog):
-    module = parse_module("func.func @f(%t: tensor<4xf32>) -> tensor<4xf32> {\n"
-                          "  %0 = arith.negf %t : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}", new_context())
+    module = parse_module(
+        "func.func @f(%t: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %0 = arith.negf %t : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}",
+        new_context(),
+    )
     before = str(module)
     with caplog.at_level(logging.WARNING, logger="opscope"):
         run_pipeline(module, "dump-tensors")

@@ -15,13 +15,30 @@ from opscope.mining.dynamics import mine_dynamics
 from opscope.record.tidy import COLUMNS, SCHEMA
 
 
-def _rows(site: str, role: str, mkn: tuple[int, int, int], numel: int, stats: dict[str, np.ndarray],
-          step: int = 0) -> list[dict]:
+def _rows(
+    site: str, role: str, mkn: tuple[int, int, int], numel: int, stats: dict[str, np.ndarray], step: int = 0
+) -> list[dict]:
     """Tidy rows of one site's statistics at one step."""
     m, k, n = mkn
-    return [{"run_id": 0, "step": step, "backend": "llvm-cpu", "dist": "text", "M": m, "K": k, "N": n,
-             "numel": numel, "site": site, "role": role, "stat": stat, "idx": i, "value": float(v)}
-            for stat, vals in stats.items() for i, v in enumerate(np.ravel(vals))]
+    return [
+        {
+            "run_id": 0,
+            "step": step,
+            "backend": "llvm-cpu",
+            "dist": "text",
+            "M": m,
+            "K": k,
+            "N": n,
+            "numel": numel,
+            "site": site,
+            "role": role,
+            "stat": stat,
+            "idx": i,
+            "value": float(v),
+        }
+        for stat, vals in stats.items()
+        for i, v in enumerate(np.ravel(vals))
+    ]
 
 
 def _frame(rows: list[dict]) -> pl.DataFrame:
@@ -32,8 +49,14 @@ def _attn_rows(site: str, probs: np.ndarray, heads: int, step: int = 0) -> list[
     """The rows the attention taps record for probabilities [G, S_q, S_k] (G = batch·heads)."""
     g, sq, sk = probs.shape
     ent = -(np.where(probs > 0, probs * np.log(np.where(probs > 0, probs, 1)), 0)).sum(-1)
-    return _rows(site, "attn", (sq, heads, sk), probs.size,
-                 {"attn_qmax": probs.max(-1), "attn_krecv": probs.sum(-2), "attn_entropy": ent}, step)
+    return _rows(
+        site,
+        "attn",
+        (sq, heads, sk),
+        probs.size,
+        {"attn_qmax": probs.max(-1), "attn_krecv": probs.sum(-2), "attn_entropy": ent},
+        step,
+    )
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -81,8 +104,11 @@ def test_causal_mask_is_detected_and_fair_shares_follow_it():
     fully diffuse; half of each row on key 0 makes key 0 a sink (5.9× its fair share H_48
     ≈ 4.47 at 48 tokens); a heavy diagonal does not."""
     s = 48
-    frame = _frame(_attn_rows("uniform", _causal(s), 1) + _attn_rows("sink", _causal(s, sink=0.5), 1)
-                   + _attn_rows("diag", _causal(s, diagonal=0.9), 1))
+    frame = _frame(
+        _attn_rows("uniform", _causal(s), 1)
+        + _attn_rows("sink", _causal(s, sink=0.5), 1)
+        + _attn_rows("diag", _causal(s, diagonal=0.9), 1)
+    )
     d = mine_dynamics(frame)
     rows = {r["site"]: r for r in d.heads.iter_rows(named=True)}
     assert all(r["causal"] for r in rows.values())
@@ -95,8 +121,9 @@ def test_causal_mask_is_detected_and_fair_shares_follow_it():
 
 def test_routing_loads_hot_cold_imbalance():
     """Loads are summed over steps; cold < 0.16/E, hot >= 2/E, imbalance max/mean."""
-    rows = (_rows("l0.topk", "route", (14, 2, 4), 28, {"route_load": [5, 0, 2, 7]}, step=0)
-            + _rows("l0.topk", "route", (14, 2, 4), 28, {"route_load": [5, 1, 1, 7]}, step=1))
+    rows = _rows("l0.topk", "route", (14, 2, 4), 28, {"route_load": [5, 0, 2, 7]}, step=0) + _rows(
+        "l0.topk", "route", (14, 2, 4), 28, {"route_load": [5, 1, 1, 7]}, step=1
+    )
     r = mine_dynamics(_frame(rows)).routing.row(0, named=True)
     load = np.array([10, 1, 3, 14]) / 28
     assert r["load"] == pytest.approx(load.tolist())
@@ -109,8 +136,13 @@ def test_routing_loads_hot_cold_imbalance():
 def test_gates_top1_and_ratio():
     """The router softmax's mean top-1 and top-2/top-1 ratio over tokens."""
     top1, top2 = np.array([0.9, 0.6, 0.95]), np.array([0.05, 0.3, 0.02])
-    rows = _rows("l0.gate", "gate", (3, 1, 8), 24, {"attn_qmax": top1, "attn_krecv": np.zeros(8),
-                                                    "attn_entropy": np.full(3, math.log(8)), "gate_top2": top2})
+    rows = _rows(
+        "l0.gate",
+        "gate",
+        (3, 1, 8),
+        24,
+        {"attn_qmax": top1, "attn_krecv": np.zeros(8), "attn_entropy": np.full(3, math.log(8)), "gate_top2": top2},
+    )
     g = mine_dynamics(_frame(rows)).gates.row(0, named=True)
     assert g["top1"] == pytest.approx(top1.mean()) and g["top2_ratio"] == pytest.approx((top2 / top1).mean())
     assert g["entropy"] == pytest.approx(1.0) and g["experts"] == 8
@@ -123,8 +155,9 @@ def test_residual_ranking_gap_and_skip():
     rows = []
     for step in (0, 1):
         for site, (a, b, cos) in blocks.items():
-            rows += _rows(site, "residual", (8, 0, 16), 128,
-                          {"res_a_sumsq": [a], "res_b_sumsq": [b], "res_cos": [cos]}, step)
+            rows += _rows(
+                site, "residual", (8, 0, 16), 128, {"res_a_sumsq": [a], "res_b_sumsq": [b], "res_cos": [cos]}, step
+            )
     res = {r["site"]: r for r in mine_dynamics(_frame(rows)).residual.iter_rows(named=True)}
     assert res["l0.attn"]["rel"] == pytest.approx(0.05) and res["l0.attn"]["gap"] == pytest.approx(0.05)
     assert res["l0.ffn"]["rel"] == pytest.approx(20.0) and res["l0.ffn"]["gap"] == pytest.approx(0.05)
@@ -137,10 +170,13 @@ def test_residual_ranking_gap_and_skip():
 def _mixed_frame() -> pl.DataFrame:
     rng = np.random.default_rng(1)
     probs = _softmax(rng.normal(0, 1, (2, 8, 8)))
-    rows = (_attn_rows("l0.softmax", probs, 2)
-            + _rows("l0.attn", "residual", (8, 0, 4), 32, {"res_a_sumsq": [4.0], "res_b_sumsq": [0.01],
-                                                           "res_cos": [0.9999]})
-            + _rows("l0.topk", "route", (8, 1, 4), 8, {"route_load": [8, 0, 0, 0]}))
+    rows = (
+        _attn_rows("l0.softmax", probs, 2)
+        + _rows(
+            "l0.attn", "residual", (8, 0, 4), 32, {"res_a_sumsq": [4.0], "res_b_sumsq": [0.01], "res_cos": [0.9999]}
+        )
+        + _rows("l0.topk", "route", (8, 1, 4), 8, {"route_load": [8, 0, 0, 0]})
+    )
     return _frame(rows)
 
 

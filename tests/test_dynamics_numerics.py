@@ -152,8 +152,10 @@ def test_minilm_residual_stats_equal_pytorch_hooks(minilm):
     model, kwargs, values = minilm
     streams, blocks = {}, {}
     for i, layer in enumerate(model.encoder.layer):
-        for site, output in ((f"encoder.layer.{i}.attention.output.attn", layer.attention.output),
-                             (f"encoder.layer.{i}.output.ffn", layer.output)):
+        for site, output in (
+            (f"encoder.layer.{i}.attention.output.attn", layer.attention.output),
+            (f"encoder.layer.{i}.output.ffn", layer.output),
+        ):
             streams[site] = (output, itemgetter(1))  # forward(hidden_states, input_tensor): the stream is input_tensor
             blocks[site] = (output.dropout, lambda o: o)
     # measured: relative |Δ| 1.7e-6 on the sums, |Δ| 1e-7 on 1 − res_cos
@@ -178,8 +180,10 @@ def test_mixtral_routing_equals_pytorch_router(mixtral):
 
     model, kwargs, _, values = mixtral
     logits, layers = {}, model.model.layers
-    handles = [layer.mlp.gate.register_forward_hook(lambda m, a, out, i=i: logits.update({i: out[0]}))
-               for i, layer in enumerate(layers)]
+    handles = [
+        layer.mlp.gate.register_forward_hook(lambda m, a, out, i=i: logits.update({i: out[0]}))
+        for i, layer in enumerate(layers)
+    ]
     forward_hooked(model, kwargs, handles)
     k, experts = model.config.num_experts_per_tok, model.config.num_local_experts
     assert len(logits) == len(layers) == 2
@@ -193,8 +197,12 @@ def test_mixtral_routing_equals_pytorch_router(mixtral):
         # f32 softmax of 4 logits against float64: measured max |Δ| 3e-8 (top-1, top-2), 9e-8 (entropy)
         np.testing.assert_allclose(values[site + ".softmax", "gate", "attn_qmax"], top[:, 0], rtol=0, atol=1e-5)
         np.testing.assert_allclose(values[site + ".softmax", "gate", "gate_top2"], top[:, 1], rtol=0, atol=1e-5)
-        np.testing.assert_allclose(values[site + ".softmax", "gate", "attn_entropy"],
-                                   attention_reference(probs)["attn_entropy"], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(
+            values[site + ".softmax", "gate", "attn_entropy"],
+            attention_reference(probs)["attn_entropy"],
+            rtol=0,
+            atol=1e-5,
+        )
 
 
 @needs_torch
@@ -261,6 +269,7 @@ NP_FLOATS = {"f16": np.float16, "f32": np.float32}
 
 def attention_module(elem: str, mask: str | None) -> str:
     """An `elem` attention of q [B,H,SQ,D], k, v [B,H,SK,D], scale 0.5, and maybe a [B,SQ,SK] `mask` all heads share."""
+
     def t(*shape: int, e: str = elem) -> str:
         return "tensor<" + "x".join(map(str, shape)) + f"x{e}>"
 
@@ -282,8 +291,11 @@ def attention_module(elem: str, mask: str | None) -> str:
 }}"""
 
 
-@pytest.mark.parametrize("elem,mask", [("f16", None), ("f32", "f32"), ("f16", "f16"), ("f32", "i1")],
-                         ids=["f16", "f32-additive-mask", "f16-additive-mask", "f32-boolean-mask"])
+@pytest.mark.parametrize(
+    "elem,mask",
+    [("f16", None), ("f32", "f32"), ("f16", "f16"), ("f32", "i1")],
+    ids=["f16", "f32-additive-mask", "f16-additive-mask", "f32-boolean-mask"],
+)
 def test_fused_attention_shadow_equals_numpy(elem, mask):
     """A hand-written attention's shadow gives numpy's softmax(Q·Kᵀ·scale + mask) stats (a causal mask, + noise)."""
     rng = np.random.default_rng(0)
@@ -302,8 +314,9 @@ def test_fused_attention_shadow_equals_numpy(elem, mask):
     probs = np.exp(scores - scores.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     module, manifest = opscope.inject(attention_module(elem, mask), taps="attention")
-    assert [(s.name, s.kind, s.batch, s.m, s.k, s.n) for s in manifest.sites] == [("enc.attention", "attention", B * H,
-                                                                                    SQ, H, SK)]
+    assert [(s.name, s.kind, s.batch, s.m, s.k, s.n) for s in manifest.sites] == [
+        ("enc.attention", "attention", B * H, SQ, H, SK)
+    ]
     values = manifest.values(opscope.load(opscope.compile(module)).invoke(manifest.function, *args))
     for stat, want in attention_reference(probs).items():
         # the shadow extends f16 to f32 and the reference reads the same rounded inputs: measured max |Δ| 3.5e-7
@@ -372,19 +385,55 @@ DYNAMIC_RESIDUAL = """func.func @main(%x: tensor<?x16xf32>, %w: tensor<16x16xf32
 }"""
 
 
-@pytest.mark.parametrize("source,note", [
-    (ODD_AXIS_SOFTMAX, "inject-infer-stats: softmax at odd.softmax skipped: it normalizes axis 1, not the last (2)"),
-    (UNSLICED_SORT, "inject-infer-stats: sort at plain.sort skipped: no slice of its first k indices (not a top-k)"),
-    (DYNAMIC_TOPK, ("inject-infer-stats: top-k at dyn.topk skipped: its indices tensor<?x2xi32> have a dynamic shape "
-                    "(stat kernels are static-shaped: specialize the shapes first)")),
-    (DYNAMIC_SOFTMAX, ("inject-infer-stats: softmax at dyn.softmax skipped: its probabilities tensor<?x8xf32> are "
-                       "not a static float tensor of rank >= 2")),
-    (SCORE_MODIFIER, ("inject-attention-stats: attention 'capped.attention' at loc(\"capped\") skipped: its region "
-                      "modifies the scores (not replayed)")),
-    (DYNAMIC_RESIDUAL, ("inject-residual-stats: residual add at blk skipped: operands tensor<?x16xf32> and "
-                        "tensor<?x16xf32> are not two static float tensors of the result's type")),
-], ids=["softmax-over-axis-1", "sort-not-sliced", "dynamic-topk", "dynamic-softmax", "score-modifier",
-        "dynamic-residual"])
+@pytest.mark.parametrize(
+    "source,note",
+    [
+        (
+            ODD_AXIS_SOFTMAX,
+            "inject-infer-stats: softmax at odd.softmax skipped: it normalizes axis 1, not the last (2)",
+        ),
+        (
+            UNSLICED_SORT,
+            "inject-infer-stats: sort at plain.sort skipped: no slice of its first k indices (not a top-k)",
+        ),
+        (
+            DYNAMIC_TOPK,
+            (
+                "inject-infer-stats: top-k at dyn.topk skipped: its indices tensor<?x2xi32> have a dynamic shape "
+                "(stat kernels are static-shaped: specialize the shapes first)"
+            ),
+        ),
+        (
+            DYNAMIC_SOFTMAX,
+            (
+                "inject-infer-stats: softmax at dyn.softmax skipped: its probabilities tensor<?x8xf32> are "
+                "not a static float tensor of rank >= 2"
+            ),
+        ),
+        (
+            SCORE_MODIFIER,
+            (
+                "inject-attention-stats: attention 'capped.attention' at loc(\"capped\") skipped: its region "
+                "modifies the scores (not replayed)"
+            ),
+        ),
+        (
+            DYNAMIC_RESIDUAL,
+            (
+                "inject-residual-stats: residual add at blk skipped: operands tensor<?x16xf32> and "
+                "tensor<?x16xf32> are not two static float tensors of the result's type"
+            ),
+        ),
+    ],
+    ids=[
+        "softmax-over-axis-1",
+        "sort-not-sliced",
+        "dynamic-topk",
+        "dynamic-softmax",
+        "score-modifier",
+        "dynamic-residual",
+    ],
+)
 def test_untappable_site_is_skipped_with_a_note(caplog, source, note):
     """Dynamics taps of IR they cannot tap: no error, no site, and one warning naming the op and why."""
     with caplog.at_level(logging.WARNING, logger="opscope"):

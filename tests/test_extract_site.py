@@ -37,13 +37,17 @@ def outline(source: str, site: str, only: bool = True) -> ir.Module:
 
 
 def functions(module: ir.Module) -> dict[str, ir.Operation]:
-    return {symbol_name(op.operation): op.operation for op in module.body.operations
-            if op.operation.name == "func.func"}
+    return {
+        symbol_name(op.operation): op.operation for op in module.body.operations if op.operation.name == "func.func"
+    }
 
 
 def global_names(module: ir.Module) -> set[str]:
-    return {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in module.body.operations
-            if op.operation.name == "util.global"}
+    return {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in module.body.operations
+        if op.operation.name == "util.global"
+    }
 
 
 def run_outlined(source: str, site: str, *operands: np.ndarray) -> np.ndarray:
@@ -107,11 +111,13 @@ def test_refusals_are_one_line_and_list_the_names():
     source = transformer(layers=2)  # 16 sites: 12 are listed, then how many more
     with pytest.raises(OpscopeError) as e:
         outline(source, "layer9.ffn.up")
-    assert str(e.value) == ("extract-site: no matmul site 'layer9.ffn.up' in this module (valid: layer0.attn.q, "
-                            "layer0.attn.k, layer0.attn.v, layer0.attn.scores, layer0.attn.context, layer0.attn.o, "
-                            "layer0.ffn.up, layer0.ffn.down, layer1.attn.q, layer1.attn.k, layer1.attn.v, "
-                            "layer1.attn.scores and 4 more (`opscope sites MODEL` lists them), "
-                            "or their ordinals 0..15)")
+    assert str(e.value) == (
+        "extract-site: no matmul site 'layer9.ffn.up' in this module (valid: layer0.attn.q, "
+        "layer0.attn.k, layer0.attn.v, layer0.attn.scores, layer0.attn.context, layer0.attn.o, "
+        "layer0.ffn.up, layer0.ffn.down, layer1.attn.q, layer1.attn.k, layer1.attn.v, "
+        "layer1.attn.scores and 4 more (`opscope sites MODEL` lists them), "
+        "or their ordinals 0..15)"
+    )
     with pytest.raises(OpscopeError, match=r"^extract-site: name the site to outline with site=<name or ordinal> "):
         run_pipeline(parse_module(source, new_context()), "extract-site")
     with pytest.raises(OpscopeError, match=r"^extract-site: no matmul site '16' in this module"):
@@ -122,8 +128,11 @@ def test_refusals_are_one_line_and_list_the_names():
   return %0 : tensor<?x3xf32>
 }
 """
-    with pytest.raises(OpscopeError, match=r"^extract-site: site 'd' at loc\(\"d\"\) has a dynamic shape "
-                                           r"\(tensor<\?x8xf32> x tensor<8x3xf32> -> tensor<\?x3xf32>\)"):
+    with pytest.raises(
+        OpscopeError,
+        match=r"^extract-site: site 'd' at loc\(\"d\"\) has a dynamic shape "
+        r"\(tensor<\?x8xf32> x tensor<8x3xf32> -> tensor<\?x3xf32>\)",
+    ):
         outline(dynamic, "d")
 
 
@@ -165,8 +174,7 @@ def test_constant_weights_are_outlined_with_the_site():
     assert [a.shape for a in arguments(ffn, "site_layer0_ffn_up")] == [(SEQ, D_MODEL)]
     assert "util.global.load @layer0_w1" in str(ffn)
     x = np.random.default_rng(7).standard_normal((SEQ, D_MODEL), dtype=np.float32)
-    np.testing.assert_allclose(run_outlined(source, "layer0.ffn.up", x), x @ weights["layer0_w1"], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(run_outlined(source, "layer0.ffn.up", x), x @ weights["layer0_w1"], rtol=1e-5, atol=1e-6)
     q = run_outlined(source, "layer0.attn.q", x)  # its lhs is the model's input: the model's own q is readable
     assert q.tobytes() == model_values(source, [x])["layer0.attn.q#0"].tobytes()
     np.testing.assert_allclose(q, x @ weights["layer0_wq"], rtol=1e-5, atol=1e-6)

@@ -174,8 +174,10 @@ def test_weight_over_two_k_and_two_n_loops():
     """A generic reading W[h, c, d, j] with K = (c, j) and N = (h, d): U [c, j, r], V [r, h, d]."""
     rng = np.random.default_rng(6)
     w = rng.standard_normal((3, 2, 4, 5)).astype(F32)
-    maps = ("affine_map<(m, h, d, c, j) -> (m, j, c)>, affine_map<(m, h, d, c, j) -> (h, c, d, j)>, "
-            "affine_map<(m, h, d, c, j) -> (m, h, d)>")
+    maps = (
+        "affine_map<(m, h, d, c, j) -> (m, j, c)>, affine_map<(m, h, d, c, j) -> (h, c, d, j)>, "
+        "affine_map<(m, h, d, c, j) -> (m, h, d)>"
+    )
     source = f"""
 func.func @main(%x: tensor<6x5x2xf32>, %c: tensor<6x3x4xf32>) -> tensor<6x3x4xf32> {{
   %w = arith.constant {dense(w)}
@@ -191,8 +193,10 @@ func.func @main(%x: tensor<6x5x2xf32>, %c: tensor<6x3x4xf32>) -> tensor<6x3x4xf3
 }}
 """
     module = factored(source, rank=3)
-    assert [(s.name, s.shape("rhs")) for s in find_sites(module.operation)] == [("heads.u", (2, 5, 3)),
-                                                                             ("heads", (3, 3, 4))]
+    assert [(s.name, s.shape("rhs")) for s in find_sites(module.operation)] == [
+        ("heads.u", (2, 5, 3)),
+        ("heads", (3, 3, 4)),
+    ]
     x, c = rng.standard_normal((6, 5, 2)).astype(F32), rng.standard_normal((6, 3, 4)).astype(F32)
     (got,) = run(module, x, c)
     uv = reference_factors(w.transpose(1, 3, 0, 2).reshape(10, 12), 3).reshape(2, 5, 3, 4)
@@ -252,8 +256,9 @@ def test_flops_drop_by_the_factored_product():
 
 def test_sites_and_keep_choose_the_sites():
     rng = np.random.default_rng(5)
-    source = every_form(*(rng.standard_normal((N, K)).astype(F32) for _ in range(3)),
-                        rng.standard_normal((K, N)).astype(F32))
+    source = every_form(
+        *(rng.standard_normal((N, K)).astype(F32) for _ in range(3)), rng.standard_normal((K, N)).astype(F32)
+    )
     module = factored(source, rank=2, keep=lambda s: s.name in ("proj", "lhs_t"))
     assert [s.name for s in find_sites(module.operation)] == ["fc", "proj.u", "proj", "dense", "lhs_t.u", "lhs_t"]
     module = factored(source, rank=2, sites="^(fc|dense)$")
@@ -275,16 +280,19 @@ def test_argument_weight_is_skipped_unless_named(caplog):
     assert "skipping site 'fc': its rhs is a function argument, not a constant weight" in caplog.text
     with pytest.raises(OpscopeError) as e:
         factored(ARGUMENT_WEIGHT, rank=1, sites="fc")
-    assert one_line(e) == ("factor-weight: site 'fc' at loc(\"fc\"): its rhs is a function argument, not a "
-                            "constant weight; narrow sites='fc' to sites with a stored weight")
+    assert one_line(e) == (
+        "factor-weight: site 'fc' at loc(\"fc\"): its rhs is a function argument, not a "
+        "constant weight; narrow sites='fc' to sites with a stored weight"
+    )
 
 
 def test_refusals_are_one_line():
     source = linear_2d(np.ones((6, 8), F32))
     with pytest.raises(OpscopeError) as e:
         factored(source, rank=7)
-    assert one_line(e) == ("factor-weight: site 'fc' at loc(\"fc\"): rank 7 exceeds the weight's 8×6 matrix; "
-                            "choose rank < min(K,N) = 6")
+    assert one_line(e) == (
+        "factor-weight: site 'fc' at loc(\"fc\"): rank 7 exceeds the weight's 8×6 matrix; choose rank < min(K,N) = 6"
+    )
     with pytest.raises(OpscopeError, match=r"^factor-weight: option 'rank' expects an integer >= 0 .*got -1$"):
         FactorWeight(rank=-1)
     with pytest.raises(OpscopeError, match=r"^factor-weight: option 'energy' expects a fraction in \(0, 1\] .*1.5$"):

@@ -30,7 +30,7 @@ from opscope.passes.fakequant_activations import FakequantActivations
 from opscope.passes.fakequant_weights import FakequantWeights
 
 F32 = np.float32
-ULP_RTOL = 2.0 ** -22
+ULP_RTOL = 2.0**-22
 
 
 def round_half_away(t: np.ndarray) -> np.ndarray:
@@ -105,9 +105,11 @@ func.func @main(%x: tensor<3x8xf32>, %y: tensor<3x8xf32>, %z: tensor<3x8xf32>, %
       tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<2x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>
 }
 """
-ACT_PIPELINE = ("fakequant-activations{sites='^(tok|bmm|shared)'},"
-                "fakequant-activations{scope=per-channel sites=^chan$},"
-                "fakequant-activations{bits=4 sites=^b4$}")
+ACT_PIPELINE = (
+    "fakequant-activations{sites='^(tok|bmm|shared)'},"
+    "fakequant-activations{scope=per-channel sites=^chan$},"
+    "fakequant-activations{bits=4 sites=^b4$}"
+)
 
 X_REF = (0.37 * np.arange(24) - 1.5).astype(F32).reshape(3, 8)  # the reference's test input
 X_BMM = np.random.default_rng(0).standard_normal((2, 8, 3)).astype(F32)
@@ -236,8 +238,10 @@ func.func @main(%x: tensor<8x8xf32>, %xb: tensor<2x8x8xf32>)
   return %pc, %grp, %pt, %bt : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<2x8x4xf32>
 }}
 """
-W_PIPELINE = ("fakequant-weights{sites='^(pc|bt)$'},fakequant-weights{group=4 sites=^grp$},"
-              "fakequant-weights{scope=per-tensor sites=^pt$}")
+W_PIPELINE = (
+    "fakequant-weights{sites='^(pc|bt)$'},fakequant-weights{group=4 sites=^grp$},"
+    "fakequant-weights{scope=per-tensor sites=^pt$}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -284,15 +288,15 @@ def test_refusals():
     assert str(e.value) == "fakequant-activations: option 'bits' expects an integer in 2..16, got 1"
     with pytest.raises(OpscopeError) as e:
         parse_pipeline("fakequant-activations{scope=per-row}")
-    assert str(e.value) == ("fakequant-activations: option 'scope' expects one of per-token, per-channel, "
-                            "got 'per-row'")
+    assert str(e.value) == (
+        "fakequant-activations: option 'scope' expects one of per-token, per-channel, got 'per-row'"
+    )
     with pytest.raises(OpscopeError) as e:
         parse_pipeline("fakequant-weights{bits=17}")
     assert str(e.value) == "fakequant-weights: option 'bits' expects an integer in 2..16, got 17"
     with pytest.raises(OpscopeError) as e:
         FakequantWeights(scope="per-token")
-    assert str(e.value) == ("fakequant-weights: option 'scope' expects one of per-channel, per-tensor, "
-                            "got 'per-token'")
+    assert str(e.value) == ("fakequant-weights: option 'scope' expects one of per-channel, per-tensor, got 'per-token'")
     module = parse_module(W_SOURCE, new_context())
     with pytest.raises(OpscopeError) as e:
         run_pipeline(module, "fakequant-weights{group=3 sites=^pc$}")
@@ -345,8 +349,10 @@ def _linear_3d_case():
     rng = np.random.default_rng(0)
     w, b = (rng.standard_normal(s).astype(F32) for s in ((16, 32), (16,)))
     x = rng.standard_normal((2, 3, 32)).astype(F32)
-    dense = {k: np.array2string(v, separator=",", threshold=10**6, floatmode="unique").replace("\n", "")
-             for k, v in (("w", w), ("b", b))}
+    dense = {
+        k: np.array2string(v, separator=",", threshold=10**6, floatmode="unique").replace("\n", "")
+        for k, v in (("w", w), ("b", b))
+    }
     text = LINEAR_3D.format(**dense)
     ctx = new_context()
     module = parse_module(text, ctx, "linear3d")
@@ -375,10 +381,13 @@ def test_linear_3d_activation_round_trip_with_tuned_flags():
     np.testing.assert_allclose(load(compile_module(quantized, "llvm-cpu")).invoke("main", x)[0], want, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="IREE 3.13 llvm-cpu with --iree-opt-level=O3 (global optimization included) and "
-                          "--iree-opt-data-tiling miscompiles fakequant-activations on a broadcast-weight "
-                          "batch_matmul (a 3-D nn.Linear)")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="IREE 3.13 llvm-cpu with --iree-opt-level=O3 (global optimization included) and "
+    "--iree-opt-data-tiling miscompiles fakequant-activations on a broadcast-weight "
+    "batch_matmul (a 3-D nn.Linear)",
+)
 def test_linear_3d_activation_round_trip_with_global_opt_o3():
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load

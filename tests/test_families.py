@@ -62,43 +62,52 @@ PARITY = "original results bit-identical with injection"
 
 # -- why the known failures fail ---------------------------------------------------------------------
 
-I1_PACK = ("IREE 3.13 bug: llvm-cpu data tiling packs the i1 causal mask of the dynamo ONNX export "
-           "(\"'linalg.pack' op expected padding_value has 'i8' but got: 'i1'\"); the untapped model fails "
-           "plain iree-compile the same way (test_iree_data_tiling_packs_i1_mask)")
-EPILOGUE = ("IREE 3.13 compiles a matmul/conv whose result has a second use (a tap; or plain iree-compile with "
-            "that result also returned) with another rounding of its fused epilogue: original results within "
-            "a few ulp, not bit-identical (test_iree_second_use_changes_fused_epilogue_rounding)")
-RESNET_32PX = ("IREE 3.13 bug: a 3x3 stride-2 conv with a 1x1 output (ResNet-18's last stage at <= 32 px) fails "
-               "plain iree-compile (test_iree_stride2_conv_to_1x1)")
+I1_PACK = (
+    "IREE 3.13 bug: llvm-cpu data tiling packs the i1 causal mask of the dynamo ONNX export "
+    "(\"'linalg.pack' op expected padding_value has 'i8' but got: 'i1'\"); the untapped model fails "
+    "plain iree-compile the same way (test_iree_data_tiling_packs_i1_mask)"
+)
+EPILOGUE = (
+    "IREE 3.13 compiles a matmul/conv whose result has a second use (a tap; or plain iree-compile with "
+    "that result also returned) with another rounding of its fused epilogue: original results within "
+    "a few ulp, not bit-identical (test_iree_second_use_changes_fused_epilogue_rounding)"
+)
+RESNET_32PX = (
+    "IREE 3.13 bug: a 3x3 stride-2 conv with a 1x1 output (ResNet-18's last stage at <= 32 px) fails "
+    "plain iree-compile (test_iree_stride2_conv_to_1x1)"
+)
 
 # -- the families -------------------------------------------------------------------------------------
 
-FAMILIES = {f.name: f for f in (
-    # 2 layers x (q, k, v, q.kT, p.v, attention out, intermediate, output) + the pooler
-    F.Family("bert", F.bert, 2 * 8 + 1, ("pt2", "onnx", "onnx-legacy")),
-    # 2 layers x (q, k, v, q.kT, p.v, o, wi, wo)
-    F.Family("t5_encoder", F.t5_encoder, 2 * 8, ("pt2",), ("onnx", "onnx-legacy")),
-    # the encoder, 2 decoder layers x (self 6 + cross 6 + wi, wo), the LM head
-    F.Family("t5", F.t5, 2 * 8 + 2 * 14 + 1, ("pt2",), ("onnx", "onnx-legacy")),
-    # the patch embedding (a conv), 2 layers x 8, the pooler
-    F.Family("vit", F.vit, 1 + 2 * 8 + 1, ("pt2",), ("onnx", "onnx-legacy")),
-    # stem + 4 stages x 2 basic blocks x 2 convs + 3 downsampling shortcuts
-    F.Family("resnet18", F.resnet18, 1 + 4 * 2 * 2 + 3, ("pt2",), ("onnx", "onnx-legacy")),
-    # stem (3x3, depthwise 3x3, 1x1) + 16 inverted residuals x (expand, depthwise, reduce) + the last 1x1
-    F.Family("mobilenet_v2", F.mobilenet_v2, 3 + 16 * 3 + 1, ("pt2",), ("onnx", "onnx-legacy")),
-    # 2 layers x (q, k, v, q.kT, p.v, o, gate, up, down)
-    F.Family("qwen2", F.qwen2, 2 * 9, ("pt2",), ("onnx", "onnx-legacy")),
-    # 2 layers x (q, k, v, q.kT, p.v, dense, fc1, fc2)
-    F.Family("phi", F.phi, 2 * 8, ("pt2",), ("onnx", "onnx-legacy")),
-    # layers x (input projection + one recurrent matmul per step) + the head
-    F.Family("lstm", F.lstm, 2 * (1 + F.STEPS) + 1, ("pt2", "onnx"), ("onnx-legacy",)),
-    F.Family("gru", F.gru, 2 * (1 + F.STEPS) + 1, ("pt2",), ("onnx", "onnx-legacy")),
-    # conv1, conv2, fc
-    F.Family("small_cnn", F.small_cnn, 3, ("pt2", "onnx"), ("onnx-legacy",)),
-    F.Family("jax_mlp", F.jax_mlp, 3, ("jaxexport",), jax=True),
-    # 2 layers x (q, k, v, scores, mix, out, up, down)
-    F.Family("jax_attention", F.jax_attention, 2 * 8, ("jaxexport",), jax=True),
-)}
+FAMILIES = {
+    f.name: f
+    for f in (
+        # 2 layers x (q, k, v, q.kT, p.v, attention out, intermediate, output) + the pooler
+        F.Family("bert", F.bert, 2 * 8 + 1, ("pt2", "onnx", "onnx-legacy")),
+        # 2 layers x (q, k, v, q.kT, p.v, o, wi, wo)
+        F.Family("t5_encoder", F.t5_encoder, 2 * 8, ("pt2",), ("onnx", "onnx-legacy")),
+        # the encoder, 2 decoder layers x (self 6 + cross 6 + wi, wo), the LM head
+        F.Family("t5", F.t5, 2 * 8 + 2 * 14 + 1, ("pt2",), ("onnx", "onnx-legacy")),
+        # the patch embedding (a conv), 2 layers x 8, the pooler
+        F.Family("vit", F.vit, 1 + 2 * 8 + 1, ("pt2",), ("onnx", "onnx-legacy")),
+        # stem + 4 stages x 2 basic blocks x 2 convs + 3 downsampling shortcuts
+        F.Family("resnet18", F.resnet18, 1 + 4 * 2 * 2 + 3, ("pt2",), ("onnx", "onnx-legacy")),
+        # stem (3x3, depthwise 3x3, 1x1) + 16 inverted residuals x (expand, depthwise, reduce) + the last 1x1
+        F.Family("mobilenet_v2", F.mobilenet_v2, 3 + 16 * 3 + 1, ("pt2",), ("onnx", "onnx-legacy")),
+        # 2 layers x (q, k, v, q.kT, p.v, o, gate, up, down)
+        F.Family("qwen2", F.qwen2, 2 * 9, ("pt2",), ("onnx", "onnx-legacy")),
+        # 2 layers x (q, k, v, q.kT, p.v, dense, fc1, fc2)
+        F.Family("phi", F.phi, 2 * 8, ("pt2",), ("onnx", "onnx-legacy")),
+        # layers x (input projection + one recurrent matmul per step) + the head
+        F.Family("lstm", F.lstm, 2 * (1 + F.STEPS) + 1, ("pt2", "onnx"), ("onnx-legacy",)),
+        F.Family("gru", F.gru, 2 * (1 + F.STEPS) + 1, ("pt2",), ("onnx", "onnx-legacy")),
+        # conv1, conv2, fc
+        F.Family("small_cnn", F.small_cnn, 3, ("pt2", "onnx"), ("onnx-legacy",)),
+        F.Family("jax_mlp", F.jax_mlp, 3, ("jaxexport",), jax=True),
+        # 2 layers x (q, k, v, scores, mix, out, up, down)
+        F.Family("jax_attention", F.jax_attention, 2 * 8, ("jaxexport",), jax=True),
+    )
+}
 
 # (family, route or "*", check) -> why it fails today (strict xfails); checks: runs, count, names, parity
 XFAIL: dict[tuple[str, str, str], str] = {}
@@ -159,8 +168,12 @@ class Profiles:
             folder.mkdir()
             path = F.save(FAMILIES[family], route, folder)
             t0 = time.perf_counter()
-            proc = subprocess.run(OPSCOPE + ["profile", str(path), "--steps", "2", "--out", str(folder / "run")],
-                                  capture_output=True, text=True, timeout=600)
+            proc = subprocess.run(
+                OPSCOPE + ["profile", str(path), "--steps", "2", "--out", str(folder / "run")],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             self.done[family, route] = Profile(path, folder / "run", proc, time.perf_counter() - t0)
         return self.done[family, route]
 
@@ -210,7 +223,8 @@ def test_dynamics_site_count(profiles, family, route):
     sites = profiles.get(family, route).manifest().sites
     got = {k: sum(s.kind == k for s in sites) for k in DYNAMICS_SITE_KINDS}
     assert got == {**dict.fromkeys(DYNAMICS_SITE_KINDS, 0), **DYNAMICS_EXPECTED.get(family, {})}, [
-        (s.name, s.kind) for s in sites if s.kind in DYNAMICS_SITE_KINDS]
+        (s.name, s.kind) for s in sites if s.kind in DYNAMICS_SITE_KINDS
+    ]
 
 
 @pytest.mark.parametrize("family,route", _cases("names"))
@@ -300,15 +314,22 @@ def test_resnet18_at_32px(tmp_path):
     """32 px is one pixel too small for IREE 3.13 (33 px, the suite's size, compiles)."""
     model, inputs = F.resnet18(image=32)
     path = F.save_pt2(model, inputs, tmp_path / "resnet18-32.pt2")
-    proc = subprocess.run(OPSCOPE + ["profile", str(path), "--steps", "2", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        OPSCOPE + ["profile", str(path), "--steps", "2", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # -- the IREE 3.13 bugs, in plain iree-compile (no taps) -----------------------------------------------
 
-PLAIN = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-         "--iree-llvmcpu-target-cpu=host")  # plain iree-compile for the CPU: none of opscope's tuned flags
+PLAIN = (
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=host",
+)  # plain iree-compile for the CPU: none of opscope's tuned flags
 
 I1_MASK = """
 func.func @main(%a: tensor<8x16xf32>, %b: tensor<16x8xf32>, %mask: tensor<8x8xi1>) -> tensor<8x8xf32> {
@@ -423,10 +444,14 @@ def test_iree_second_use_changes_fused_epilogue_rounding():
 
 
 @pytest.mark.families_full
-@pytest.mark.parametrize("family,route,message", [
-    ("qwen2", "onnx", "'linalg.pack' op expected padding_value has 'i8' but got: 'i1'"),
-    ("phi", "onnx", "'linalg.pack' op expected padding_value has 'i8' but got: 'i1'"),
-], ids=["qwen2-onnx", "phi-onnx"])
+@pytest.mark.parametrize(
+    "family,route,message",
+    [
+        ("qwen2", "onnx", "'linalg.pack' op expected padding_value has 'i8' but got: 'i1'"),
+        ("phi", "onnx", "'linalg.pack' op expected padding_value has 'i8' but got: 'i1'"),
+    ],
+    ids=["qwen2-onnx", "phi-onnx"],
+)
 def test_untapped_model_fails_plain_compile_the_same_way(tmp_path, family, route, message):
     """The xfailed routes' failure is IREE's: the untapped imported module fails on the opscope target too."""
     from opscope.importers import import_source

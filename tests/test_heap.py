@@ -34,13 +34,16 @@ fill()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 """
 
-glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-                           reason="the settings are glibc's; elsewhere keep_freed_memory returns False (tested below)")
+glibc = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="the settings are glibc's; elsewhere keep_freed_memory returns False (tested below)",
+)
 
 
 def faults(setup: str, env: dict | None = None) -> int:
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(setup=setup)], capture_output=True, text=True,
-                          env=env, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(setup=setup)], capture_output=True, text=True, env=env, check=True
+    )
     return int(proc.stdout.strip().splitlines()[-1])
 
 
@@ -64,9 +67,11 @@ def test_glibc_steady_settings_fault_again():
 @glibc
 def test_loading_a_module_keeps_freed_memory(monkeypatch):
     """`runtime.load` applies the setting once per process, before the first call."""
-    setup = ("from opscope.run.compile import compile_module; from opscope.run.runtime import load; "
-             "load(compile_module('func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> { return %x : tensor<4xf32> }', "
-             "'llvm-cpu'))")
+    setup = (
+        "from opscope.run.compile import compile_module; from opscope.run.runtime import load; "
+        "load(compile_module('func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> { return %x : tensor<4xf32> }', "
+        "'llvm-cpu'))"
+    )
     monkeypatch.delenv(heap.OPT_OUT, raising=False)
     assert faults(setup) < 0.05 * PAGES
 

@@ -39,8 +39,7 @@ from opscope.ir.sites import find_sites  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.runtime import load  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning",
-                                        "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning")
 TOL = dict(rtol=1e-4, atol=1e-4)
 STEPS, BATCH, FEATURES, HIDDEN = 4, 2, 5, 6
 
@@ -60,8 +59,11 @@ def _export_onnx(model, args, path, dynamo: bool):
     """torch.onnx.export, quietly (the dynamo exporter prints its progress)."""
     if dynamo:
         pytest.importorskip("onnxscript")
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, str(path), dynamo=dynamo, input_names=["x"])
     return path
@@ -96,8 +98,9 @@ class Recurrent(torch.nn.Module):
 
     def __init__(self, cell: str, layers: int, batch_first: bool, bidirectional: bool = False):
         super().__init__()
-        self.rnn = getattr(torch.nn, cell)(FEATURES, HIDDEN, num_layers=layers, batch_first=batch_first,
-                                           bidirectional=bidirectional)
+        self.rnn = getattr(torch.nn, cell)(
+            FEATURES, HIDDEN, num_layers=layers, batch_first=batch_first, bidirectional=bidirectional
+        )
         self.fc = torch.nn.Linear(HIDDEN * (2 if bidirectional else 1), 3)
 
     def forward(self, x):
@@ -124,8 +127,9 @@ def test_batchnorm_from_module_pt2_and_onnx(tmp_path):
 RECURRENT = [("LSTM", 2, True), ("LSTM", 1, False), ("GRU", 2, True), ("GRU", 1, False)]
 
 
-@pytest.mark.parametrize("cell,layers,batch_first", RECURRENT, ids=[f"{c}-{n}l-{'bf' if b else 'tf'}"
-                                                                    for c, n, b in RECURRENT])
+@pytest.mark.parametrize(
+    "cell,layers,batch_first", RECURRENT, ids=[f"{c}-{n}l-{'bf' if b else 'tf'}" for c, n, b in RECURRENT]
+)
 def test_recurrent_same_sites_from_every_route(tmp_path, cell, layers, batch_first):
     """nn.Module, .pt2, legacy ONNX and dynamo ONNX: L·(1+T) step sites + the head, same names, right numbers."""
     torch.manual_seed(0)
@@ -162,19 +166,33 @@ def test_bidirectional_lstm_names_reverse_steps_by_time(tmp_path):
     _close(_run(module, x.numpy()), _onnxruntime(onnx_path, x.numpy()))
 
 
-def _rnn_node_model(kind: str, layout: int = 0, direction: str = "forward", peepholes: bool = False,
-                    sequence_lens: bool = False, steps: int | None = 3, **attrs):
+def _rnn_node_model(
+    kind: str,
+    layout: int = 0,
+    direction: str = "forward",
+    peepholes: bool = False,
+    sequence_lens: bool = False,
+    steps: int | None = 3,
+    **attrs,
+):
     """One hand-built ONNX LSTM/GRU/RNN node named 'enc_rnn' with biases and initial states (B=2, I=4, H=5)."""
     rng = np.random.default_rng(0)
     gates, dirs = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind], 1 + (direction == "bidirectional")
     batch, feats, hidden = 2, 4, 5
-    weights = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.5, n) for n, s in
-               (("W", (dirs, gates * hidden, feats)), ("R", (dirs, gates * hidden, hidden)),
-                ("B", (dirs, 2 * gates * hidden)))]
+    weights = [
+        numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.5, n)
+        for n, s in (
+            ("W", (dirs, gates * hidden, feats)),
+            ("R", (dirs, gates * hidden, hidden)),
+            ("B", (dirs, 2 * gates * hidden)),
+        )
+    ]
     x_shape = [steps, batch, feats] if layout == 0 else [batch, steps, feats]
     state = [dirs, batch, hidden] if layout == 0 else [batch, dirs, hidden]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
-              helper.make_tensor_value_info("h0", TensorProto.FLOAT, state)]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+        helper.make_tensor_value_info("h0", TensorProto.FLOAT, state),
+    ]
     names = ["x", "W", "R", "B", "lens" if sequence_lens else "", "h0"]
     outputs = ["y", "yh"]
     if sequence_lens:
@@ -186,13 +204,16 @@ def _rnn_node_model(kind: str, layout: int = 0, direction: str = "forward", peep
         if peepholes:
             weights.append(numpy_helper.from_array(rng.standard_normal((dirs, 3 * hidden)).astype(np.float32), "P"))
             names.append("P")
-    node = helper.make_node(kind, names, outputs, name="enc_rnn", hidden_size=hidden, direction=direction,
-                            layout=layout, **attrs)
+    node = helper.make_node(
+        kind, names, outputs, name="enc_rnn", hidden_size=hidden, direction=direction, layout=layout, **attrs
+    )
     y_shape = [steps, dirs, batch, hidden] if layout == 0 else [batch, steps, dirs, hidden]
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)] + [
-        helper.make_tensor_value_info(n, TensorProto.FLOAT, state) for n in outputs[1:]]
-    model = helper.make_model(helper.make_graph([node], "g", inputs, outs, weights),
-                              opset_imports=[helper.make_opsetid("", 17)])
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, state) for n in outputs[1:]
+    ]
+    model = helper.make_model(
+        helper.make_graph([node], "g", inputs, outs, weights), opset_imports=[helper.make_opsetid("", 17)]
+    )
     model.ir_version = 8
     return model
 
@@ -200,8 +221,10 @@ def _rnn_node_model(kind: str, layout: int = 0, direction: str = "forward", peep
 ONNX_CASES = {
     "lstm-peepholes-clip": ("LSTM", dict(peepholes=True, clip=0.7)),
     "lstm-input-forget-reverse": ("LSTM", dict(input_forget=1, direction="reverse")),
-    "lstm-keras-hardsigmoid": ("LSTM", dict(activations=["HardSigmoid", "Tanh", "Tanh"], activation_alpha=[0.3],
-                                            activation_beta=[0.4])),
+    "lstm-keras-hardsigmoid": (
+        "LSTM",
+        dict(activations=["HardSigmoid", "Tanh", "Tanh"], activation_alpha=[0.3], activation_beta=[0.4]),
+    ),
     "gru-reset-after-matmul": ("GRU", dict(linear_before_reset=0)),
     "gru-batch-major-bidirectional": ("GRU", dict(linear_before_reset=1, layout=1, direction="bidirectional")),
     "rnn-softsign": ("RNN", dict(activations=["Softsign"])),
@@ -216,8 +239,10 @@ def test_hand_built_onnx_recurrent_nodes_match_onnxruntime(case):
     twin = _rnn_node_model(kind, **{**attrs, "layout": 0})
     rng = np.random.default_rng(1)
     dirs = 1 + (attrs.get("direction") == "bidirectional")
-    feeds = {"x": rng.standard_normal((3, 2, 4)).astype(np.float32),
-             "h0": rng.standard_normal((dirs, 2, 5)).astype(np.float32)}
+    feeds = {
+        "x": rng.standard_normal((3, 2, 4)).astype(np.float32),
+        "h0": rng.standard_normal((dirs, 2, 5)).astype(np.float32),
+    }
     if kind == "LSTM":
         feeds["c0"] = rng.standard_normal((dirs, 2, 5)).astype(np.float32)
     want = ort.InferenceSession(twin.SerializeToString()).run(None, feeds)
@@ -235,26 +260,34 @@ def test_hand_built_onnx_recurrent_nodes_match_onnxruntime(case):
 def test_onnx_recurrent_node_that_cannot_unroll_is_one_line():
     with pytest.raises(OpscopeError) as e:
         import_onnx(_rnn_node_model("LSTM", sequence_lens=True), name="packed.onnx")
-    assert one_line(e) == ("packed.onnx: LSTM node 'enc_rnn' at enc_rnn cannot be unrolled: it has sequence_lens "
-                           "(sequences of different lengths); try: export it on full-length sequences, without "
-                           "pack_padded_sequence")
+    assert one_line(e) == (
+        "packed.onnx: LSTM node 'enc_rnn' at enc_rnn cannot be unrolled: it has sequence_lens "
+        "(sequences of different lengths); try: export it on full-length sequences, without "
+        "pack_padded_sequence"
+    )
     with pytest.raises(OpscopeError) as e:
         import_onnx(_rnn_node_model("GRU", steps=None), name="dyn.onnx")
-    assert one_line(e).endswith("cannot be unrolled: its sequence length or batch size is not static; "
-                                "try: export it with fixed input shapes")
+    assert one_line(e).endswith(
+        "cannot be unrolled: its sequence length or batch size is not static; try: export it with fixed input shapes"
+    )
 
 
 def test_unsupported_onnx_op_is_named():
     """IREE 3.13's onnx-to-torch has no Softsign pattern: the error names the ONNX op, not 'torch.operator'."""
-    graph = helper.make_graph([helper.make_node("Softsign", ["x"], ["y"], name="/enc/act/Softsign")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    graph = helper.make_graph(
+        [helper.make_node("Softsign", ["x"], ["y"], name="/enc/act/Softsign")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     with pytest.raises(OpscopeError) as e:
         import_onnx(model, name="act.onnx")
-    assert one_line(e).startswith("act.onnx: unsupported op 'onnx.Softsign' at enc.act (node /enc/act/Softsign): "
-                                  "torch-mlir's onnx-to-torch has no pattern for it")
+    assert one_line(e).startswith(
+        "act.onnx: unsupported op 'onnx.Softsign' at enc.act (node /enc/act/Softsign): "
+        "torch-mlir's onnx-to-torch has no pattern for it"
+    )
 
 
 def test_unsupported_torch_op_names_op_module_and_fix():
@@ -275,12 +308,14 @@ def test_unsupported_torch_op_names_op_module_and_fix():
         import_torch(Net(), (torch.randn(4, 4),))
     msg = one_line(e)
     assert msg.startswith("Net: unsupported op 'aten.linalg_inv' at block (test_import_families.py:")
-    assert msg.endswith("try: compute it outside the model and pass the result as an input, "
-                        "or rewrite that line with other torch ops")
+    assert msg.endswith(
+        "try: compute it outside the model and pass the result as an input, or rewrite that line with other torch ops"
+    )
 
 
 def test_composite_op_without_lowering_is_decomposed():
     """`aten.diff` has no torch-mlir op; torch's CompositeImplicit kernel (slices + sub) imports."""
+
     class Diff(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -299,8 +334,11 @@ def test_composite_op_without_lowering_is_decomposed():
 def test_failing_decomposition_is_one_line():
     torch.manual_seed(0)
     with pytest.raises(OpscopeError) as e:
-        import_torch(BatchNormNet().eval(), (torch.randn(2, 3, 4, 4),),
-                     decompositions=("aten._native_batch_norm_legit_no_training.default",))
+        import_torch(
+            BatchNormNet().eval(),
+            (torch.randn(2, 3, 4, 4),),
+            decompositions=("aten._native_batch_norm_legit_no_training.default",),
+        )
     msg = one_line(e)
     assert msg.startswith("BatchNormNet: decomposing (aten._native_batch_norm_legit_no_training.default) failed: ")
     assert "; try: add the op that message names to `decompositions` too" in msg
@@ -346,24 +384,37 @@ def test_fx_importer_failure_names_op_and_module(monkeypatch):
         import_torch(head, (torch.randn(3, 4),), decompositions=())
     msg = one_line(e)
     assert msg.startswith("Sequential: the FX importer failed on 'aten.linear' at 1 (")
-    assert msg.endswith("AssertionError: Heterogeneous lists are not supported: expected a, got b; try: compute "
-                        "it outside the model and pass the result as an input, or rewrite that line with other ops")
+    assert msg.endswith(
+        "AssertionError: Heterogeneous lists are not supported: expected a, got b; try: compute "
+        "it outside the model and pass the result as an input, or rewrite that line with other ops"
+    )
 
 
 def test_qwen2_with_a_cache_says_use_cache_false():
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    cfg = transformers.Qwen2Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
     ids = torch.randint(0, 64, (1, 8))
     with pytest.raises(OpscopeError) as e:
         import_torch(model, (), example_kwargs={"input_ids": ids})  # default config: use_cache=True
     msg = one_line(e)
-    assert msg.startswith("Qwen2ForCausalLM: torch.export failed: RuntimeError: Found <class "
-                          "'transformers.cache_utils.DynamicCache'> in output")
-    assert msg.endswith("; try: export with use_cache=False (model.config.use_cache = False, or use_cache=False in "
-                        "example_kwargs) and pass an explicit attention_mask")
+    assert msg.startswith(
+        "Qwen2ForCausalLM: torch.export failed: RuntimeError: Found <class "
+        "'transformers.cache_utils.DynamicCache'> in output"
+    )
+    assert msg.endswith(
+        "; try: export with use_cache=False (model.config.use_cache = False, or use_cache=False in "
+        "example_kwargs) and pass an explicit attention_mask"
+    )
     kwargs = {"input_ids": ids, "attention_mask": torch.ones(1, 8, dtype=torch.long), "use_cache": False}
     module = import_torch(model, (), example_kwargs=kwargs)  # the hint, followed
     assert "model.layers.1.mlp.down_proj" in [s.name for s in find_sites(module)]
@@ -390,14 +441,16 @@ def test_pt2_pytree_types_are_registered_or_named(tmp_path):
 
     model, kwargs = huggingface.tiny_gpt2()
     torch.export.save(torch.export.export(model, (), kwargs, strict=False), str(tmp_path / "gpt2.pt2"))
-    (tmp_path / "myoutputs.py").write_text(textwrap.dedent("""
+    (tmp_path / "myoutputs.py").write_text(
+        textwrap.dedent("""
         import dataclasses, torch
         @dataclasses.dataclass
         class Pair:
             a: torch.Tensor
             b: torch.Tensor
         torch.export.register_dataclass(Pair, serialized_type_name="myoutputs.Pair")
-    """))
+    """)
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         import myoutputs
@@ -410,12 +463,19 @@ def test_pt2_pytree_types_are_registered_or_named(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("myoutputs", None)
-    out = subprocess.run([sys.executable, "-c", LOADER, str(tmp_path / "gpt2.pt2"), str(tmp_path / "pair.pt2")],
-                         capture_output=True, text=True, timeout=300, cwd=str(tmp_path.parent))
+    out = subprocess.run(
+        [sys.executable, "-c", LOADER, str(tmp_path / "gpt2.pt2"), str(tmp_path / "pair.pt2")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path.parent),
+    )
     lines = out.stdout.strip().splitlines()
     assert out.returncode == 0, out.stderr[-2000:]
     assert lines[0] == "13 True"  # 2 × (c_attn, q·kᵀ, p·v, c_proj, c_fc, c_proj) + lm_head; transformers imported
-    assert lines[1] == (f"{tmp_path / 'pair.pt2'}: its inputs or outputs hold a myoutputs.Pair, a pytree type not "
-                        "registered in this process; try: import myoutputs (from the package myoutputs) before "
-                        "loading it")
+    assert lines[1] == (
+        f"{tmp_path / 'pair.pt2'}: its inputs or outputs hold a myoutputs.Pair, a pytree type not "
+        "registered in this process; try: import myoutputs (from the package myoutputs) before "
+        "loading it"
+    )
     assert len(lines) == 2 and "Traceback" not in out.stderr  # torch's logged traceback is kept, not shown

@@ -50,6 +50,7 @@ def block():
 
         def forward(self, x):
             return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
     return Block().eval()
 
 
@@ -92,12 +93,20 @@ def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
     torch = needs_torch()
     torch.manual_seed(0)
     path, x = tmp_path / "block.onnx", torch.randn(2, 4, 16)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         torch.onnx.export(block(), (x,), str(path), dynamo=True, input_names=["x"])
-    scopes = [p.value for n in onnx.load(str(path)).graph.node if n.op_type == "MatMul"
-              for p in n.metadata_props if p.key == "pkg.torch.onnx.name_scopes"]
+    scopes = [
+        p.value
+        for n in onnx.load(str(path)).graph.node
+        if n.op_type == "MatMul"
+        for p in n.metadata_props
+        if p.key == "pkg.torch.onnx.name_scopes"
+    ]
     assert scopes == ["['', 'up', 'linear']", "['', 'down', 'linear_1']"]  # module paths, then the FX node
     module = import_onnx(path)
     assert [s.name for s in find_sites(module)] == ["up", "down"]
@@ -125,6 +134,7 @@ def conv_blocks():
 
         def forward(self, x):
             return self.layer(x)
+
     return ConvBlocks().eval()
 
 
@@ -140,8 +150,11 @@ def test_conv_batchnorm_sites_named_by_the_conv(tmp_path, dynamo):
     torch.manual_seed(0)
     model, x = conv_blocks(), torch.randn(1, 3, 6, 6)
     path = tmp_path / "convs.onnx"
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (x,), str(path), dynamo=dynamo, input_names=["x"])
     convs = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Conv"]
@@ -161,13 +174,19 @@ def test_conv_batchnorm_sites_named_by_the_conv(tmp_path, dynamo):
     np.testing.assert_allclose(plain[0], model(x).detach().numpy(), **TOL)
 
 
-@pytest.mark.parametrize("name,path", [
-    ("/encoder/layer.0/attention/self/query/MatMul", "encoder.layer.0.attention.self.query"),  # ModuleList: not called
-    ("/encoder/stages.0/layers.0/layer/layer.0/convolution/Conv", "encoder.stages.0.layers.0.layer.0.convolution"),
-    ("/blocks/blocks.1/blocks.1.0/fc/Gemm", "blocks.1.0.fc"),  # nested Sequentials, each called
-    ("/layer/layer/fc/MatMul", "layer.layer.fc"),  # a module `layer` inside `layer`: not a container's child
-    ("/MatMul", ""),
-])
+@pytest.mark.parametrize(
+    "name,path",
+    [
+        (
+            "/encoder/layer.0/attention/self/query/MatMul",
+            "encoder.layer.0.attention.self.query",
+        ),  # ModuleList: not called
+        ("/encoder/stages.0/layers.0/layer/layer.0/convolution/Conv", "encoder.stages.0.layers.0.layer.0.convolution"),
+        ("/blocks/blocks.1/blocks.1.0/fc/Gemm", "blocks.1.0.fc"),  # nested Sequentials, each called
+        ("/layer/layer/fc/MatMul", "layer.layer.fc"),  # a module `layer` inside `layer`: not a container's child
+        ("/MatMul", ""),
+    ],
+)
 def test_legacy_node_name_to_module_path(name, path):
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name=name)
     assert scope_of(node) == path
@@ -177,15 +196,21 @@ def test_external_data_is_loaded(block_onnx, tmp_path):
     path, x = block_onnx
     model = onnx.load(str(path))
     ext = tmp_path / "ext.onnx"
-    onnx.save_model(model, str(ext), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="ext.weights", size_threshold=0)
+    onnx.save_model(
+        model,
+        str(ext),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.weights",
+        size_threshold=0,
+    )
     assert (tmp_path / "ext.weights").stat().st_size > 0
     plain = load(compile_module(import_onnx(ext), "llvm-cpu")).invoke("main", x)
     want = ort.InferenceSession(str(ext)).run(None, {"x": x})
     np.testing.assert_allclose(plain[0], want[0], **TOL)
 
 
-def _opset11_model() -> "onnx.ModelProto":
+def _opset11_model() -> onnx.ModelProto:
     """Hand-built at opset 11 (Unsqueeze/ReduceSum/Squeeze take axes as attributes there)."""
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "W")
@@ -196,8 +221,13 @@ def _opset11_model() -> "onnx.ModelProto":
         helper.make_node("ReduceSum", ["r"], ["s"], axes=[2], keepdims=0, name="/head/ReduceSum"),
         helper.make_node("Squeeze", ["s"], ["z"], axes=[0], name="/head/Squeeze"),
     ]
-    graph = helper.make_graph(nodes, "hand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
-                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])], [w])
+    graph = helper.make_graph(
+        nodes,
+        "hand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])],
+        [w],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     model.ir_version = 7
     onnx.checker.check_model(model)
@@ -235,15 +265,19 @@ def test_missing_file():
 
 def test_unsupported_op_names_op_and_node():
     graph = helper.make_graph(
-        [helper.make_node("StringNormalizer", ["x"], ["z"], name="/tok/norm/StringNormalizer")], "g",
+        [helper.make_node("StringNormalizer", ["x"], ["z"], name="/tok/norm/StringNormalizer")],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.STRING, [3])],
-        [helper.make_tensor_value_info("z", TensorProto.STRING, [3])])
+        [helper.make_tensor_value_info("z", TensorProto.STRING, [3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     with pytest.raises(OpscopeError) as e:
         import_onnx(model, name="tok.onnx")
     msg = one_line(e)
-    assert msg.startswith("tok.onnx: unsupported op 'onnx.StringNormalizer' at tok.norm (node /tok/norm/StringNormalizer)")
+    assert msg.startswith(
+        "tok.onnx: unsupported op 'onnx.StringNormalizer' at tok.norm (node /tok/norm/StringNormalizer)"
+    )
 
 
 def test_missing_onnx_says_which_extra(monkeypatch):

@@ -45,8 +45,12 @@ TAPPED = {
     "llama": r"^model\.layers\.0\.self_attn(\.q_proj)?$",
     "mixtral": r"^model\.layers\.0\.mlp\.(gate|experts)$",
 }
-MINILM_TAPPED = ("encoder.layer.0.attention.self.query", "encoder.layer.3.intermediate.dense",
-                 "encoder.layer.5.output.dense", "pooler.dense")
+MINILM_TAPPED = (
+    "encoder.layer.0.attention.self.query",
+    "encoder.layer.3.intermediate.dense",
+    "encoder.layer.5.output.dense",
+    "pooler.dense",
+)
 
 
 class MLP(torch.nn.Module):
@@ -156,8 +160,11 @@ def test_tiny_hf_causal_lm(builder):
     assert len({e.site for e in manifest.entries}) == 2
     kinds = {s.kind for s in sites}
     assert "batch_matmul" in kinds
-    layer0 = {"gpt2": "transformer.h.0.attn.c_attn", "llama": "model.layers.0.self_attn.q_proj",
-              "mixtral": "model.layers.0.mlp.gate"}[builder]
+    layer0 = {
+        "gpt2": "transformer.h.0.attn.c_attn",
+        "llama": "model.layers.0.self_attn.q_proj",
+        "mixtral": "model.layers.0.mlp.gate",
+    }[builder]
     assert layer0 in {s.name for s in sites}
     assert all("#" not in s.name or s.name.split("#")[0] for s in sites)  # every site is named
     if builder == "mixtral":
@@ -208,6 +215,7 @@ def test_minilm_sketches_match_forward_hooks(minilm_run):
         def record(mod, args, out):
             x = args[0].detach()
             seen[name] = (x.numpy(), (x @ mod.weight.detach().T).numpy())  # the matmul, before the bias add
+
         return record
 
     mods = dict(model.named_modules())
@@ -223,10 +231,16 @@ def test_minilm_sketches_match_forward_hooks(minilm_run):
         lhs, out = seen[site]
         for role, x in (("lhs", lhs), ("out", out)):
             flat = x.reshape(-1, x.shape[-1]).astype(np.float64)
-            np.testing.assert_allclose(values[(site, role, "chan_maxabs")], np.abs(flat).max(axis=0), rtol=1e-4,
-                                       atol=1e-6, err_msg=f"{site} {role} chan_maxabs")
-            np.testing.assert_allclose(values[(site, role, "sumsq")], [np.square(flat).sum()], rtol=1e-4,
-                                       err_msg=f"{site} {role} sumsq")
+            np.testing.assert_allclose(
+                values[(site, role, "chan_maxabs")],
+                np.abs(flat).max(axis=0),
+                rtol=1e-4,
+                atol=1e-6,
+                err_msg=f"{site} {role} chan_maxabs",
+            )
+            np.testing.assert_allclose(
+                values[(site, role, "sumsq")], [np.square(flat).sum()], rtol=1e-4, err_msg=f"{site} {role} sumsq"
+            )
             assert values[(site, role, "nnz")][0] == np.count_nonzero(x), f"{site} {role} nnz"
         weight = mods[site].weight.detach().numpy()
         np.testing.assert_allclose(values[(site, "rhs", "chan_maxabs")], np.abs(weight).max(axis=1), rtol=1e-6)

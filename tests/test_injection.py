@@ -14,13 +14,13 @@ from linalg_cases import BATCH_MATMUL, CASES, CONST_WEIGHTS, DOT_GENERAL, GENERI
 
 import opscope
 from opscope.errors import OpscopeError
+from opscope.ir.arguments import function_args
 from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.sites import find_sites, location_name
 from opscope.ir.stat_config import STAT_ORDER, StatConfig, plan_stats
 from opscope.models.demo import matmul_module, random_inputs, transformer_module
-from opscope.ir.arguments import function_args
 
 MATMUL = CASES["matmul_16x24x8"][0]
 TRANSFORMER = transformer_module(2, 32, 16)
@@ -76,12 +76,20 @@ def test_constant_and_intermediate_operands(modules, dists, runnable_target):
     w2 = np.tile(np.arange(1, 9, dtype=np.float32), (8, 1))
     r = a @ w  # intermediates are not returned: rebuild them on the host (hence rtol 1e-4)
     r2 = r @ w2
-    for site, role, x in (("c1", "lhs", a), ("c1", "rhs", w), ("c2", "rhs", w2), ("c1", "out", r),
-                          ("c3", "rhs", r), ("c3", "lhs", r2), ("c3", "out", out)):
+    for site, role, x in (
+        ("c1", "lhs", a),
+        ("c1", "rhs", w),
+        ("c2", "rhs", w2),
+        ("c1", "out", r),
+        ("c3", "rhs", r),
+        ("c3", "lhs", r2),
+        ("c3", "out", out),
+    ):
         want = host_stats(x)
         for stat in ("min", "max", "nnz", "l1", "sumsq", "chan_maxabs", "pos_sumsq"):
-            np.testing.assert_allclose(values[(site, role, stat)], want[stat], rtol=1e-4,
-                                       err_msg=f"{site}.{role}.{stat}")
+            np.testing.assert_allclose(
+                values[(site, role, stat)], want[stat], rtol=1e-4, err_msg=f"{site}.{role}.{stat}"
+            )
 
 
 def test_original_results_keep_their_indices_and_types():
@@ -125,9 +133,21 @@ def test_manifest_lengths_follow_the_plan_and_pack_contiguously():
         offsets = [e.offset for e in entries]
         assert offsets == list(np.cumsum([0] + [e.length for e in entries[:-1]]))
     lengths = {e.stat: e.length for e in manifest.entries if e.role == "lhs"}
-    assert lengths == {"min": 1, "max": 1, "mean": 1, "l1": 1, "sumsq": 1, "nnz": 1, "kurtosis": 1,
-                       "hist": 32, "elemsig": 16, "chan_maxabs": 24, "chan_outlier": 1,
-                       "pos_sumsq": 16, "adj_sumsq": 15}
+    assert lengths == {
+        "min": 1,
+        "max": 1,
+        "mean": 1,
+        "l1": 1,
+        "sumsq": 1,
+        "nnz": 1,
+        "kurtosis": 1,
+        "hist": 32,
+        "elemsig": 16,
+        "chan_maxabs": 24,
+        "chan_outlier": 1,
+        "pos_sumsq": 16,
+        "adj_sumsq": 15,
+    }
 
 
 def test_rank1_tensors_get_9_stats():
@@ -155,8 +175,10 @@ def test_single_row_tensor_has_no_adjacency():
 def test_transformer_manifest_is_16_sites_of_39():
     _, manifest = injected(TRANSFORMER)
     names = [s.name for s in manifest.sites]
-    assert names[:8] == [f"layer0.{n}" for n in ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.context",
-                                                 "attn.o", "ffn.up", "ffn.down")]
+    assert names[:8] == [
+        f"layer0.{n}"
+        for n in ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.context", "attn.o", "ffn.up", "ffn.down")
+    ]
     assert len(names) == 16 and len(set(names)) == 16
     assert len(manifest.entries) == 16 * 39
     for name in names:
@@ -166,15 +188,20 @@ def test_transformer_manifest_is_16_sites_of_39():
 # -- StatConfig flags ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("change", "removed"), [
-    ({"hist_bins": 0}, {"hist"}),
-    ({"per_channel": False}, {"chan_maxabs", "chan_outlier"}),
-    ({"per_position": False}, {"pos_sumsq"}),
-    ({"adjacency": False}, {"adj_sumsq"}),
-    ({"hist_normalize": False}, set()),
-    ({"hist_bins": 0, "per_channel": False, "per_position": False, "adjacency": False},
-     {"hist", "chan_maxabs", "chan_outlier", "pos_sumsq", "adj_sumsq"}),
-])
+@pytest.mark.parametrize(
+    ("change", "removed"),
+    [
+        ({"hist_bins": 0}, {"hist"}),
+        ({"per_channel": False}, {"chan_maxabs", "chan_outlier"}),
+        ({"per_position": False}, {"pos_sumsq"}),
+        ({"adjacency": False}, {"adj_sumsq"}),
+        ({"hist_normalize": False}, set()),
+        (
+            {"hist_bins": 0, "per_channel": False, "per_position": False, "adjacency": False},
+            {"hist", "chan_maxabs", "chan_outlier", "pos_sumsq", "adj_sumsq"},
+        ),
+    ],
+)
 def test_each_config_flag_removes_exactly_its_stats(change, removed):
     _, manifest = injected(MATMUL, config=StatConfig().replace(**change))
     for role in ("lhs", "rhs", "out"):
@@ -189,10 +216,25 @@ def test_hist_bins_sets_the_hist_length():
 def test_lean_config_is_the_reference_whole_model_config():
     lean = StatConfig.lean()
     assert (lean.hist_bins, lean.hist_normalize, lean.per_channel, lean.per_position, lean.adjacency) == (
-        0, False, True, False, False)
+        0,
+        False,
+        True,
+        False,
+        False,
+    )
     _, manifest = injected(MATMUL, config=lean)
     assert stats_of(manifest, "matmul", "lhs") == [
-        "min", "max", "mean", "l1", "sumsq", "nnz", "kurtosis", "elemsig", "chan_maxabs", "chan_outlier"]
+        "min",
+        "max",
+        "mean",
+        "l1",
+        "sumsq",
+        "nnz",
+        "kurtosis",
+        "elemsig",
+        "chan_maxabs",
+        "chan_outlier",
+    ]
 
 
 def test_live_config_taps_the_lhs_only():
@@ -303,12 +345,16 @@ def test_unpacked_results_are_one_per_stat():
     assert all(e.offset == 0 for e in manifest.entries)
 
 
-@pytest.mark.parametrize("variant", [
-    {"pack": False},
-    {"outline": False},
-    # one tensor per kernel call, in llvm-cpu's row layout (a textual pipeline has no target)
-    {"pipeline": "inject-matmul-stats,lower-opscope{batch=1 row-lanes=16}"},
-], ids=["pack=false", "outline=false", "batch=1"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"pack": False},
+        {"outline": False},
+        # one tensor per kernel call, in llvm-cpu's row layout (a textual pipeline has no target)
+        {"pipeline": "inject-matmul-stats,lower-opscope{batch=1 row-lanes=16}"},
+    ],
+    ids=["pack=false", "outline=false", "batch=1"],
+)
 @pytest.mark.parametrize("dist", ("gaussian", "sparse90", "coherent"))
 def test_pack_and_outline_do_not_change_values(modules, dists, variant, dist):
     """IR-level options, so llvm-cpu alone checks them (bit-exact: the same reductions run)."""
@@ -323,14 +369,18 @@ def test_pack_and_outline_do_not_change_values(modules, dists, variant, dist):
         assert np.array_equal(values_ref[key], values_other[key]), key
 
 
-@pytest.mark.parametrize("kw, counts", [
-    ({}, "i32"),
-    ({"target": "llvm-cpu"}, "i8"),
-    ({"target": "vulkan-spirv"}, "i32"),
-    ({"target": "cuda"}, "i32"),
-    ({"target": "llvm-cpu", "hist_counts": "i32"}, "i32"),
-    ({"hist_counts": "i8"}, "i8"),
-], ids=["no-target", "llvm-cpu", "vulkan-spirv", "cuda", "llvm-cpu-forced-i32", "forced-i8"])
+@pytest.mark.parametrize(
+    "kw, counts",
+    [
+        ({}, "i32"),
+        ({"target": "llvm-cpu"}, "i8"),
+        ({"target": "vulkan-spirv"}, "i32"),
+        ({"target": "cuda"}, "i32"),
+        ({"target": "llvm-cpu", "hist_counts": "i32"}, "i32"),
+        ({"hist_counts": "i8"}, "i8"),
+    ],
+    ids=["no-target", "llvm-cpu", "vulkan-spirv", "cuda", "llvm-cpu-forced-i32", "forced-i8"],
+)
 def test_histogram_counts_follow_the_target(kw, counts):
     """i8 lane counts only where the target counts them right (llvm-cpu), or when asked
     (`opscope.inject` applies the target's layout, `Target.layout`)."""
@@ -340,13 +390,17 @@ def test_histogram_counts_follow_the_target(kw, counts):
     assert "tensor<1x1x32x16xi32>" in text or counts == "i8"  # [tensors, slabs, bins, lanes]
 
 
-@pytest.mark.parametrize("kw, lanes", [
-    ({}, False),
-    ({"target": "llvm-cpu"}, True),
-    ({"target": "vulkan-spirv"}, False),
-    ({"target": "llvm-cpu", "row_lanes": 0}, False),
-    ({"row_lanes": 16}, True),
-], ids=["no-target", "llvm-cpu", "vulkan-spirv", "llvm-cpu-forced-straight", "forced-lanes"])
+@pytest.mark.parametrize(
+    "kw, lanes",
+    [
+        ({}, False),
+        ({"target": "llvm-cpu"}, True),
+        ({"target": "vulkan-spirv"}, False),
+        ({"target": "llvm-cpu", "row_lanes": 0}, False),
+        ({"row_lanes": 16}, True),
+    ],
+    ids=["no-target", "llvm-cpu", "vulkan-spirv", "llvm-cpu-forced-straight", "forced-lanes"],
+)
 def test_row_lanes_follow_the_target(kw, lanes):
     """Lane partials per row (16 on llvm-cpu) only where the target asks, or when asked:
     the 64x128 lhs (a stack of one) is read as [1, 64, 8, 16], its row partials are [1, 64, 16]."""
@@ -397,14 +451,18 @@ def test_location_name_reads_name_fused_callsite():
         assert location_name(ir.Location.unknown()) is None
 
 
-@pytest.mark.parametrize(("source", "kind", "bmkn"), [
-    (MATMUL, "matmul", (1, 16, 24, 8)),
-    (TRANSPOSED, "matmul", (1, 16, 24, 8)),
-    (BATCH_MATMUL, "batch_matmul", (2, 8, 12, 10)),
-    (GENERIC_3D, "generic", (1, 2 * 6, 12, 10)),
-    (MATVEC, "matvec", (1, 16, 24, 1)),
-    (DOT_GENERAL, "dot_general", (2, 8, 12, 10)),
-], ids=["matmul", "transposed_matmul", "batch_matmul", "generic_contraction", "matvec", "stablehlo_dot_general"])
+@pytest.mark.parametrize(
+    ("source", "kind", "bmkn"),
+    [
+        (MATMUL, "matmul", (1, 16, 24, 8)),
+        (TRANSPOSED, "matmul", (1, 16, 24, 8)),
+        (BATCH_MATMUL, "batch_matmul", (2, 8, 12, 10)),
+        (GENERIC_3D, "generic", (1, 2 * 6, 12, 10)),
+        (MATVEC, "matvec", (1, 16, 24, 1)),
+        (DOT_GENERAL, "dot_general", (2, 8, 12, 10)),
+    ],
+    ids=["matmul", "transposed_matmul", "batch_matmul", "generic_contraction", "matvec", "stablehlo_dot_general"],
+)
 def test_flops_are_2_batch_m_k_n(source, kind, bmkn):
     (site,) = find_sites(parse_module(source, new_context()))
     b, m, k, n = bmkn

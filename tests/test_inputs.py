@@ -77,8 +77,10 @@ def test_float_arguments_have_no_bound():
 def test_dynamic_dim_names_the_argument_and_the_fix():
     with pytest.raises(OpscopeError) as e:
         signature(DYNAMIC)
-    assert one_line(e).startswith("argument 0 (tensor<?x8xf32>) has a dynamic dim (0): drivers feed static shapes; "
-                                  "export the model with static shapes")
+    assert one_line(e).startswith(
+        "argument 0 (tensor<?x8xf32>) has a dynamic dim (0): drivers feed static shapes; "
+        "export the model with static shapes"
+    )
 
 
 def test_generated_ids_masks_and_floats():
@@ -127,25 +129,47 @@ def test_safetensors_inputs(tmp_path):
     from safetensors.numpy import save_file
 
     args = signature()
-    arrays = {"arg0": np.full((2, 8), 3, np.int64), "arg1": np.ones((2, 8), np.int64),
-              "arg2": np.zeros((2, 8), np.int64)}
+    arrays = {
+        "arg0": np.full((2, 8), 3, np.int64),
+        "arg1": np.ones((2, 8), np.int64),
+        "arg2": np.zeros((2, 8), np.int64),
+    }
     save_file(arrays, str(tmp_path / "in.safetensors"))
     steps = read_files([tmp_path / "in.safetensors"], args, 1)
     assert all(np.array_equal(a, b) for a, b in zip(steps[0], arrays.values()))
 
 
-@pytest.mark.parametrize("arrays, want", [
-    ({"arg0": np.zeros((2, 8), np.int32), "arg1": np.ones((2, 8), np.int64), "arg2": np.zeros((2, 8), np.int64)},
-     "argument 0 (tensor<2x8xi64>) takes int64, got int32 (save it as int64)"),
-    ({"arg0": np.zeros((2, 9), np.int64), "arg1": np.ones((2, 8), np.int64), "arg2": np.zeros((2, 8), np.int64)},
-     "argument 0 (tensor<2x8xi64>) takes shape [2, 8], got [2, 9]"),
-    ({"arg0": np.zeros((2, 8), np.int64)}, "1 arrays for a model of 3 arguments"),
-    ({"input_ids": np.zeros((2, 8), np.int64)}, "name the arrays arg0, arg1, ... in argument order"),
-    ({"arg0": np.zeros((2, 2, 8), np.int64), "arg1": np.ones((3, 2, 8), np.int64), "arg2": np.zeros((2, 8), np.int64)},
-     "arguments hold different numbers of steps ([2, 3])"),
-    ({"arg0": np.zeros((2, 2, 8), np.int64), "arg1": np.ones((2, 8), np.int64), "arg2": np.zeros((2, 8), np.int64)},
-     "holds 2 steps, 4 asked for (pass --steps 2)"),
-])
+@pytest.mark.parametrize(
+    "arrays, want",
+    [
+        (
+            {"arg0": np.zeros((2, 8), np.int32), "arg1": np.ones((2, 8), np.int64), "arg2": np.zeros((2, 8), np.int64)},
+            "argument 0 (tensor<2x8xi64>) takes int64, got int32 (save it as int64)",
+        ),
+        (
+            {"arg0": np.zeros((2, 9), np.int64), "arg1": np.ones((2, 8), np.int64), "arg2": np.zeros((2, 8), np.int64)},
+            "argument 0 (tensor<2x8xi64>) takes shape [2, 8], got [2, 9]",
+        ),
+        ({"arg0": np.zeros((2, 8), np.int64)}, "1 arrays for a model of 3 arguments"),
+        ({"input_ids": np.zeros((2, 8), np.int64)}, "name the arrays arg0, arg1, ... in argument order"),
+        (
+            {
+                "arg0": np.zeros((2, 2, 8), np.int64),
+                "arg1": np.ones((3, 2, 8), np.int64),
+                "arg2": np.zeros((2, 8), np.int64),
+            },
+            "arguments hold different numbers of steps ([2, 3])",
+        ),
+        (
+            {
+                "arg0": np.zeros((2, 2, 8), np.int64),
+                "arg1": np.ones((2, 8), np.int64),
+                "arg2": np.zeros((2, 8), np.int64),
+            },
+            "holds 2 steps, 4 asked for (pass --steps 2)",
+        ),
+    ],
+)
 def test_bad_input_files_are_one_line(tmp_path, arrays, want):
     np.savez(tmp_path / "in.npz", **arrays)
     with pytest.raises(OpscopeError) as e:
@@ -153,11 +177,14 @@ def test_bad_input_files_are_one_line(tmp_path, arrays, want):
     assert want in one_line(e) and str(tmp_path / "in.npz") in str(e.value)
 
 
-@pytest.mark.parametrize("name, content, want", [
-    ("in.txt", b"", "inputs are .npz, .safetensors, .npy files"),
-    ("in.npz", b"not a zip", "not a readable .npz file"),
-    ("in.npy", b"nope", "not a readable .npy file"),
-])
+@pytest.mark.parametrize(
+    "name, content, want",
+    [
+        ("in.txt", b"", "inputs are .npz, .safetensors, .npy files"),
+        ("in.npz", b"not a zip", "not a readable .npz file"),
+        ("in.npy", b"nope", "not a readable .npy file"),
+    ],
+)
 def test_unreadable_input_files(tmp_path, name, content, want):
     (tmp_path / name).write_bytes(content)
     with pytest.raises(OpscopeError) as e:
@@ -189,8 +216,8 @@ class WordTokenizer:
         mask = np.zeros((len(texts), max_length), np.int64)
         for i, t in enumerate(texts):
             words = [1 + (sum(map(ord, w)) % (self.vocab - 1)) for w in t.split()][:max_length]
-            ids[i, :len(words)] = words
-            mask[i, :len(words)] = 1
+            ids[i, : len(words)] = words
+            mask[i, : len(words)] = 1
         return {"input_ids": ids, "attention_mask": mask}
 
 
@@ -209,8 +236,9 @@ def test_text_is_tokenized_into_ids_and_mask(tmp_path):
 def test_text_errors_are_one_line(tmp_path):
     with pytest.raises(OpscopeError) as e:
         tokenize(["a b"], WordTokenizer(30522), signature(), 1)
-    assert one_line(e).endswith("the tokenizer's vocabulary (30522) exceeds the model's embedding (50 rows): "
-                                "not this model's tokenizer")
+    assert one_line(e).endswith(
+        "the tokenizer's vocabulary (30522) exceeds the model's embedding (50 rows): not this model's tokenizer"
+    )
     with pytest.raises(OpscopeError, match="no \\[batch, seq\\] token-id argument"):
         tokenize(["a b"], WordTokenizer(10), signature(transformer_module(1, 16, 8)), 1)
     (tmp_path / "empty.txt").write_text("\n \n")
@@ -258,22 +286,58 @@ def test_profile_reads_input_files(embedding_file, tmp_path):
 def test_cli_bad_inputs_fail_before_compiling(embedding_file, tmp_path):
     """A wrong dtype in --inputs is one line naming the argument, before any compile (the
     compile cache stays empty)."""
-    np.savez(tmp_path / "bad.npz", arg0=np.zeros((2, 8), np.float32), arg1=np.ones((2, 8), np.int64),
-             arg2=np.zeros((2, 8), np.int64))
+    np.savez(
+        tmp_path / "bad.npz",
+        arg0=np.zeros((2, 8), np.float32),
+        arg1=np.ones((2, 8), np.int64),
+        arg2=np.zeros((2, 8), np.int64),
+    )
     cache = tmp_path / "cache"
-    proc = subprocess.run([sys.executable, "-m", "opscope", "profile", str(embedding_file), "--inputs",
-                           str(tmp_path / "bad.npz"), "--out", str(tmp_path / "run")], capture_output=True, text=True,
-                          env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(cache)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "opscope",
+            "profile",
+            str(embedding_file),
+            "--inputs",
+            str(tmp_path / "bad.npz"),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(cache)},
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"opscope: error: {tmp_path / 'bad.npz'}: argument 0 (tensor<2x8xi64>) takes "
-                                   "int64, got float32 (save it as int64)")
+    assert proc.stderr.strip() == (
+        f"opscope: error: {tmp_path / 'bad.npz'}: argument 0 (tensor<2x8xi64>) takes "
+        "int64, got float32 (save it as int64)"
+    )
     assert not cache.exists()
-    text = subprocess.run([sys.executable, "-m", "opscope", "profile", str(embedding_file), "--text",
-                           str(embedding_file)], capture_output=True, text=True)
+    text = subprocess.run(
+        [sys.executable, "-m", "opscope", "profile", str(embedding_file), "--text", str(embedding_file)],
+        capture_output=True,
+        text=True,
+    )
     assert text.returncode == 1 and text.stderr.strip().endswith(
-        "text needs a tokenizer: pass --tokenizer DIR (a local Hugging Face tokenizer folder)")
-    tok = subprocess.run([sys.executable, "-m", "opscope", "profile", str(embedding_file), "--text",
-                          str(embedding_file), "--tokenizer", str(tmp_path)], capture_output=True, text=True)
+        "text needs a tokenizer: pass --tokenizer DIR (a local Hugging Face tokenizer folder)"
+    )
+    tok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "opscope",
+            "profile",
+            str(embedding_file),
+            "--text",
+            str(embedding_file),
+            "--tokenizer",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert tok.returncode == 1 and f"no tokenizer at {tmp_path}" in tok.stderr and len(tok.stderr.splitlines()) == 1
 
 
@@ -282,10 +346,15 @@ def test_cli_dynamic_dims_fail_before_compiling(tmp_path):
     path = tmp_path / "dyn.mlir"
     path.write_text(DYNAMIC)
     cache = tmp_path / "cache"
-    proc = subprocess.run([sys.executable, "-m", "opscope", "profile", str(path), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True,
-                          env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(cache)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "opscope", "profile", str(path), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "OPSCOPE_CACHE_DIR": str(cache)},
+    )
     assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("opscope: error: argument 0 (tensor<?x8xf32>) has a dynamic dim (0): drivers feed "
-                                  "static shapes; export the model with static shapes")
+    assert proc.stderr.startswith(
+        "opscope: error: argument 0 (tensor<?x8xf32>) has a dynamic dim (0): drivers feed "
+        "static shapes; export the model with static shapes"
+    )
     assert not cache.exists()

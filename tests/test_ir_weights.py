@@ -51,6 +51,7 @@ def dense_hex(a: np.ndarray, elem: str) -> str:
 
 def dense_decimal(a: np.ndarray, elem: str) -> str:
     """Numbers as decimals; inf and NaN as their hex bits (MLIR has no literal for them)."""
+
     def literal(v) -> str:
         return f"{float(v):.9e}" if np.isfinite(v) else "0x" + bits(np.array([v]), elem)[::-1].hex().upper()
 
@@ -60,8 +61,10 @@ def dense_decimal(a: np.ndarray, elem: str) -> str:
 
 def resources(blobs: dict[str, tuple[np.ndarray, str]]) -> str:
     """The `dialect_resources` section: each blob a u32 LE alignment, then the raw elements."""
-    lines = ",\n".join(f'      {name}: "0x{4 if elem == "f32" else 2:02x}000000{bits(a, elem).hex()}"'
-                       for name, (a, elem) in blobs.items())
+    lines = ",\n".join(
+        f'      {name}: "0x{4 if elem == "f32" else 2:02x}000000{bits(a, elem).hex()}"'
+        for name, (a, elem) in blobs.items()
+    )
     return f"\n{{-#\n  dialect_resources: {{\n    builtin: {{\n{lines}\n    }}\n  }}\n#-}}\n"
 
 
@@ -69,13 +72,21 @@ def matmul(name: str, lhs: str, lhs_shape, rhs: str, rhs_shape, elem: str = "f32
     """`%<name>_out = lhs @ rhs` (f32 result), with `transpose_b` as matmul indexing maps; site `name`."""
     m = lhs_shape[0]
     n = rhs_shape[0] if transpose_b else rhs_shape[1]
-    maps = ("indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
-            "affine_map<(d0, d1, d2) -> (d0, d1)>] ") if transpose_b else ""
+    maps = (
+        (
+            "indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
+            "affine_map<(d0, d1, d2) -> (d0, d1)>] "
+        )
+        if transpose_b
+        else ""
+    )
     out = tensor_type((m, n), "f32")
-    return (f"  %{name}_e = tensor.empty() : {out}\n"
-            f"  %{name}_z = linalg.fill ins(%zero : f32) outs(%{name}_e : {out}) -> {out}\n"
-            f"  %{name}_out = linalg.matmul {maps}ins({lhs}, {rhs} : {tensor_type(lhs_shape, elem)}, "
-            f"{tensor_type(rhs_shape, elem)}) outs(%{name}_z : {out}) -> {out} loc(\"{name}\")\n")
+    return (
+        f"  %{name}_e = tensor.empty() : {out}\n"
+        f"  %{name}_z = linalg.fill ins(%zero : f32) outs(%{name}_e : {out}) -> {out}\n"
+        f"  %{name}_out = linalg.matmul {maps}ins({lhs}, {rhs} : {tensor_type(lhs_shape, elem)}, "
+        f'{tensor_type(rhs_shape, elem)}) outs(%{name}_z : {out}) -> {out} loc("{name}")\n'
+    )
 
 
 rng = np.random.default_rng(0)
@@ -91,8 +102,15 @@ W = {  # stored arrays, by site name
     "head_a": rng.standard_normal((10, 8)).astype(F32),  # a tied embedding [vocab, d]: gather + two heads
 }
 W["dense"][0, :3] = [-0.0, 1e-45, 3.4028235e38]  # bit patterns a decimal round trip could lose
-STORED = {"dense": "constant", "resource": "resource", "global_dense": "global", "global_resource": "global",
-          "transposed": "constant", "matmul_tb": "constant", "head_a": "global"}
+STORED = {
+    "dense": "constant",
+    "resource": "resource",
+    "global_dense": "global",
+    "global_resource": "global",
+    "transposed": "constant",
+    "matmul_tb": "constant",
+    "head_a": "global",
+}
 NAMES = list(W)
 RESULTS = NAMES + ["head_b", "gathered"]
 
@@ -224,8 +242,9 @@ def test_unknown_names_and_wrong_shapes_are_refused_before_any_change(f32_weight
     assert "\n" not in message and "'fc9'" in message and "dense, resource, global_dense" in message
     with pytest.raises(OpscopeError) as e:
         replace_weights(module, {"dense": np.zeros((6, 6), F32), "transposed": W["transposed"]})
-    assert str(e.value) == ("weight 'dense': a replacement must be its [out, K] matrix of shape 6×8 "
-                            "(stored 8×6, K dims [0]), got 6×6")
+    assert str(e.value) == (
+        "weight 'dense': a replacement must be its [out, K] matrix of shape 6×8 (stored 8×6, K dims [0]), got 6×6"
+    )
     assert module_text(module) == before
 
 
@@ -261,8 +280,9 @@ func.func @main(%xb: tensor<4x8xbf16>, %xh: tensor<4x8xf16>) -> ({HALF_RESULTS})
   return %bf16_dense_out, %bf16_wide_out, %bf16_global_out, %f16_dense_out, %f16_resource_out : {HALF_RESULTS}
 }}
 }}
-""" + resources({"blob_bf16": (H["bf16_global"].astype(F32), "bf16"),
-                  "blob_f16": (H["f16_resource"].astype(F32), "f16")})
+""" + resources(
+    {"blob_bf16": (H["bf16_global"].astype(F32), "bf16"), "blob_f16": (H["f16_resource"].astype(F32), "f16")}
+)
 
 
 def test_half_precision_weights_read_exactly_and_round_to_nearest_even():
@@ -275,14 +295,14 @@ def test_half_precision_weights_read_exactly_and_round_to_nearest_even():
     assert read["bf16_global"].source == "global" and read["f16_resource"].source == "resource"
 
     new = {n: np.random.default_rng(i + 20).standard_normal(H[n].shape).astype(F32) for i, n in enumerate(H)}
-    ties = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 3.4028235e38, 1 + 2 ** -8 + 2 ** -20, np.nan], F32)
+    ties = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 3.4028235e38, 1 + 2**-8 + 2**-20, np.nan], F32)
     new["bf16_dense"][1, :6] = ties  # halfway goes to even, past half rounds up, f32's max to inf, NaN stays NaN
     replace_weights(module, {n: new[n].T for n in H})  # x @ W: the [out, K] matrix is Wᵀ
     stored = {n: new[n].astype(ml_dtypes.bfloat16 if ELEM[n] == "bf16" else np.float16).astype(F32) for n in H}
     again = {w.name: w for w in read_weights(module)}
     for name in H:
         assert np.array_equal(again[name].values, stored[name], equal_nan=True), name
-    assert list(again["bf16_dense"].values[1, :5]) == [1.0, 1 + 2 ** -6, -1.0, np.inf, 1 + 2 ** -7]
+    assert list(again["bf16_dense"].values[1, :5]) == [1.0, 1 + 2**-6, -1.0, np.inf, 1 + 2**-7]
 
     stored["bf16_dense"][1, [3, 5]] = 0.0  # inf and NaN would spread over their columns
     replace_weights(module, {"bf16_dense": stored["bf16_dense"].T})

@@ -21,9 +21,9 @@ from opscope.act.candidates import STABLE_SIGMA, Guard, zero_channels
 from opscope.act.specialize import MIN_SPEEDUP
 from opscope.cli import main
 from opscope.errors import OpscopeError
-from opscope.run.targets import get_target
 from opscope.models.demo import bias_mlp_module, matmul_module
 from opscope.models.digits import BATCH, digits_batches
+from opscope.run.targets import get_target
 
 STEPS = 4
 
@@ -115,9 +115,16 @@ def test_guard_stability_threshold():
 
 def test_zero_channels_intersects_steps():
     rows = [(s, i, v) for s, vals in enumerate([[0, 0, 1, 0], [0, 1, 1, 0], [0, 0, 2, 0]]) for i, v in enumerate(vals)]
-    tidy = pl.DataFrame({"step": [r[0] for r in rows], "idx": [r[1] for r in rows],
-                         "value": [float(r[2]) for r in rows], "site": ["fc"] * len(rows),
-                         "role": ["lhs"] * len(rows), "stat": ["chan_maxabs"] * len(rows)})
+    tidy = pl.DataFrame(
+        {
+            "step": [r[0] for r in rows],
+            "idx": [r[1] for r in rows],
+            "value": [float(r[2]) for r in rows],
+            "site": ["fc"] * len(rows),
+            "role": ["lhs"] * len(rows),
+            "stat": ["chan_maxabs"] * len(rows),
+        }
+    )
     skip, width, shares = zero_channels(tidy, "fc")
     assert skip == (0, 3) and width == 4 and shares == (0.75, 0.5, 0.75)
     assert zero_channels(tidy, "other") == ((), 0, ())
@@ -150,8 +157,14 @@ def constant_run(tmp_path_factory):
 
 
 def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_run, tmp_path):
-    plan = opscope.kernel_plan(constant_run, rounds=1, min_speedup=0.0, kinds=["quantize-weight", "factor-weight"],
-                               apply=True, out=tmp_path / "q.mlir")
+    plan = opscope.kernel_plan(
+        constant_run,
+        rounds=1,
+        min_speedup=0.0,
+        kinds=["quantize-weight", "factor-weight"],
+        apply=True,
+        out=tmp_path / "q.mlir",
+    )
     by = {(c.site, c.proposal.label): c for c in plan.candidates}
     assert set(by) == {(s, label) for s in ("fc0", "fc1") for label in ("W8A16", "W8A8", "low rank")}
     for site in ("fc0", "fc1"):
@@ -180,8 +193,9 @@ def test_repeated_inputs_get_a_memoized_site_bit_identical(tmp_path):
     a, b = rng.standard_normal((2, 16, 64)).astype(np.float32)
     np.save(tmp_path / "x.npy", np.stack([a, a, b, a]))
     (tmp_path / "mlp.mlir").write_text(bias_mlp_module(2, 64, 16))
-    run = opscope.profile(str(tmp_path / "mlp.mlir"), out=tmp_path / "run", steps=STEPS,
-                          inputs=str(tmp_path / "x.npy")).out_dir
+    run = opscope.profile(
+        str(tmp_path / "mlp.mlir"), out=tmp_path / "run", steps=STEPS, inputs=str(tmp_path / "x.npy")
+    ).out_dir
     assert json.loads((run / "run.json").read_text())["inputs"] == [str(tmp_path / "x.npy")]
     plan = opscope.kernel_plan(run, kinds=["memoize"], apply=True, min_speedup=0.0)
     assert [(c.site, c.kind) for c in plan.candidates] == [("fc0", "memoize"), ("fc1", "memoize")]

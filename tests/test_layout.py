@@ -61,7 +61,8 @@ def allowed_imports() -> dict[str, set[str]]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imported_modules(path: Path, known: dict[str, Path]) -> set[str]:
@@ -111,8 +112,11 @@ def test_no_module_outside_a_room():
 def test_imports_only_from_earlier_stages(module):
     table = allowed_imports()
     mine = room(module)
-    bad = sorted(f"{target} ({room(target)})" for target in import_graph()[module]
-                 if room(target) != mine and room(target) not in table[mine])
+    bad = sorted(
+        f"{target} ({room(target)})"
+        for target in import_graph()[module]
+        if room(target) != mine and room(target) not in table[mine]
+    )
     assert not bad, f"{module} ({mine}) imports {', '.join(bad)}; docs/layout.md allows {sorted(table[mine])}"
 
 
@@ -161,9 +165,11 @@ def test_no_import_cycles():
 def test_the_checker_sees_lazy_imports_and_skips_type_checking(tmp_path):
     """The graph counts an import inside a function and ignores one under TYPE_CHECKING."""
     src = tmp_path / "m.py"
-    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from opscope.drive.profile import x\n"
-                   "def f():\n    from opscope.mining.report import mine\n    import opscope.ir.sites\n"
-                   "from opscope.models import demo\n")
+    src.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from opscope.drive.profile import x\n"
+        "def f():\n    from opscope.mining.report import mine\n    import opscope.ir.sites\n"
+        "from opscope.models import demo\n"
+    )
     assert imported_modules(src, modules()) == {"opscope.mining.report", "opscope.ir.sites", "opscope.models.demo"}
 
 

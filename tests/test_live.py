@@ -70,7 +70,7 @@ def test_reference_demo_on_vulkan(vulkan):
 def test_sampled_and_plain_calls_return_the_models_results(demo):
     base, trace = demo
     s = fresh(base, 3)
-    for i, (inputs, label) in enumerate(list(trace.requests())[:9]):
+    for inputs, label in list(trace.requests())[:9]:
         got = s(*inputs, label=label)
         want = base.plain.invoke(base.manifest.function, *inputs)
         assert len(got) == len(want) == base.manifest.num_original_results
@@ -93,7 +93,7 @@ def test_tidy_snapshot_matches_numpy_on_the_sampled_inputs(demo, tmp_path):
     assert sorted(frame["step"].unique().to_list()) == list(range(10))  # 100 samples, 10 per snapshot
     sampled = [reqs[i][0][0] for i in range(4, 500, 5)]
     for step in (0, 9):
-        xs = np.stack(sampled[10 * step:10 * step + 10])
+        xs = np.stack(sampled[10 * step : 10 * step + 10])
         rows = frame.filter((frame["site"] == "fc0") & (frame["role"] == "lhs") & (frame["step"] == step))
         value = {st: rows.filter(rows["stat"] == st)["value"][0] for st in ("max", "min", "mean")}
         assert value["max"] == pytest.approx(xs.max(axis=(1, 2)).max(), rel=1e-6)
@@ -150,11 +150,14 @@ def test_sketch_snapshot_round_trips_and_corrupt_files_are_one_line_errors(demo,
     back = load(tmp_path / "state.json")
     assert live_report(back) == live_report(s.sketch)
     good = json.loads((tmp_path / "state.json").read_text())
-    cases = {"truncated": (tmp_path / "state.json").read_text()[:200], "not json": "\x00garbage",
-             "wrong format": json.dumps({**good, "format": "other"}),
-             "bad base64": json.dumps({**good, "inputs": "!!!"}),
-             "bad sketch": json.dumps({**good, "hot": "AAAA"}),
-             "missing field": json.dumps({k: v for k, v in good.items() if k != "sites"})}
+    cases = {
+        "truncated": (tmp_path / "state.json").read_text()[:200],
+        "not json": "\x00garbage",
+        "wrong format": json.dumps({**good, "format": "other"}),
+        "bad base64": json.dumps({**good, "inputs": "!!!"}),
+        "bad sketch": json.dumps({**good, "hot": "AAAA"}),
+        "missing field": json.dumps({k: v for k, v in good.items() if k != "sites"}),
+    }
     for what, text in cases.items():
         bad = tmp_path / f"{what.replace(' ', '_')}.json"
         bad.write_text(text)
@@ -175,9 +178,16 @@ def test_memory_is_constant_in_stream_length():
         while sk.calls < total:
             x = rng.standard_normal(16).astype(np.float32)
             sk.fold_call(int(rng.integers(0, 2**63)), f"request {sk.calls}")
-            sk.fold_sample({("s", "lhs", "elemsig"): x, ("s", "lhs", "nnz"): np.array([1024.0]),
-                            ("s", "lhs", "sumsq"): np.array([1024.0]), ("s", "lhs", "min"): np.array([-3.0]),
-                            ("s", "lhs", "max"): np.array([3.0])}, numel)
+            sk.fold_sample(
+                {
+                    ("s", "lhs", "elemsig"): x,
+                    ("s", "lhs", "nnz"): np.array([1024.0]),
+                    ("s", "lhs", "sumsq"): np.array([1024.0]),
+                    ("s", "lhs", "min"): np.array([-3.0]),
+                    ("s", "lhs", "max"): np.array([3.0]),
+                },
+                numel,
+            )
         sizes.append(len(json.dumps(to_dict(sk))))
     assert len(sk.labels) <= 256 and len(sk.requests.items) == 32
     assert len(sk.sites["s"].drift.epochs) <= 32
@@ -218,8 +228,7 @@ def test_routing_loads_count_exactly_on_mixtral():
     """Mixtral-tiny routes each of its 8 tokens to 2 of 4 experts: 10 sampled calls route 160 picks per layer."""
     pytest.importorskip("transformers")
     run = run_live("mixtral-tiny", requests=40, pool=8, every=4)
-    routed = [v for site in run.served.sketch.sites.values() for k, v in site.loads.items()
-              if k.endswith("route_load")]
+    routed = [v for site in run.served.sketch.sites.values() for k, v in site.loads.items() if k.endswith("route_load")]
     assert len(routed) == 2 and all(v.sum() == 10 * 8 * 2 for v in routed)
     assert sum("routed tokens" in ld.summary for ld in run.report.loads) == 2
 
@@ -268,9 +277,13 @@ def test_a_build_without_lhs_fingerprints_is_refused():
 def test_cli_live_bad_input_is_one_line(tmp_path):
     existing = tmp_path / "x.csv"
     existing.write_text("keep me")
-    for argv, needle in ((["--every", "0"], "every must be"), (["--csv", str(existing)], "exists"),
-                         (["--workers", "0"], "workers must be"), (["--zipf", "-1"], "Zipf"),
-                         (["--parquet", str(tmp_path / "y.parquet")], "--csv too")):
+    for argv, needle in (
+        (["--every", "0"], "every must be"),
+        (["--csv", str(existing)], "exists"),
+        (["--workers", "0"], "workers must be"),
+        (["--zipf", "-1"], "Zipf"),
+        (["--parquet", str(tmp_path / "y.parquet")], "--csv too"),
+    ):
         proc = subprocess.run([sys.executable, "-m", "opscope", "live", *argv], capture_output=True, text=True)
         assert proc.returncode == 1, argv
         lines = proc.stderr.strip().splitlines()
@@ -320,14 +333,18 @@ def test_cli_merges_saved_sketches(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for path, seed in ((a, 1), (b, 2)):
         run_live(requests=100, seed=seed, state=path)
-    proc = subprocess.run([sys.executable, "-m", "opscope", "live", "--merge", str(a), str(b), "--json"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "opscope", "live", "--merge", str(a), str(b), "--json"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["calls"], out["samples"]) == (200, 40)
     (tmp_path / "bad.json").write_text("{")
-    proc = subprocess.run([sys.executable, "-m", "opscope", "live", "--merge", str(a), str(tmp_path / "bad.json")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "opscope", "live", "--merge", str(a), str(tmp_path / "bad.json")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and "bad.json" in proc.stderr
 
 

@@ -83,7 +83,7 @@ def digits_fc1():
 
     source, weights = digits_model(batch=16)
     images = digit_images(16 * 6)
-    batches = [np.ascontiguousarray(images[i * 16:(i + 1) * 16]) for i in range(6)]
+    batches = [np.ascontiguousarray(images[i * 16 : (i + 1) * 16]) for i in range(6)]
     return source, weights[0], batches
 
 

@@ -26,7 +26,12 @@ from opscope.mining.render import render
 from opscope.mining.report import mine, mine_paths
 from opscope.mining.signals import EXPLOITS
 from opscope.mining.temporal import (
-    MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, STATIONARY_CV, aggregate, cross_step, opportunities,
+    MIN_STEPS_REUSE,
+    MIN_STEPS_STATIONARY,
+    STATIONARY_CV,
+    aggregate,
+    cross_step,
+    opportunities,
 )
 from opscope.record.tidy import SCHEMA, empty_tidy, read_tidy
 from opscope.run.host_stats import host_stats
@@ -47,24 +52,40 @@ EXPECTED_12 = {
 }
 
 
-def sketch_rows(rows: list, run_id: int, step: int, dist: str, site: str, tensors: dict[str, np.ndarray],
-                backend: str = "llvm-cpu", mkn: tuple[int, int, int] = (128, 128, 128),
-                config: StatConfig = StatConfig()) -> dict[str, dict[str, np.ndarray]]:
+def sketch_rows(
+    rows: list,
+    run_id: int,
+    step: int,
+    dist: str,
+    site: str,
+    tensors: dict[str, np.ndarray],
+    backend: str = "llvm-cpu",
+    mkn: tuple[int, int, int] = (128, 128, 128),
+    config: StatConfig = StatConfig(),
+) -> dict[str, dict[str, np.ndarray]]:
     """Append the tidy rows of every tensor's sketches; return them as the f32 values the CSV holds."""
     out = {}
     for role, x in tensors.items():
         sk = host_stats(x, config)
         for stat, vals in sk.items():
-            rows.extend((run_id, step, backend, dist, *mkn, x.size, site, role, stat, i, f32_text(v))
-                        for i, v in enumerate(vals))
+            rows.extend(
+                (run_id, step, backend, dist, *mkn, x.size, site, role, stat, i, f32_text(v))
+                for i, v in enumerate(vals)
+            )
         out[role] = {k: v.astype(np.float32).astype(np.float64) for k, v in sk.items()}
     return out
 
 
 def np_signals(sk: dict[str, np.ndarray], numel: int) -> dict[str, float | None]:
     """§4.2's five per-observation signals and ours (zchan), straight from the sketch arrays."""
-    sig = {"density": sk["nnz"][0] / max(numel, 1) if "nnz" in sk else None, "zchan": None, "outlier": None,
-           "histtop": None, "pos_cv": None, "adj": None}
+    sig = {
+        "density": sk["nnz"][0] / max(numel, 1) if "nnz" in sk else None,
+        "zchan": None,
+        "outlier": None,
+        "histtop": None,
+        "pos_cv": None,
+        "adj": None,
+    }
     if "chan_maxabs" in sk:
         sig["zchan"] = float((sk["chan_maxabs"] == 0).mean())
     if "chan_maxabs" in sk and sk["chan_maxabs"].mean() > 1e-9:
@@ -182,7 +203,7 @@ def test_zero_channels_are_channel_skip_after_sparse(tmp_path):
     for run, (site, (x, zero)) in enumerate(cases.items()):
         for step in range(2):
             y = x.copy()
-            y[:, step:step + zero] = 0.0  # a different set each step: the share is per observation
+            y[:, step : step + zero] = 0.0  # a different set each step: the share is per observation
             sketch_rows(rows, run, step, "x", site, {"lhs": y}, mkn=(64, 64, 64))
     report = mine(read_tidy(write_tidy_csv(tmp_path / "z.csv", rows)))
     sig = {r["site"]: r for r in report.signals.iter_rows(named=True)}
@@ -208,16 +229,19 @@ def test_backends_stay_apart(tmp_path):
     sketch_rows(rows, 0, 0, "x", "matmul#0", {"lhs": sample("sparse90", (128, 128), 1)}, backend="llvm-cpu")
     sketch_rows(rows, 1, 0, "x", "matmul#0", {"lhs": sample("gaussian", (128, 128), 1)}, backend="vulkan-spirv")
     report = mine(read_tidy(write_tidy_csv(tmp_path / "b.csv", rows)))
-    assert report.signals.select("backend", "exploit").rows() == [("llvm-cpu", "sparse-gemm"),
-                                                                  ("vulkan-spirv", "dense")]
+    assert report.signals.select("backend", "exploit").rows() == [
+        ("llvm-cpu", "sparse-gemm"),
+        ("vulkan-spirv", "dense"),
+    ]
 
 
 def test_missing_signals_are_null_and_keys_without_signals_left_out(tmp_path):
     rows: list = []
     a, b = sample("outlier", (128, 128), 1), sample("outlier", (128, 128), 1001)
     sk = sketch_rows(rows, 0, 0, "outlier", "matmul#0", {"lhs": a, "out": a @ b}, config=StatConfig.lean())
-    rows.extend((0, 0, "llvm-cpu", "outlier", 128, 128, 128, 128, "softmax#1", "attn", "attn_qmax", i, 0.5)
-                for i in range(4))
+    rows.extend(
+        (0, 0, "llvm-cpu", "outlier", 128, 128, 128, 128, "softmax#1", "attn", "attn_qmax", i, 0.5) for i in range(4)
+    )
     report = mine(read_tidy(write_tidy_csv(tmp_path / "lean.csv", rows)))
     sig = report.signals
     assert sig.select("site", "role").rows() == [("matmul#0", "lhs"), ("matmul#0", "out")]
@@ -244,8 +268,9 @@ def seq(tmp_path_factory):
         for step in range(16):
             if step:
                 a = (a + 0.05 * walk.standard_normal(a.shape)).astype(np.float32)
-            sk = sketch_rows(rows, run, step, "decode", "matmul#0", {"lhs": a, "rhs": w, "out": a @ w},
-                             mkn=(64, 128, 128))
+            sk = sketch_rows(
+                rows, run, step, "decode", "matmul#0", {"lhs": a, "rhs": w, "out": a @ w}, mkn=(64, 128, 128)
+            )
             for role in ROLES:
                 l1.setdefault((run, role), []).append(sk[role]["l1"][0])
     return write_tidy_csv(tmp_path_factory.mktemp("seq") / "seq.csv", rows), l1
@@ -307,8 +332,9 @@ def tidy_frame(rows: list[tuple]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=SCHEMA, orient="row")
 
 
-def tensor_rows(step: int, l1: float, sumsq: float, elemsig: list[float] | None, run: int = 0,
-                site: str = "ctx", role: str = "lhs") -> list[tuple]:
+def tensor_rows(
+    step: int, l1: float, sumsq: float, elemsig: list[float] | None, run: int = 0, site: str = "ctx", role: str = "lhs"
+) -> list[tuple]:
     """One tensor's l1, sumsq and (when given) elemsig rows at one step."""
     head = (run, step, "llvm-cpu", "attn", 16, 16, 16, 256, site, role)
     rows = [(*head, "l1", 0, l1), (*head, "sumsq", 0, sumsq)]
@@ -323,8 +349,12 @@ def np_elemsig_cv(vectors: list[list[float]]) -> float:
 
 # A softmax's rows always sum to 1 (l1 = 16 rows) and here its sumsq does not move either; only
 # the 16 sampled probabilities show that the tensor changes from step to step.
-SOFTMAX_SAMPLES = [[0.5, 0.25, 0.125, 0.125] * 4, [0.25, 0.5, 0.125, 0.125] * 4,
-                   [0.125, 0.125, 0.5, 0.25] * 4, [0.125, 0.25, 0.125, 0.5] * 4]
+SOFTMAX_SAMPLES = [
+    [0.5, 0.25, 0.125, 0.125] * 4,
+    [0.25, 0.5, 0.125, 0.125] * 4,
+    [0.125, 0.125, 0.5, 0.25] * 4,
+    [0.125, 0.25, 0.125, 0.5] * 4,
+]
 
 
 def test_conserved_l1_and_steady_sumsq_with_a_changing_elemsig_is_not_stationary():
@@ -341,22 +371,33 @@ def test_without_elemsig_the_verdict_says_what_it_rests_on():
     no_sig = [r for step in range(4) for r in tensor_rows(step, 16.0, 5.5, None)]
     zeros = [r for step in range(4) for r in tensor_rows(step, 16.0, 5.5, [0.0] * 16)]
     partial = [r for step in range(4) for r in tensor_rows(step, 16.0, 5.5, SOFTMAX_SAMPLES[0] if step < 2 else None)]
-    for rows, why in ((no_sig, "no elemsig recorded"), (zeros, "elemsig samples all zero"),
-                      (partial, "elemsig recorded at 2 of 4 steps")):
+    for rows, why in (
+        (no_sig, "no elemsig recorded"),
+        (zeros, "elemsig samples all zero"),
+        (partial, "elemsig recorded at 2 of 4 steps"),
+    ):
         (r,) = cross_step(tidy_frame(rows)).to_dicts()
         assert (r["stationary"], r["basis"], r["elemsig_cv"]) == (True, "l1+sumsq", None), why
         assert r["verdict"] == f"stationary across steps (l1+sumsq only: {why}) → precompute / prepack"
     report = mine(tidy_frame(no_sig))
-    assert "Across 4 steps: 1 of 1 tensors are stationary (precompute / prepack): 1 lhs (1 of them without a " \
-           "usable elemsig fingerprint); 0 change from step to step." in render(report, "findings")
+    assert (
+        "Across 4 steps: 1 of 1 tensors are stationary (precompute / prepack): 1 lhs (1 of them without a "
+        "usable elemsig fingerprint); 0 change from step to step." in render(report, "findings")
+    )
 
 
 def test_bit_identical_weights_stay_stationary():
     w = [0.3, -1.25, 0.0, 2.0] * 4
-    (r,) = cross_step(tidy_frame([r for step in range(3) for r in tensor_rows(step, 13.0, 9.0, w, role="rhs")]))\
-        .to_dicts()
+    (r,) = cross_step(
+        tidy_frame([r for step in range(3) for r in tensor_rows(step, 13.0, 9.0, w, role="rhs")])
+    ).to_dicts()
     assert (r["steps"], r["l1_cv"], r["sumsq_cv"], r["basis"], r["stationary"]) == (
-        3, 0.0, 0.0, "l1+sumsq+elemsig", True)
+        3,
+        0.0,
+        0.0,
+        "l1+sumsq+elemsig",
+        True,
+    )
     assert r["elemsig_cv"] <= 1e-15  # identical values: a variance of rounding error at most
     assert r["verdict"] == "stationary across steps → precompute / prepack"
 
@@ -401,7 +442,11 @@ def test_verdicts_only_where_a_series_has_enough_steps():
     report = mine(two_runs(4, 2), {"fc": 1000})
     cross = report.cross_step
     assert cross.select("run_id", "role", "stationary").rows() == [
-        (0, "rhs", True), (0, "lhs", False), (1, "rhs", None), (1, "lhs", None)]
+        (0, "rhs", True),
+        (0, "lhs", False),
+        (1, "rhs", None),
+        (1, "lhs", None),
+    ]
     # invariants: a verdict exactly where there are enough steps; stationary only below every threshold
     assert ((cross["steps"] >= MIN_STEPS_STATIONARY) == cross["stationary"].is_not_null()).all()
     for r in cross.filter(pl.col("stationary")).iter_rows(named=True):
@@ -411,10 +456,14 @@ def test_verdicts_only_where_a_series_has_enough_steps():
     assert opps.select("run_id", "action").rows() == [(0, "none"), (1, None)]  # judged first, then by run
     assert report.aggregate["savings"].to_list() == [0.0, None]
     findings = render(report, "findings")
-    assert ("Across 4 steps: 1 of 2 tensors are stationary (precompute / prepack): 1 rhs; 1 change from step to "
-            "step. 2 more have too few steps (2 < 3).") in findings
-    assert ("No site's input repeats or drifts slowly across the 4 steps: nothing to memoize or delta-compute. "
-            "1 more has too few steps (2 < 4).") in findings
+    assert (
+        "Across 4 steps: 1 of 2 tensors are stationary (precompute / prepack): 1 rhs; 1 change from step to "
+        "step. 2 more have too few steps (2 < 3)."
+    ) in findings
+    assert (
+        "No site's input repeats or drifts slowly across the 4 steps: nothing to memoize or delta-compute. "
+        "1 more has too few steps (2 < 4)."
+    ) in findings
 
 
 PYRAMID = ((64, 128), (128, 64), (64, 512), (512, 64))
@@ -425,8 +474,10 @@ STEPS = 20
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory):
     """An `opscope-replay`-like CSV: run 0 replays a pool of 4 inputs, run 1 a slow walk; + `.sites`."""
-    weights = [(sample("gaussian", (k, n), 0xA11CE + i) * np.sqrt(2.0 / k)).astype(np.float32)
-               for i, (k, n) in enumerate(PYRAMID)]
+    weights = [
+        (sample("gaussian", (k, n), 0xA11CE + i) * np.sqrt(2.0 / k)).astype(np.float32)
+        for i, (k, n) in enumerate(PYRAMID)
+    ]
     sites = [f"pyramid.{i}#{i}" for i in range(len(PYRAMID))]
     rng = np.random.Generator(np.random.Philox(99))
     pool = [rng.standard_normal((ROWS_S, 64)).astype(np.float32) for _ in range(4)]
@@ -444,22 +495,22 @@ def replay(tmp_path_factory):
                 h = walk
             for site, w in zip(sites, weights):
                 out = h @ w
-                sk = sketch_rows(rows, run, step, "replay", site, {"lhs": h, "rhs": w, "out": out},
-                                 mkn=(ROWS_S, 64, 0))
+                sk = sketch_rows(rows, run, step, "replay", site, {"lhs": h, "rhs": w, "out": out}, mkn=(ROWS_S, 64, 0))
                 lhs_sk.setdefault((run, site), []).append(sk["lhs"])
                 h = np.maximum(out, 0)
     path = write_tidy_csv(tmp_path_factory.mktemp("replay") / "replay.csv", rows)
     flops = {s: 2 * ROWS_S * k * n for s, (k, n) in zip(sites, PYRAMID)}
-    path.with_name(path.name + ".sites").write_text(
-        "site,flops\n" + "".join(f"{s},{f}\n" for s, f in flops.items()))
+    path.with_name(path.name + ".sites").write_text("site,flops\n" + "".join(f"{s},{f}\n" for s, f in flops.items()))
     repeats = sum(picks[i] in picks[:i] for i in range(1, STEPS))
     return path, picks, repeats, flops, lhs_sk
 
 
 def np_recur_drift(vecs: list[np.ndarray]) -> tuple[float, float]:
     """§3.10's recur and drift over one series of fingerprints (a direct double loop)."""
+
     def dist(a, b):
         return np.inf if len(a) != len(b) else np.linalg.norm(a - b) / (np.linalg.norm(a) + 1e-9)
+
     n = len(vecs)
     recur = sum(any(dist(vecs[i], vecs[j]) < 1e-3 for j in range(i)) for i in range(1, n)) / (n - 1)
     drift = float(np.mean([dist(vecs[i], vecs[i - 1]) for i in range(1, n)]))
@@ -500,8 +551,10 @@ def test_opportunities_fall_back_to_moments_and_hist(replay):
     df = read_tidy(path).filter(pl.col("stat") != "elemsig")
     opps = mine(df, flops).opportunities
     for r in opps.iter_rows(named=True):
-        vecs = [np.concatenate([[sk["mean"][0], sk["sumsq"][0], sk["l1"][0], sk["nnz"][0]], sk["hist"]])
-                for sk in lhs_sk[(r["run_id"], r["site"])]]
+        vecs = [
+            np.concatenate([[sk["mean"][0], sk["sumsq"][0], sk["l1"][0], sk["nnz"][0]], sk["hist"]])
+            for sk in lhs_sk[(r["run_id"], r["site"])]
+        ]
         recur, drift = np_recur_drift(vecs)
         assert r["recur"] == pytest.approx(recur, rel=1e-12)
         assert r["drift"] == pytest.approx(drift, rel=RTOL, abs=1e-6)
@@ -534,9 +587,21 @@ def test_every_section_on_empty_input():
     # the temporal miners themselves, called directly on no rows
     empty = empty_tidy()
     cross = cross_step(empty)
-    assert cross.height == 0 and cross.columns == ["run_id", "backend", "dist", "site", "role", "steps", "l1_mean",
-                                                   "l1_cv", "sumsq_cv", "elemsig_cv", "basis", "stationary",
-                                                   "verdict"]
+    assert cross.height == 0 and cross.columns == [
+        "run_id",
+        "backend",
+        "dist",
+        "site",
+        "role",
+        "steps",
+        "l1_mean",
+        "l1_cv",
+        "sumsq_cv",
+        "elemsig_cv",
+        "basis",
+        "stationary",
+        "verdict",
+    ]
     opps = opportunities(empty)
     assert opps.height == 0 and "action" in opps.columns and "recommendation" in opps.columns
     agg = aggregate(opps, appearance_order(empty))
@@ -546,15 +611,56 @@ def test_every_section_on_empty_input():
 def test_renderers(seq, replay):
     report = mine_paths([seq[0], replay[0]], costs=replay[0].with_name(replay[0].name + ".sites"))
     doc = json.loads(report.to_json())
-    assert list(doc) == ["schema", "rows", "steps", "min_steps", "counts", "notes", "site_costs", "signals",
-                         "ranked", "cross_step", "opportunities", "aggregate", "coverage", "dynamics"]
+    assert list(doc) == [
+        "schema",
+        "rows",
+        "steps",
+        "min_steps",
+        "counts",
+        "notes",
+        "site_costs",
+        "signals",
+        "ranked",
+        "cross_step",
+        "opportunities",
+        "aggregate",
+        "coverage",
+        "dynamics",
+    ]
     assert doc["schema"] == "opscope-mine/4" and doc["rows"] == report.rows
     assert doc["min_steps"] == {"stationary": MIN_STEPS_STATIONARY, "reuse": MIN_STEPS_REUSE}
-    assert list(doc["cross_step"][0]) == ["run_id", "backend", "dist", "site", "role", "steps", "l1_mean", "l1_cv",
-                                          "sumsq_cv", "elemsig_cv", "basis", "stationary", "verdict"]
+    assert list(doc["cross_step"][0]) == [
+        "run_id",
+        "backend",
+        "dist",
+        "site",
+        "role",
+        "steps",
+        "l1_mean",
+        "l1_cv",
+        "sumsq_cv",
+        "elemsig_cv",
+        "basis",
+        "stationary",
+        "verdict",
+    ]
     assert len(doc["signals"]) == report.signals.height and len(doc["opportunities"]) == report.opportunities.height
-    assert set(doc["signals"][0]) == {"backend", "dist", "site", "role", "observations", "density", "zchan", "outlier",
-                                      "histtop", "pos_cv", "adj", "exploit", "score", "suggestion"}
+    assert set(doc["signals"][0]) == {
+        "backend",
+        "dist",
+        "site",
+        "role",
+        "observations",
+        "density",
+        "zchan",
+        "outlier",
+        "histtop",
+        "pos_cv",
+        "adj",
+        "exploit",
+        "score",
+        "suggestion",
+    }
     text = report.to_text()
     assert "pyramid.3#3" in text and "Aggregate recoverable compute" in text
     header = next(line for line in text.splitlines() if line.startswith("backend"))
@@ -590,8 +696,17 @@ def test_reads_what_opscope_record_writes(tmp_path):
     path = tmp_path / "rec.csv"
     with Recorder(path, durable=False) as rec:
         for step in range(MIN_STEPS_REUSE):
-            rec.record_values(0, step, "llvm-cpu", "sparse90", 64, 32, 16,
-                              {("fc1", "lhs", k): v for k, v in sk.items()}, {("fc1", "lhs"): x.size})
+            rec.record_values(
+                0,
+                step,
+                "llvm-cpu",
+                "sparse90",
+                64,
+                32,
+                16,
+                {("fc1", "lhs", k): v for k, v in sk.items()},
+                {("fc1", "lhs"): x.size},
+            )
     write_site_costs(path.with_name("rec.csv.sites"), {"fc1": 65536})
     write_parquet(path, tmp_path / "rec.parquet")
     report = mine_paths(tmp_path)

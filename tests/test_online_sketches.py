@@ -28,6 +28,7 @@ def ref_fnv1a_f32(values) -> int:
 
 # The reference design's three tests.
 
+
 def test_reservoir_holds_k():
     r = Reservoir(64)
     r.extend(range(10_000))
@@ -54,6 +55,7 @@ def test_hll_distinct_and_idempotent():
 
 
 # Merges.
+
 
 def test_hll_merge_equals_whole():
     a, b, whole = Hll(10), Hll(10), Hll(10)
@@ -98,6 +100,7 @@ def test_reservoir_merge():
 
 
 # Hashes against pure-Python references.
+
 
 def test_splitmix64_vectorized_matches_scalar():
     x = np.random.default_rng(1).integers(0, 2**64, size=500, dtype=np.uint64)
@@ -152,6 +155,7 @@ def test_hll_vectorized_matches_scalar():
 
 # Serialization and refusals.
 
+
 def test_round_trips():
     h = Hll(6)
     h.add_bits(np.arange(100))
@@ -170,34 +174,59 @@ def test_round_trips():
 
 def test_hll_corrupt_bytes():
     data = Hll(6).to_bytes()
-    for bad in (data[:3], data[:-1], b"XSHL" + data[4:], data[:4] + b"\x02" + data[5:],
-                data[:5] + b"\x07" + data[6:], data[:-1] + bytes([60])):
+    for bad in (
+        data[:3],
+        data[:-1],
+        b"XSHL" + data[4:],
+        data[:4] + b"\x02" + data[5:],
+        data[:5] + b"\x07" + data[6:],
+        data[:-1] + bytes([60]),
+    ):
         with pytest.raises(OpscopeError, match="not an opscope HyperLogLog"):
             Hll.from_bytes(bad)
 
 
-@pytest.mark.parametrize("d", [
-    None, {}, {"k": 0, "seen": 0, "items": []}, {"k": 2, "seen": 5, "items": [1]},
-    {"k": 2, "seen": 1, "items": "a"}, {"k": 2, "seen": 0, "items": [], "x": 1},
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        None,
+        {},
+        {"k": 0, "seen": 0, "items": []},
+        {"k": 2, "seen": 5, "items": [1]},
+        {"k": 2, "seen": 1, "items": "a"},
+        {"k": 2, "seen": 0, "items": [], "x": 1},
+    ],
+)
 def test_reservoir_bad_dicts(d):
     with pytest.raises(OpscopeError):
         Reservoir.from_dict(d)
 
 
-@pytest.mark.parametrize("d", [
-    [], {"lo": 0, "hi": 1, "nbins": 2}, {"lo": 1, "hi": 0, "nbins": 2, "counts": [0, 0]},
-    {"lo": 0, "hi": 1, "nbins": 2, "counts": [0]}, {"lo": 0, "hi": 1, "nbins": 2, "counts": [0, -1]},
-    {"lo": 0, "hi": 1, "nbins": 2, "counts": [0, 1.5]},
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        [],
+        {"lo": 0, "hi": 1, "nbins": 2},
+        {"lo": 1, "hi": 0, "nbins": 2, "counts": [0, 0]},
+        {"lo": 0, "hi": 1, "nbins": 2, "counts": [0]},
+        {"lo": 0, "hi": 1, "nbins": 2, "counts": [0, -1]},
+        {"lo": 0, "hi": 1, "nbins": 2, "counts": [0, 1.5]},
+    ],
+)
 def test_quantiles_bad_dicts(d):
     with pytest.raises(OpscopeError):
         FixedQuantiles.from_dict(d)
 
 
 def test_bad_constructor_args():
-    for make in (lambda: Hll(3), lambda: Hll(19), lambda: Hll(True), lambda: Reservoir(0),
-                 lambda: FixedQuantiles(1, 1, 4), lambda: FixedQuantiles(0, 1, 0),
-                 lambda: FixedQuantiles(0, float("inf"), 4)):
+    for make in (
+        lambda: Hll(3),
+        lambda: Hll(19),
+        lambda: Hll(True),
+        lambda: Reservoir(0),
+        lambda: FixedQuantiles(1, 1, 4),
+        lambda: FixedQuantiles(0, 1, 0),
+        lambda: FixedQuantiles(0, float("inf"), 4),
+    ):
         with pytest.raises(OpscopeError):
             make()

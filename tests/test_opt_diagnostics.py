@@ -13,20 +13,28 @@ NAME = "in.mlir"
 
 
 def test_below_and_above_skip_lines_holding_directives():
-    text = "\n".join([
-        "// expected-error @below {{a}}",    # 1 -> 3: line 2 holds a directive too
-        "// expected-error @below {{b}}",    # 2 -> 3
-        "op",                                # 3
-        "// expected-error @above {{c}}",    # 4 -> 3
-        "// expected-error @above {{d}}",    # 5 -> 3: line 4 holds a directive
-        "op // expected-error {{e}}",        # 6 -> 6
-        "// expected-error @-2 {{f}}",       # 7 -> 5: plain offsets count every line
-        "// expected-error @unknown {{g}}",  # 8 -> no line
-    ])
+    text = "\n".join(
+        [
+            "// expected-error @below {{a}}",  # 1 -> 3: line 2 holds a directive too
+            "// expected-error @below {{b}}",  # 2 -> 3
+            "op",  # 3
+            "// expected-error @above {{c}}",  # 4 -> 3
+            "// expected-error @above {{d}}",  # 5 -> 3: line 4 holds a directive
+            "op // expected-error {{e}}",  # 6 -> 6
+            "// expected-error @-2 {{f}}",  # 7 -> 5: plain offsets count every line
+            "// expected-error @unknown {{g}}",  # 8 -> no line
+        ]
+    )
     expected, problems = _expected(text, NAME)
     assert problems == []
     assert [(e.at, e.line, e.text) for e in expected] == [
-        (1, 3, "a"), (2, 3, "b"), (4, 3, "c"), (5, 3, "d"), (6, 6, "e"), (7, 5, "f"), (8, None, "g"),
+        (1, 3, "a"),
+        (2, 3, "b"),
+        (4, 3, "c"),
+        (5, 3, "d"),
+        (6, 6, "e"),
+        (7, 5, "f"),
+        (8, None, "g"),
     ]
 
 
@@ -44,17 +52,19 @@ def test_an_expectation_past_the_input_is_a_problem():
     ]
 
 
-TEXT = "\n".join([
-    "func.func @f() {",                   # 1
-    '  op loc("a")',                      # 2
-    '  op loc("twice")',                  # 3
-    '  op loc("twice")',                  # 4
-    '  op loc(#l) // loc("a") too',       # 5: a comment is not a location
-    "}",                                  # 6
-    '#l = loc("aliased")',                # 7
-    '  op loc("l0"("model.py":3:0))',     # 8: a name around another file's location
-    "  op loc(unknown)",                  # 9
-])
+TEXT = "\n".join(
+    [
+        "func.func @f() {",  # 1
+        '  op loc("a")',  # 2
+        '  op loc("twice")',  # 3
+        '  op loc("twice")',  # 4
+        '  op loc(#l) // loc("a") too',  # 5: a comment is not a location
+        "}",  # 6
+        '#l = loc("aliased")',  # 7
+        '  op loc("l0"("model.py":3:0))',  # 8: a name around another file's location
+        "  op loc(unknown)",  # 9
+    ]
+)
 
 
 def test_an_error_is_at_the_first_location_its_message_names():
@@ -65,7 +75,7 @@ def test_an_error_is_at_the_first_location_its_message_names():
 
     assert line('p: site at loc("in.mlir":4:3), see @f') == 4
     assert line("malformed MLIR at in.mlir:5:7: expected ')'") == 5
-    assert line('p: site \'a\' at loc("a"): refused') == 2
+    assert line("p: site 'a' at loc(\"a\"): refused") == 2
     assert line('p: site at loc("aliased")') == 5
     assert line("p: @f must have a single block") == 1
     assert line('p: site \'l0\' at loc("l0"("model.py":3:0))') == 8

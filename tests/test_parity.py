@@ -24,7 +24,14 @@ import pytest
 from conftest import skip_unless_runnable
 
 from opscope.act.parity import (
-    TINY, Tensor, by_site, compare, exposed_run, op_parity, site_parity, torch_module_outputs,
+    TINY,
+    Tensor,
+    by_site,
+    compare,
+    exposed_run,
+    op_parity,
+    site_parity,
+    torch_module_outputs,
 )
 from opscope.errors import OpscopeError
 from opscope.models.zoo import missing_extra, missing_message
@@ -115,10 +122,22 @@ def test_tolerance_is_relative_to_the_tensor_scale():
 
 
 def test_worst_is_the_first_on_a_tie_and_first_beyond_is_in_program_order():
-    a = arrays(**{"p#0": ("mulf", [1.0, 2.0]), "p#1": ("exp", [1.0, 2.0]), "q#0": ("addf", [1.0, 2.0]),
-                  "q#1": ("tanh", [4.0, 8.0])})
-    b = arrays(**{"p#0": ("mulf", [1.0, 2.0]), "p#1": ("exp", [1.0, 2.2]), "q#0": ("addf", [1.0, 2.2]),
-                  "q#1": ("tanh", [4.0, 8.0 + 1e-3])})
+    a = arrays(
+        **{
+            "p#0": ("mulf", [1.0, 2.0]),
+            "p#1": ("exp", [1.0, 2.0]),
+            "q#0": ("addf", [1.0, 2.0]),
+            "q#1": ("tanh", [4.0, 8.0]),
+        }
+    )
+    b = arrays(
+        **{
+            "p#0": ("mulf", [1.0, 2.0]),
+            "p#1": ("exp", [1.0, 2.2]),
+            "q#0": ("addf", [1.0, 2.2]),
+            "q#1": ("tanh", [4.0, 8.0 + 1e-3]),
+        }
+    )
     report = compare(a, b, tol=1e-2)
     assert [d.name for d in report.ops] == ["p#0", "p#1", "q#0", "q#1"]
     assert report.identical == 1 and not report.exact
@@ -150,11 +169,23 @@ def test_integers_and_bools_compare_exactly():
 
 def test_unmatched_tensors_are_listed_and_an_inserted_op_shifts_no_partner():
     """B's rewrite inserted a `round` under `fc` (renumbering `fc#1` as `fc#2`), dropped `head`, added `extra`."""
-    a = arrays(**{"fc#0": ("matmul", np.ones((2, 3))), "fc#1": ("tanh", np.full((2, 3), 0.5)),
-                  "head#0": ("reduce", np.ones(2)), "shape#0": ("copy", np.ones((2, 3)))})
-    b = arrays(**{"fc#0": ("matmul", np.ones((2, 3))), "fc#1": ("round", np.ones((2, 3))),
-                  "fc#2": ("tanh", np.full((2, 3), 0.5)), "extra#0": ("exp", np.ones(2)),
-                  "shape#0": ("copy", np.ones((3, 2)))})
+    a = arrays(
+        **{
+            "fc#0": ("matmul", np.ones((2, 3))),
+            "fc#1": ("tanh", np.full((2, 3), 0.5)),
+            "head#0": ("reduce", np.ones(2)),
+            "shape#0": ("copy", np.ones((2, 3))),
+        }
+    )
+    b = arrays(
+        **{
+            "fc#0": ("matmul", np.ones((2, 3))),
+            "fc#1": ("round", np.ones((2, 3))),
+            "fc#2": ("tanh", np.full((2, 3), 0.5)),
+            "extra#0": ("exp", np.ones(2)),
+            "shape#0": ("copy", np.ones((3, 2))),
+        }
+    )
     report = compare(a, b)
     assert [(d.name, d.b_name) for d in report.ops] == [("fc#0", None), ("fc#1", "fc#2")]
     assert report.exact  # what pairs is identical; what does not is listed, not compared
@@ -170,8 +201,10 @@ def test_renderings_agree():
     report = compare(a, b, a_label="plain", b_label="rewritten")
     text = report.to_text()
     assert text.splitlines()[:2] == ["A: plain", "B: rewritten"] and "BEYOND" in text
-    assert text.splitlines()[-1] == ("2 ops compared, 1 bit-identical; worst: fc#0 (matmul) max|Δ| 0.5 = 0.25 of "
-                                     "max|A|; first beyond tol 0.001: fc#0 (matmul, #0)")
+    assert text.splitlines()[-1] == (
+        "2 ops compared, 1 bit-identical; worst: fc#0 (matmul) max|Δ| 0.5 = 0.25 of "
+        "max|A|; first beyond tol 0.001: fc#0 (matmul, #0)"
+    )
     md = report.to_markdown(all_ops=True)
     assert "| # | op name | op | shape |" in md and md.count("\n| ") == 3
     data = json.loads(report.to_json())
@@ -181,10 +214,12 @@ def test_renderings_agree():
 
 def test_by_site_keeps_each_module_output():
     """The last op under a module path is the module's output, for the path and every module above it."""
-    tensors = [Tensor("layer.0.output#0", np.array([1.0]), "addf", 0, "layer.0.output"),
-               Tensor("layer.0.output.norm#0", np.array([2.0]), "divf", 1, "layer.0.output.norm"),
-               Tensor("generic<cmpi>#0", np.array([True]), "generic<cmpi>", 2, None),
-               Tensor("pooler#0", np.array([3.0]), "tanh", 3, "pooler")]
+    tensors = [
+        Tensor("layer.0.output#0", np.array([1.0]), "addf", 0, "layer.0.output"),
+        Tensor("layer.0.output.norm#0", np.array([2.0]), "divf", 1, "layer.0.output.norm"),
+        Tensor("generic<cmpi>#0", np.array([True]), "generic<cmpi>", 2, None),
+        Tensor("pooler#0", np.array([3.0]), "tanh", 3, "pooler"),
+    ]
     sites = by_site(tensors)
     assert set(sites) == {"layer", "layer.0", "layer.0.output", "layer.0.output.norm", "pooler"}
     assert sites["layer.0.output"][0] == 2.0 and sites["pooler"][0] == 3.0
@@ -203,9 +238,11 @@ def test_expose_refuses_a_called_function():
     from opscope.ir.loading import parse_module
     from opscope.ir.pipeline import run_pipeline
 
-    module = parse_module("func.func @f(%t: tensor<4xf32>) -> tensor<4xf32> {\n %0 = arith.negf %t : tensor<4xf32>\n"
-                          " return %0 : tensor<4xf32>\n}\nfunc.func @g(%t: tensor<4xf32>) -> tensor<4xf32> {\n"
-                          " %0 = func.call @f(%t) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}")
+    module = parse_module(
+        "func.func @f(%t: tensor<4xf32>) -> tensor<4xf32> {\n %0 = arith.negf %t : tensor<4xf32>\n"
+        " return %0 : tensor<4xf32>\n}\nfunc.func @g(%t: tensor<4xf32>) -> tensor<4xf32> {\n"
+        " %0 = func.call @f(%t) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}"
+    )
     with pytest.raises(OpscopeError, match=r"^expose-all-ops: @f is called by other functions"):
         run_pipeline(module, "expose-all-ops")
     with pytest.raises(OpscopeError, match=r"^expose-all-ops: bad 'ops' regex"):
@@ -217,8 +254,12 @@ def test_exposed_ops_equal_numpy():
     x, w = small_inputs()
     build, used = exposed_run(SMALL, inputs=[x, w])
     assert [(t.name, t.op) for t in build.tensors] == [
-        ("scale#0", "generic<mulf>"), ("act#0", "generic<exp>"), ("fc#0", "matmul"), ("fc#1", "generic<tanh>"),
-        ("head#0", "reduce<addf>")]
+        ("scale#0", "generic<mulf>"),
+        ("act#0", "generic<exp>"),
+        ("fc#0", "matmul"),
+        ("fc#1", "generic<tanh>"),
+        ("head#0", "reduce<addf>"),
+    ]
     assert build.original == 1 and used[0] is x
     act = np.exp(x.astype(np.float64))
     fc = act @ w
@@ -253,8 +294,11 @@ def minilm():
 
     model, kwargs = huggingface.minilm(seq=16)
     model.encoder.layer = model.encoder.layer[:LAYERS]
-    kwargs = dict(kwargs, token_type_ids=torch.zeros_like(kwargs["input_ids"]),
-                  position_ids=torch.arange(16).expand(2, 16).contiguous())
+    kwargs = dict(
+        kwargs,
+        token_type_ids=torch.zeros_like(kwargs["input_ids"]),
+        position_ids=torch.arange(16).expand(2, 16).contiguous(),
+    )
     source = module_bytecode(import_torch(model, (), name="minilm", example_kwargs=kwargs))
     inputs = [kwargs[k].numpy() for k in MINILM_INPUTS]
     plain, _ = exposed_run(source, inputs=inputs)
@@ -289,8 +333,9 @@ def test_minilm_vulkan_differs_per_op_within_tolerance(minilm):
 def test_minilm_iree_equals_pytorch_eager_by_site(minilm):
     """Each torch module's output against the last exposed op under its path: within 2e-5 of its scale."""
     model, kwargs, _, _, plain = minilm
-    report = site_parity(torch_module_outputs(model, kwargs), plain.tensors, tol=2e-5,
-                         a_label="PyTorch eager", b_label="IREE llvm-cpu")
+    report = site_parity(
+        torch_module_outputs(model, kwargs), plain.tensors, tol=2e-5, a_label="PyTorch eager", b_label="IREE llvm-cpu"
+    )
     names = {d.name for d in report.ops}
     assert report.ops_checked >= 35  # measured: 39 (99 with all 6 layers)
     assert {"embeddings", "encoder.layer.0.attention.self", f"encoder.layer.{LAYERS - 1}.output", "pooler"} <= names
@@ -330,12 +375,14 @@ def test_minilm_w8a8_equals_a_pytorch_reimplementation_by_site(minilm):
         def hook(module, args, output):
             if isinstance(output, torch.Tensor):
                 outputs.setdefault(id(output), (name, output))
+
         return hook
 
     def record_input(name):
         def hook(module, args):
             if id(args[0]) in outputs:
                 producer[name] = outputs[id(args[0])][0]
+
         return hook
 
     handles = [m.register_forward_hook(record_output(n)) for n, m in model.named_modules() if n]
@@ -357,8 +404,12 @@ def test_minilm_w8a8_equals_a_pytorch_reimplementation_by_site(minilm):
     report = compare(want, got, tol=1e-4, a_label="PyTorch W8A8 on IREE's inputs", b_label="IREE W8A8")
     # q, k, v, up and down of every layer (attention.output.dense reads a reshape of p·v, no module's output)
     assert report.ops_checked == 5 * LAYERS and report.within(), report.to_text()  # measured: worst 8.4e-7
-    plain = {name: torch.nn.functional.linear(torch.from_numpy(iree[src]), linears[name].weight,
-                                              linears[name].bias).detach().numpy() for name, src in producer.items()}
+    plain = {
+        name: torch.nn.functional.linear(torch.from_numpy(iree[src]), linears[name].weight, linears[name].bias)
+        .detach()
+        .numpy()
+        for name, src in producer.items()
+    }
     assert not compare(plain, got, tol=1e-4).within()  # float Linears miss by far: the check can fail
 
 
@@ -404,11 +455,14 @@ def test_cli_beyond_tolerance_exits_1(opscope, small_files, tmp_path):
     assert loose.stdout.splitlines()[-1].endswith("first beyond tol 0.05: none")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--b-pipeline", "no-such-pass"], "opscope: error: unknown pass or bad pipeline element 'no-such-pass'"),
-    (["--b-target", "tpu"], "opscope: error: unknown target 'tpu'"),
-    (["--a-pipeline", "expose-all-ops{nope=1}"], "opscope: error: expose-all-ops: unknown option 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--b-pipeline", "no-such-pass"], "opscope: error: unknown pass or bad pipeline element 'no-such-pass'"),
+        (["--b-target", "tpu"], "opscope: error: unknown target 'tpu'"),
+        (["--a-pipeline", "expose-all-ops{nope=1}"], "opscope: error: expose-all-ops: unknown option 'nope'"),
+    ],
+)
 def test_cli_bad_input_is_one_line(opscope, small_files, tmp_path, args, message):
     proc = cli(opscope + ["parity", str(small_files[0]), *args], tmp_path)
     assert proc.returncode == 1 and not proc.stdout

@@ -41,8 +41,10 @@ func.func @main(%a: tensor<{M}x{K}xf32>, %b: tensor<{K}x{N}xf32>) -> ({results})
 
 
 def scaled(factor: float) -> str:
-    return source(f"%s = arith.constant dense<{factor!r}> : tensor<{M}x{N}xf32>\n"
-                  f"  %r = arith.mulf %m, %s : tensor<{M}x{N}xf32>", ret="%r")
+    return source(
+        f"%s = arith.constant dense<{factor!r}> : tensor<{M}x{N}xf32>\n  %r = arith.mulf %m, %s : tensor<{M}x{N}xf32>",
+        ret="%r",
+    )
 
 
 def with_at_first(value: str) -> str:
@@ -50,13 +52,19 @@ def with_at_first(value: str) -> str:
     by 1. (Not a `tensor.insert`: IREE 3.13 writes an inserted scalar into 5 elements of a matmul's
     result, `test_iree_scalar_insert_into_a_matmul_result`.)"""
     rows = ", ".join("[" + ", ".join(value if (i, j) == (0, 0) else "1.0" for j in range(N)) + "]" for i in range(M))
-    return source(f"%s = arith.constant dense<[{rows}]> : tensor<{M}x{N}xf32>\n"
-                  f"  %r = arith.mulf %m, %s : tensor<{M}x{N}xf32>", ret="%r")
+    return source(
+        f"%s = arith.constant dense<[{rows}]> : tensor<{M}x{N}xf32>\n  %r = arith.mulf %m, %s : tensor<{M}x{N}xf32>",
+        ret="%r",
+    )
 
 
-TRANSPOSED = source(f"%et = tensor.empty() : tensor<{N}x{M}xf32>\n"
-                    f"  %r = linalg.transpose ins(%m : tensor<{M}x{N}xf32>) outs(%et : tensor<{N}x{M}xf32>) "
-                    "permutation = [1, 0]", out=f"tensor<{N}x{M}xf32>", ret="%r")
+TRANSPOSED = source(
+    f"%et = tensor.empty() : tensor<{N}x{M}xf32>\n"
+    f"  %r = linalg.transpose ins(%m : tensor<{M}x{N}xf32>) outs(%et : tensor<{N}x{M}xf32>) "
+    "permutation = [1, 0]",
+    out=f"tensor<{N}x{M}xf32>",
+    ret="%r",
+)
 
 
 def inputs() -> list[np.ndarray]:
@@ -95,8 +103,11 @@ def test_an_output_of_another_shape_fails():
 @pytest.mark.parametrize("value", [NAN, INF])
 def test_nan_or_inf_in_one_build_only_fails_either_way(value):
     for tapped, untapped in ((with_at_first(value), source()), (source(), with_at_first(value))):
-        with pytest.raises(OpscopeError, match=r"differs after injection on llvm-cpu at 1 of 32 elements .*first "
-                                               r"at \[0, 0\]"):
+        with pytest.raises(
+            OpscopeError,
+            match=r"differs after injection on llvm-cpu at 1 of 32 elements .*first "
+            r"at \[0, 0\]",
+        ):
             gate(tapped, untapped)
 
 
@@ -106,8 +117,11 @@ def test_nan_or_inf_in_both_builds_at_the_same_place_agrees(value):
 
 
 def test_a_missing_result_fails():
-    with pytest.raises(OpscopeError, match=r"^parity: the instrumented build returns 1 original results, the "
-                                           r"untapped one 2$"):
+    with pytest.raises(
+        OpscopeError,
+        match=r"^parity: the instrumented build returns 1 original results, the "
+        r"untapped one 2$",
+    ):
         gate(source(), source(extra_result=True))
 
 
@@ -120,14 +134,20 @@ def test_the_comparison_on_hand_made_arrays():
         compare_originals([x], [np.array([1.0, np.inf, np.nan, 1e6], np.float32)], "t")
 
 
-@pytest.mark.xfail(strict=True, reason="IREE 3.13 bug: a scalar tensor.insert into a matmul's result writes the "
-                                       "first 5 elements (plain iree-compile, every flag set, llvm-cpu)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="IREE 3.13 bug: a scalar tensor.insert into a matmul's result writes the "
+    "first 5 elements (plain iree-compile, every flag set, llvm-cpu)",
+)
 def test_iree_scalar_insert_into_a_matmul_result():
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
 
-    text = source("%v = arith.constant 2.0 : f32\n  %c0 = arith.constant 0 : index\n"
-                  f"  %r = tensor.insert %v into %m[%c0, %c0] : tensor<{M}x{N}xf32>", ret="%r")
+    text = source(
+        "%v = arith.constant 2.0 : f32\n  %c0 = arith.constant 0 : index\n"
+        f"  %r = tensor.insert %v into %m[%c0, %c0] : tensor<{M}x{N}xf32>",
+        ret="%r",
+    )
     a, b = inputs()
     want = a @ b
     want[0, 0] = 2.0

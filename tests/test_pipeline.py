@@ -95,8 +95,9 @@ def test_all_options_round_trip_together(argument):
     assert parse_pipeline(f"builtin.module({text})").elements == (p,)
 
 
-@pytest.mark.parametrize("regex", ["a b", "x,y", "fc{2}", "(q|k)", "layer[0-9]+", "x]", r"\[", "it's",
-                                   'say "hi"', "a=b", r"back\slash"])
+@pytest.mark.parametrize(
+    "regex", ["a b", "x,y", "fc{2}", "(q|k)", "layer[0-9]+", "x]", r"\[", "it's", 'say "hi"', "a=b", r"back\slash"]
+)
 def test_string_options_round_trip_whatever_they_hold(regex):
     p = get_pass_class("inject-matmul-stats")(sites=regex)
     text = pass_to_text(p)
@@ -107,17 +108,18 @@ def test_string_options_round_trip_whatever_they_hold(regex):
 def test_option_spellings_and_separators():
     cls = get_pass_class("inject-matmul-stats")
     want = cls(hist_bins=0, per_channel=False)
-    for text in ("inject-matmul-stats{hist-bins=0 per-channel=false}",
-                 "inject-matmul-stats{hist-bins=0,per-channel=false}",
-                 "inject-matmul-stats{hist_bins=0 per_channel=0}",
-                 "inject-matmul-stats{ hist-bins=0  per-channel=false }"):
+    for text in (
+        "inject-matmul-stats{hist-bins=0 per-channel=false}",
+        "inject-matmul-stats{hist-bins=0,per-channel=false}",
+        "inject-matmul-stats{hist_bins=0 per_channel=0}",
+        "inject-matmul-stats{ hist-bins=0  per-channel=false }",
+    ):
         assert parse_pipeline(text).elements == (want,), text
     assert parse_pipeline("lower-opscope{pack}").elements == (get_pass_class("lower-opscope")(pack=True),)
 
 
 def test_mixed_pipeline_prints_back_verbatim():
-    text = ("canonicalize,inject-matmul-stats{hist-bins=0 sites=\"fc 1\"},func.func(cse),"
-            "lower-opscope{pack=false},cse")
+    text = 'canonicalize,inject-matmul-stats{hist-bins=0 sites="fc 1"},func.func(cse),lower-opscope{pack=false},cse'
     pipeline = parse_pipeline(text)
     assert [type(e).__name__ for e in pipeline.elements] == ["str", "InjectMatmulStats", "str", "LowerOpscope", "str"]
     assert pipeline.elements[1].sites == "fc 1"

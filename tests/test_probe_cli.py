@@ -12,9 +12,13 @@ from opscope.drive.synthetic import sample
 from opscope.probe.stats import HINT_LOWRANK, HINT_LUT
 from opscope.probe.tensors import save_tensors
 
-LAYERS = {"model.layers.0.q_proj": ("lowrank", 64, 64), "model.layers.0.o_proj": ("gaussian", 64, 64),
-          "model.layers.1.mlp.gate": ("quantized", 128, 64), "model.layers.1.mlp.down": ("lowrank", 64, 128),
-          "router.gate": ("gaussian", 16, 64)}
+LAYERS = {
+    "model.layers.0.q_proj": ("lowrank", 64, 64),
+    "model.layers.0.o_proj": ("gaussian", 64, 64),
+    "model.layers.1.mlp.gate": ("quantized", 128, 64),
+    "model.layers.1.mlp.down": ("lowrank", 64, 128),
+    "router.gate": ("gaussian", 16, 64),
+}
 
 
 @pytest.fixture(scope="module")

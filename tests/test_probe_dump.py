@@ -41,8 +41,25 @@ def test_dump_over_the_byte_budget_is_refused_before_anything_is_written(tmp_pat
 
 def test_dump_sites_regex_and_role(tmp_path, capsys):
     out = tmp_path / "t"
-    assert main(["dump", "digits", "--out", str(out), "--activations", "--no-weights", "--sites", "fc2",
-                 "--role", "out", "--format", "npy"]) == 0
+    assert (
+        main(
+            [
+                "dump",
+                "digits",
+                "--out",
+                str(out),
+                "--activations",
+                "--no-weights",
+                "--sites",
+                "fc2",
+                "--role",
+                "out",
+                "--format",
+                "npy",
+            ]
+        )
+        == 0
+    )
     tensors = load_tensors(out)
     assert list(tensors) == ["fc2.out"] and tensors["fc2.out"].shape == (64, 10)
 

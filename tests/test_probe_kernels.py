@@ -28,8 +28,10 @@ def _rel(a, b) -> float:
 
 def _rank2_12x9() -> np.ndarray:
     """The reference's svd_reconstructs_rank2 matrix: u1 v1ᵀ + u2 v2ᵀ from a modular pattern."""
+
     def mk(seed, n):
         return np.array([((i * 7 + seed * 3) % 11) - 5.0 for i in range(n)])
+
     return np.outer(mk(1, 12), mk(2, 9)) + np.outer(mk(3, 12), mk(4, 9))
 
 
@@ -208,7 +210,13 @@ def test_tt_reconstruct_matches_the_chain_product():
 
 def test_balanced_factor():
     assert [decompose.balanced_factor(n) for n in (1, 7, 12, 16, 768, 4096)] == [
-        (1, 1), (1, 7), (3, 4), (4, 4), (24, 32), (64, 64)]
+        (1, 1),
+        (1, 7),
+        (3, 4),
+        (4, 4),
+        (24, 32),
+        (64, 64),
+    ]
 
 
 # -- stats against independent definitions --------------------------------------------------------------------------
@@ -406,24 +414,40 @@ def test_probe_gaussian(probes):
 
 
 def _probe(**kw) -> Probe:
-    base = dict(rows=64, cols=64, stable_rank=30.0, effective_rank_90=40, effective_rank_99=60, int4_tensor=0.2,
-                int4_channel=0.1, nm24=0.4, ternary=0.4, cardinality=5000, best_bits=8, outliers=0,
-                outlier_ratio=2.0, density=1.0)
+    base = dict(
+        rows=64,
+        cols=64,
+        stable_rank=30.0,
+        effective_rank_90=40,
+        effective_rank_99=60,
+        int4_tensor=0.2,
+        int4_channel=0.1,
+        nm24=0.4,
+        ternary=0.4,
+        cardinality=5000,
+        best_bits=8,
+        outliers=0,
+        outlier_ratio=2.0,
+        density=1.0,
+    )
     return Probe(**{**base, **kw})
 
 
-@pytest.mark.parametrize("kw, verdict", [
-    (dict(nm24=0.09, cardinality=3), "2:4 near-lossless → sparse tensor cores"),
-    (dict(cardinality=32, stable_rank=1.0), "LUT/palettized"),
-    (dict(stable_rank=6.3, outliers=3, outlier_ratio=20.0), "low rank → factored matmul"),
-    (dict(outliers=1, outlier_ratio=8.5), "AWQ/SmoothQuant mixed int4"),
-    (dict(outliers=0, outlier_ratio=50.0), "int8"),
-    (dict(int4_channel=0.04, int4_tensor=0.05), "per-CHANNEL int4 (grouped int4)"),
-    (dict(int4_channel=0.04, int4_tensor=0.049, best_bits=4), "int4 per-channel"),
-    (dict(best_bits=3), "int3 per-channel"),
-    (dict(best_bits=6), "int6"),
-    (dict(best_bits=None), "dense fp — keep f16/bf16"),
-])
+@pytest.mark.parametrize(
+    "kw, verdict",
+    [
+        (dict(nm24=0.09, cardinality=3), "2:4 near-lossless → sparse tensor cores"),
+        (dict(cardinality=32, stable_rank=1.0), "LUT/palettized"),
+        (dict(stable_rank=6.3, outliers=3, outlier_ratio=20.0), "low rank → factored matmul"),
+        (dict(outliers=1, outlier_ratio=8.5), "AWQ/SmoothQuant mixed int4"),
+        (dict(outliers=0, outlier_ratio=50.0), "int8"),
+        (dict(int4_channel=0.04, int4_tensor=0.05), "per-CHANNEL int4 (grouped int4)"),
+        (dict(int4_channel=0.04, int4_tensor=0.049, best_bits=4), "int4 per-channel"),
+        (dict(best_bits=3), "int3 per-channel"),
+        (dict(best_bits=6), "int6"),
+        (dict(best_bits=None), "dense fp — keep f16/bf16"),
+    ],
+)
 def test_verdict_rules_in_order(kw, verdict):
     assert _probe(**kw).verdict == verdict
 
@@ -431,13 +455,16 @@ def test_verdict_rules_in_order(kw, verdict):
 # -- input checks ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("x, msg", [
-    (np.ones(5), r"probes take a 2-D tensor \[rows, cols\]; got shape \(5,\): reshape it, e\.g\. a conv filter"),
-    (np.ones((2, 3, 4)), r"got shape \(2, 3, 4\)"),
-    (np.array([[1.0, np.nan]]), "holds NaN/Inf values: probes need finite weights"),
-    (np.array([[1.0, np.inf]]), "holds NaN/Inf values: probes need finite weights"),
-    (np.ones((0, 3)), "at least one row and one column"),
-])
+@pytest.mark.parametrize(
+    "x, msg",
+    [
+        (np.ones(5), r"probes take a 2-D tensor \[rows, cols\]; got shape \(5,\): reshape it, e\.g\. a conv filter"),
+        (np.ones((2, 3, 4)), r"got shape \(2, 3, 4\)"),
+        (np.array([[1.0, np.nan]]), "holds NaN/Inf values: probes need finite weights"),
+        (np.array([[1.0, np.inf]]), "holds NaN/Inf values: probes need finite weights"),
+        (np.ones((0, 3)), "at least one row and one column"),
+    ],
+)
 def test_as_matrix_refuses(x, msg):
     with pytest.raises(OpscopeError, match=msg):
         stats.probe(x)

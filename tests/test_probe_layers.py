@@ -56,8 +56,8 @@ def test_lowrank_error_is_the_exact_truncation_error():
     sigma = np.linalg.svd(w.astype(np.float64), compute_uv=False)
     for o in (o for o in p.options if o.kind == "lowrank"):
         r = o.params[0]
-        assert o.rel_err == pytest.approx(np.sqrt((sigma[r:] ** 2).sum() / (sigma ** 2).sum()), rel=1e-6)
-        assert (sigma[:r] ** 2).sum() / (sigma ** 2).sum() >= 0.90 - 1e-9
+        assert o.rel_err == pytest.approx(np.sqrt((sigma[r:] ** 2).sum() / (sigma**2).sum()), rel=1e-6)
+        assert (sigma[:r] ** 2).sum() / (sigma**2).sum() >= 0.90 - 1e-9
         assert (40 + 30) * r < 40 * 30
 
 
@@ -70,8 +70,18 @@ def test_reconstruct_reproduces_every_options_error(dist):
 
 
 def test_best_within_takes_the_fewest_bytes_under_the_budget():
-    p = LayerProfile("x", 4, 4, 64, [Option("dense", 0.0, 64, 16), Option("int8", 0.01, 20, 16),
-                                     Option("int4", 0.05, 12, 16), Option("ternary", 0.3, 8, 8)])
+    p = LayerProfile(
+        "x",
+        4,
+        4,
+        64,
+        [
+            Option("dense", 0.0, 64, 16),
+            Option("int8", 0.01, 20, 16),
+            Option("int4", 0.05, 12, 16),
+            Option("ternary", 0.3, 8, 8),
+        ],
+    )
     assert p.best_within(0.02) == 1
     assert p.best_within(0.06) == 2
     assert p.best_within(0.0) == 0
@@ -80,8 +90,12 @@ def test_best_within_takes_the_fewest_bytes_under_the_budget():
 
 def _reference_layers() -> list[LayerProfile]:
     """The reference's DADO test: LowRank 64×64, Quantized 48×32, Gaussian 32×48, LowRank 36×36."""
-    return [_layer("l0", "lowrank", 64, 64, 10), _layer("l1", "quantized", 48, 32, 11),
-            _layer("l2", "gaussian", 32, 48, 12), _layer("l3", "lowrank", 36, 36, 13)]
+    return [
+        _layer("l0", "lowrank", 64, 64, 10),
+        _layer("l1", "quantized", 48, 32, 11),
+        _layer("l2", "gaussian", 32, 48, 12),
+        _layer("l3", "lowrank", 36, 36, 13),
+    ]
 
 
 def test_dado_matches_greedy_on_additive_objective():
@@ -114,8 +128,9 @@ def test_dado_is_never_worse_than_greedy_and_never_better_than_optimal(seed):
         size = np.sort(rng.integers(10, 400, k))[::-1]
         size[0] = 400
         err = np.concatenate([[0.0], np.sort(rng.random(k - 1))])
-        layers.append(LayerProfile(f"l{i}", 10, 10, 400, [Option("dense", float(e), int(b), 100)
-                                                            for e, b in zip(err, size)]))
+        layers.append(
+            LayerProfile(f"l{i}", 10, 10, 400, [Option("dense", float(e), int(b), 100) for e, b in zip(err, size)])
+        )
     frac = float(rng.uniform(0.3, 0.7))
     g = greedy_allocate(layers, frac)
     d = dado_allocate(layers, frac, DadoConfig(iters=30, pop=100))
@@ -157,11 +172,18 @@ def test_quant_stat_parses_layer_and_kind():
     assert s.best_bits in (6, 8, None)
 
 
-
 def test_power_two_spreads_the_error():
     """Σ rel_err² prefers two medium errors to one large one even at a slightly larger Σ rel_err."""
-    layers = [LayerProfile(n, 10, 10, 400, [Option("dense", 0.0, 400, 100), Option("int8", 0.1, 250, 100),
-                                            Option("int4", 0.19, 100, 100)]) for n in "ab"]
+    layers = [
+        LayerProfile(
+            n,
+            10,
+            10,
+            400,
+            [Option("dense", 0.0, 400, 100), Option("int8", 0.1, 250, 100), Option("int4", 0.19, 100, 100)],
+        )
+        for n in "ab"
+    ]
     linear = dado_allocate(layers, 500 / 800)
     squared = dado_allocate(layers, 500 / 800, error="squares")
     assert linear.total_bytes <= 500 and squared.total_bytes <= 500
@@ -172,10 +194,13 @@ def test_power_two_spreads_the_error():
 
 def test_energy_counts_a_layer_by_its_size():
     """Σ ‖ΔW‖²: the large layer keeps the accurate option, where Σ rel_err would spend it on two small ones."""
-    big = LayerProfile("big", 100, 100, 40000, [Option("dense", 0.0, 40000, 10000), Option("int4", 0.15, 5000, 10000)],
-                       energy=10000.0)
-    small = [LayerProfile(n, 10, 10, 400, [Option("dense", 0.0, 400, 100), Option("int4", 0.1, 50, 100)],
-                          energy=100.0) for n in "ab"]
+    big = LayerProfile(
+        "big", 100, 100, 40000, [Option("dense", 0.0, 40000, 10000), Option("int4", 0.15, 5000, 10000)], energy=10000.0
+    )
+    small = [
+        LayerProfile(n, 10, 10, 400, [Option("dense", 0.0, 400, 100), Option("int4", 0.1, 50, 100)], energy=100.0)
+        for n in "ab"
+    ]
     layers = [big, *small]
     frac = 40100 / 40800  # room for the big layer dense and the small ones quantized, or the reverse
     assert dado_allocate(layers, frac).choice == (1, 0, 0)  # Σ rel_err 0.15 < 0.2

@@ -107,9 +107,11 @@ util.global private @wb = dense_resource<wb> : tensor<{N}x{K}xf32>
   dialect_resources: {{ builtin: {{ {", ".join(resource(n, w) for n, w in WEIGHTS.items())} }} }}
 #-}}
 """
-PIPELINE = ("quantize-weight{sites='^(w8s|bmm)$'},quantize-weight{bits=4 sites=^w4s$},"
-            "quantize-weight{bits=4 group=16 sites=^grp$},quantize-weight{activations=true sites=^a8$},"
-            "fakequant-weights{sites=^fq$}")
+PIPELINE = (
+    "quantize-weight{sites='^(w8s|bmm)$'},quantize-weight{bits=4 sites=^w4s$},"
+    "quantize-weight{bits=4 group=16 sites=^grp$},quantize-weight{activations=true sites=^a8$},"
+    "fakequant-weights{sites=^fq$}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +135,12 @@ def test_the_pipeline_rewrites_every_site_into_integer_codes():
     assert "linalg.batch_matmul" not in text and "linalg.transpose ins(%" in text  # fq keeps its transpose
     for codes in (f"tensor<{K}x{N}xi8>", f"tensor<{K}x{N}xi4>", f"tensor<4x16x{N}xi4>"):
         assert codes in text
-    for ins, out in ((f"tensor<{M}x{K}xf32>, tensor<{K}x{N}xi8>", f"tensor<{M}x{N}xf32>"),
-                     (f"tensor<{M}x{K}xf32>, tensor<{K}x{N}xi4>", f"tensor<{M}x{N}xf32>"),
-                     (f"tensor<{M}x4x16xf32>, tensor<4x16x{N}xi4>", f"tensor<4x{M}x{N}xf32>"),
-                     (f"tensor<2x{M}x{K}xf32>, tensor<{K}x{N}xi8>", f"tensor<2x{M}x{N}xf32>")):
+    for ins, out in (
+        (f"tensor<{M}x{K}xf32>, tensor<{K}x{N}xi8>", f"tensor<{M}x{N}xf32>"),
+        (f"tensor<{M}x{K}xf32>, tensor<{K}x{N}xi4>", f"tensor<{M}x{N}xf32>"),
+        (f"tensor<{M}x4x16xf32>, tensor<4x16x{N}xi4>", f"tensor<4x{M}x{N}xf32>"),
+        (f"tensor<2x{M}x{K}xf32>, tensor<{K}x{N}xi8>", f"tensor<2x{M}x{N}xf32>"),
+    ):
         assert re.search(re.escape(f"{ins}) outs(%") + r"\w+" + re.escape(f" : {out})"), text), (ins, out)
     assert text.count("iree_tensor_ext.compute_barrier.start") == 1
     assert f"-> tensor<{M}x{N}xi32>" in text
@@ -169,7 +173,7 @@ def test_w8a8_accumulates_exact_integers(outs):
     sx = (xa * F32(1 / 127)).astype(F32)
     sw = (wa[:, 0] * F32(1 / 127)).astype(F32)
     want = ((acc.astype(F32) * sx).astype(F32) * sw).astype(F32)
-    np.testing.assert_allclose(outs[3], want, rtol=2.0 ** -21, atol=1e-7 * np.abs(want).max())
+    np.testing.assert_allclose(outs[3], want, rtol=2.0**-21, atol=1e-7 * np.abs(want).max())
     assert_close_to_scale(outs[3], X.astype(np.float64) @ WA.T.astype(np.float64), 0.02)  # and near the float
 
 
@@ -185,7 +189,7 @@ def test_quantize_matches_the_fake_quant_codes():
         want, amax = fq_codes(W8, 1, bits)
         assert codes.dtype == np.int8 and np.array_equal(codes, want)
         assert np.array_equal(scales, (amax[:, 0] * F32(1 / (2 ** (bits - 1) - 1))).astype(F32))
-        np.testing.assert_allclose(codes * scales[:, None], fq_weight(W8, 1, bits), rtol=2.0 ** -22, atol=0)
+        np.testing.assert_allclose(codes * scales[:, None], fq_weight(W8, 1, bits), rtol=2.0**-22, atol=0)
     codes, scales = quantize(WG, (1,), 4, group=16)
     assert codes.shape == (N, 4, 16) and scales.shape == (N, 4)
 
@@ -229,17 +233,23 @@ def test_vmfb_holds_the_codes_not_an_f32_weight():
     src, w = big_linear()
     x = np.random.default_rng(4).standard_normal((4, 512)).astype(F32)
     sizes = {}
-    for pipeline, reads in (("", "_f32("), ("quantize-weight", "f32xi8xf32"),
-                            ("quantize-weight{bits=4}", "f32xi4xf32"),
-                            ("quantize-weight{bits=4 group=128}", "f32xi4xf32")):
+    for pipeline, reads in (
+        ("", "_f32("),
+        ("quantize-weight", "f32xi8xf32"),
+        ("quantize-weight{bits=4}", "f32xi4xf32"),
+        ("quantize-weight{bits=4 group=128}", "f32xi4xf32"),
+    ):
         module = parse_module(src, new_context())
         run_pipeline(module, pipeline)
         built = compile_module(module, plain)
         sizes[pipeline] = len(built.vmfb)
         flow = module_text(flow_module(module))
-        globals_f32 = [int(np.prod([int(d) for d in shape.split("x")]))
-                       for line in flow.splitlines() if line.lstrip().startswith("util.global ")
-                       for shape in re.findall(r"tensor<([0-9x]+)xf32", line)]
+        globals_f32 = [
+            int(np.prod([int(d) for d in shape.split("x")]))
+            for line in flow.splitlines()
+            if line.lstrip().startswith("util.global ")
+            for shape in re.findall(r"tensor<([0-9x]+)xf32", line)
+        ]
         assert (max(globals_f32, default=0) >= w.size) == (pipeline == ""), (pipeline, globals_f32)
         # f32: a plain `matmul` (global optimization at O1 keeps the transposed weight a named
         # matmul); dequantizing: a `matmul_like` generic reading the codes
@@ -298,9 +308,10 @@ def test_refusals_are_one_line():
         "quantize-weight{bits=3}": "quantize-weight: option 'bits' expects 4 or 8 (codes stored as i4 or i8), got 3",
         "quantize-weight{activations=true bits=4}": (
             "quantize-weight: activations=true (W8A8, an i8 x i8 -> i32 contraction) takes bits=8 group=0 only, "
-            "got bits=4 group=0: drop activations for W4A16"),
+            "got bits=4 group=0: drop activations for W4A16"
+        ),
         "quantize-weight{group=5 sites=^w8s$}": "quantize-weight: site 'w8s' at loc(\"w8s\"): K = 64 is not a "
-                                                "multiple of group=5",
+        "multiple of group=5",
     }
     for pipeline, message in cases.items():
         with pytest.raises(OpscopeError) as e:
@@ -309,8 +320,9 @@ def test_refusals_are_one_line():
     assert "dense_resource<opscope." not in module_text(module)  # refused before any rewrite
     with pytest.raises(OpscopeError) as e:
         parse_pipeline("quantize-weight{group=-1}")
-    assert one_line(e) == ("quantize-weight: option 'group' expects a group size >= 0 (0: one scale per output "
-                           "channel), got -1")
+    assert one_line(e) == (
+        "quantize-weight: option 'group' expects a group size >= 0 (0: one scale per output channel), got -1"
+    )
 
 
 def test_a_named_site_without_a_stored_weight_is_refused():
@@ -323,9 +335,11 @@ func.func @main(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %c: tensor<3x4xf32>) -
 """
     with pytest.raises(OpscopeError) as e:
         QuantizeWeight(sites="^fc$").apply(parse_module(source, new_context()))
-    assert one_line(e) == ("quantize-weight: site 'fc' at loc(\"fc\"): its rhs is a function argument, not a stored "
-                           "weight: fakequant-weights{arguments=true} simulates its quantization; leave it out of "
-                           "'sites'")
+    assert one_line(e) == (
+        "quantize-weight: site 'fc' at loc(\"fc\"): its rhs is a function argument, not a stored "
+        "weight: fakequant-weights{arguments=true} simulates its quantization; leave it out of "
+        "'sites'"
+    )
     module = parse_module(source, new_context())
     QuantizeWeight().apply(module)  # the default regex skips it (info log) and changes nothing
     assert "linalg.matmul" in module_text(module)

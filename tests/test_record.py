@@ -29,9 +29,30 @@ from opscope.record.recorder import (
 )
 
 HEADER_TEXT = "run_id,step,backend,dist,M,K,N,numel,site,role,stat,idx,value\n"
-SPECIAL = np.array([0.0, -0.0, 1.0, -1.5, 0.1, 1 / 3, np.nan, np.inf, -np.inf, 1e-38, -1e-38, 3.4e38,
-                    np.finfo(np.float32).max, np.finfo(np.float32).tiny, np.finfo(np.float32).smallest_subnormal,
-                    -np.finfo(np.float32).smallest_subnormal, 3e-42, 16777217.0, 123456789.0], dtype=np.float32)
+SPECIAL = np.array(
+    [
+        0.0,
+        -0.0,
+        1.0,
+        -1.5,
+        0.1,
+        1 / 3,
+        np.nan,
+        np.inf,
+        -np.inf,
+        1e-38,
+        -1e-38,
+        3.4e38,
+        np.finfo(np.float32).max,
+        np.finfo(np.float32).tiny,
+        np.finfo(np.float32).smallest_subnormal,
+        -np.finfo(np.float32).smallest_subnormal,
+        3e-42,
+        16777217.0,
+        123456789.0,
+    ],
+    dtype=np.float32,
+)
 
 
 def manifest() -> Manifest:
@@ -57,9 +78,24 @@ def outputs(seed: int) -> list[np.ndarray]:
 def expected_rows(run_id: int, step: int, m: Manifest, outs) -> list[list[str]]:
     """The reference's rows, built one element at a time (values as float32, compared separately)."""
     numel = {(e.site, e.role): e.numel for e in m.entries}
-    return [[str(run_id), str(step), "llvm-cpu", "gaussian", "3", "4", "2", str(numel[(site, role)]),
-             site.replace(",", "_"), role, stat, str(i), np.float32(v)]
-            for site, role, stat, i, v in m.rows(outs)]
+    return [
+        [
+            str(run_id),
+            str(step),
+            "llvm-cpu",
+            "gaussian",
+            "3",
+            "4",
+            "2",
+            str(numel[(site, role)]),
+            site.replace(",", "_"),
+            role,
+            stat,
+            str(i),
+            np.float32(v),
+        ]
+        for site, role, stat, i, v in m.rows(outs)
+    ]
 
 
 def read_rows(path) -> list[list[str]]:
@@ -71,8 +107,11 @@ def same_f32(a, b) -> bool:
     """Bit-equal float32 arrays, NaN matching NaN."""
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
     nan = np.isnan(a)
-    return a.shape == b.shape and np.array_equal(nan, np.isnan(b)) and np.array_equal(
-        a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+    return (
+        a.shape == b.shape
+        and np.array_equal(nan, np.isnan(b))
+        and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
+    )
 
 
 def write_runs(path, runs, mode="w") -> Recorder:
@@ -121,7 +160,8 @@ def test_record_values_without_a_manifest(tmp_path):
         "7,2,cuda,sparse90,1,2,0,2,s,lhs,nnz,0,3.0\n"
         "7,2,cuda,sparse90,1,2,0,5,s,out,hist,0,0.0\n"
         "7,2,cuda,sparse90,1,2,0,5,s,out,hist,1,1.0\n"
-        "7,2,cuda,sparse90,1,2,0,5,s,out,hist,2,2.0\n")
+        "7,2,cuda,sparse90,1,2,0,5,s,out,hist,2,2.0\n"
+    )
 
 
 def test_values_round_trip_bit_exactly(tmp_path):
@@ -186,8 +226,17 @@ def test_resume_after_a_crash_drops_the_unjournaled_tail(tmp_path):
     clean, crashed = tmp_path / "clean.csv", tmp_path / "crashed.csv"
     write_runs(clean, [0, 1, 2])
     write_runs(crashed, [0, 1, 2])
-    data, _ = format_rows(3, 0, "llvm-cpu", "gaussian", 3, 4, 2, manifest().values(outputs(3)),
-                          {(e.site, e.role): e.numel for e in manifest().entries})
+    data, _ = format_rows(
+        3,
+        0,
+        "llvm-cpu",
+        "gaussian",
+        3,
+        4,
+        2,
+        manifest().values(outputs(3)),
+        {(e.site, e.role): e.numel for e in manifest().entries},
+    )
     with open(crashed, "ab") as f:  # run 3 cut mid-line, then a half line: no journal entry
         f.write(data[: len(data) // 2] + b"\n3,0,llvm-cpu,gau")
     with Recorder(crashed, "a") as rec:
@@ -263,13 +312,16 @@ def test_site_costs_follow_manifest_order_or_sorted_names(tmp_path):
     assert read_site_costs(tmp_path / "r.sites") == {"b": 2, "a": 1}  # first wins, file order kept
 
 
-@pytest.mark.parametrize("text,error", [
-    ("", r"x\.sites:1: header '\(empty file\)' is not 'site,flops'"),
-    ("site,cost\na,1\n", r"x\.sites:1: header 'site,cost' is not 'site,flops'"),
-    ("site,flops\na,1\nb,lots\n", r"x\.sites:3: expected 'site,flops' .*'b,lots'"),
-    ("site,flops\na,-4\n", r"x\.sites:2: expected 'site,flops'"),
-    ("site,flops\nnocomma\n", r"x\.sites:2: expected 'site,flops'"),
-])
+@pytest.mark.parametrize(
+    "text,error",
+    [
+        ("", r"x\.sites:1: header '\(empty file\)' is not 'site,flops'"),
+        ("site,cost\na,1\n", r"x\.sites:1: header 'site,cost' is not 'site,flops'"),
+        ("site,flops\na,1\nb,lots\n", r"x\.sites:3: expected 'site,flops' .*'b,lots'"),
+        ("site,flops\na,-4\n", r"x\.sites:2: expected 'site,flops'"),
+        ("site,flops\nnocomma\n", r"x\.sites:2: expected 'site,flops'"),
+    ],
+)
 def test_bad_site_costs_name_file_and_line(tmp_path, text, error):
     (tmp_path / "x.sites").write_text(text)
     with pytest.raises(OpscopeError, match=error):

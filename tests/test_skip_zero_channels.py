@@ -44,7 +44,7 @@ def digits_pair():
 
 def test_guard_holds_bit_identical_and_matches_numpy(digits_pair):
     trained, zero, dense, fast = digits_pair
-    x = np.ascontiguousarray(trained.x_test[:digits.BATCH], dtype=np.float32)
+    x = np.ascontiguousarray(trained.x_test[: digits.BATCH], dtype=np.float32)
     assert not x[:, zero].any()
     a = dense.invoke("main", x, *trained.weights)[0]
     b = fast.invoke("main", x, *trained.weights)[0]
@@ -54,7 +54,7 @@ def test_guard_holds_bit_identical_and_matches_numpy(digits_pair):
 
 def test_guard_fails_falls_back_bit_identical(digits_pair):
     trained, zero, dense, fast = digits_pair
-    x = np.array(trained.x_test[:digits.BATCH], dtype=np.float32)
+    x = np.array(trained.x_test[: digits.BATCH], dtype=np.float32)
     x[3, zero[0]] = 0.75  # one skipped pixel lit in one image: the sliced product would be wrong
     a = dense.invoke("main", x, *trained.weights)[0]
     b = fast.invoke("main", x, *trained.weights)[0]
@@ -131,8 +131,15 @@ def test_channels_text_round_trips():
     assert parse_channels("p", format_channels(range(0, 64, 8))) == tuple(range(0, 64, 8))
 
 
-@pytest.mark.parametrize("text,needle", [("", "option 'channels' is empty"), ("1,x", "got 'x'"),
-                                         ("4-2", "'4-2' is not an index"), ("3,12", "channel 12 is past its K = 12")])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("", "option 'channels' is empty"),
+        ("1,x", "got 'x'"),
+        ("4-2", "'4-2' is not an index"),
+        ("3,12", "channel 12 is past its K = 12"),
+    ],
+)
 def test_bad_channels_are_one_line_errors(text, needle):
     with pytest.raises(OpscopeError, match=needle) as e:
         _rewritten(BATCH_MATMUL, channels=text)
@@ -175,9 +182,12 @@ def test_i8_matmul_on_cpu_is_exact():
     np.testing.assert_array_equal(load(compile_module(I8_MATMUL)).invoke("main", a, b)[0], want)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="IREE 3.13 vulkan-spirv (lavapipe): a bare i8 x i8 -> i32 linalg.matmul is wrong "
-                          "(max error ~2.8e6), so W8A8 and int4 weights are wrong there")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="IREE 3.13 vulkan-spirv (lavapipe): a bare i8 x i8 -> i32 linalg.matmul is wrong "
+    "(max error ~2.8e6), so W8A8 and int4 weights are wrong there",
+)
 def test_vulkan_i8_matmul_is_exact(vulkan):
     a, b, want = _i8_case()
     np.testing.assert_array_equal(load(compile_module(I8_MATMUL, vulkan)).invoke("main", a, b)[0], want)

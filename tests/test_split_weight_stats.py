@@ -29,8 +29,9 @@ def test_weights_once_records_the_same_table_byte_for_byte(runnable_target, tmp_
     once = InstrumentedModel.build(MODEL, runnable_target, name="once", weights_once=True)
     assert once.manifest.weights_function == "main$weights" and once.manifest.weights_results >= 1
     assert not every_call.manifest.weights_function
-    assert [(e.site, e.role, e.stat) for e in once.manifest.entries] == \
-        [(e.site, e.role, e.stat) for e in every_call.manifest.entries]
+    assert [(e.site, e.role, e.stat) for e in once.manifest.entries] == [
+        (e.site, e.role, e.stat) for e in every_call.manifest.entries
+    ]
     assert {e.role for e in once.manifest.entries if e.result >= once.manifest.call_results} == {"rhs"}
     rng = np.random.default_rng(0)
     inputs = [[rng.standard_normal(every_call.args[0].shape).astype(np.float32)] for _ in range(3)]
@@ -55,7 +56,10 @@ def test_manifest_json_keeps_the_weights_function(tmp_path):
     model.manifest.save(tmp_path / "m.json")
     back = Manifest.load(tmp_path / "m.json")
     assert (back.weights_function, back.weights_results, back.call_results) == (
-        model.manifest.weights_function, model.manifest.weights_results, model.manifest.call_results)
+        model.manifest.weights_function,
+        model.manifest.weights_results,
+        model.manifest.call_results,
+    )
 
 
 def test_weights_passed_as_arguments_stay_per_call():

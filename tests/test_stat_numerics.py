@@ -84,8 +84,14 @@ def run_case(modules, dists, case: str, target: str, dist: str):
     return built, site, lhs, rhs, out, values
 
 
-F32_CASES = ["matmul_16x24x8", "matmul_64x128x32", "matmul_510x64x96", "batch_matmul_2x8x12x10",
-             "generic_3d_lhs", "matvec_16x24"]
+F32_CASES = [
+    "matmul_16x24x8",
+    "matmul_64x128x32",
+    "matmul_510x64x96",
+    "batch_matmul_2x8x12x10",
+    "generic_3d_lhs",
+    "matvec_16x24",
+]
 
 
 @pytest.mark.parametrize("dist", DISTS)
@@ -269,16 +275,20 @@ def test_f16_extf_on_cpu_is_exact(modules):
     assert np.array_equal(built(x)[0], x.astype(np.float32))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="IREE 3.13 vulkan-spirv miscompiles f16: a bare arith.extf f16->f32 returns garbage")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="IREE 3.13 vulkan-spirv miscompiles f16: a bare arith.extf f16->f32 returns garbage",
+)
 def test_vulkan_f16_extf_is_exact(modules, vulkan):
     x = np.linspace(-3, 3, 64).astype(np.float16)
     built = modules.build(EXTF_F16, "vulkan-spirv", inject=False)
     assert np.array_equal(built(x)[0], x.astype(np.float32))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="IREE 3.13 vulkan-spirv miscompiles f16 (matmul and stats read garbage)")
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="IREE 3.13 vulkan-spirv miscompiles f16 (matmul and stats read garbage)"
+)
 def test_vulkan_f16_stats_match_numpy(modules, dists, vulkan):
     _, site, lhs, rhs, out, values = run_case(modules, dists, "matmul_f16_16x24x8", "vulkan-spirv", "gaussian")
     assert_site_matches(values, site, {"lhs": lhs, "rhs": rhs, "out": out})
@@ -291,16 +301,22 @@ def test_bf16_chan_maxabs_512x1024_on_cpu_is_exact(modules, dists):
     assert np.array_equal(built(x)[0], np.abs(x.astype(np.float32)).max(axis=0))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="IREE 3.13 vulkan-spirv: a bf16 max|x| reduction over the 512 rows of 512x1024 is wrong")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="IREE 3.13 vulkan-spirv: a bf16 max|x| reduction over the 512 rows of 512x1024 is wrong",
+)
 def test_vulkan_bf16_chan_maxabs_512x1024_is_exact(modules, dists, vulkan):
     x = dists("gaussian", (512, 1024), 0).astype(ml_dtypes.bfloat16)
     built = modules.build(CHAN_MAXABS_BF16, "vulkan-spirv", inject=False)
     assert np.array_equal(built(x)[0], np.abs(x.astype(np.float32)).max(axis=0))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="IREE 3.13 vulkan-spirv: bf16 chan_maxabs of a 512x1024 tensor is wrong (same bug, through opscope)")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="IREE 3.13 vulkan-spirv: bf16 chan_maxabs of a 512x1024 tensor is wrong (same bug, through opscope)",
+)
 def test_vulkan_bf16_chan_maxabs_stat_512x1024(modules, dists, vulkan):
     built = modules.build(matmul_module(512, 1024, 8, dtype="bf16"), "vulkan-spirv")
     lhs = dists("gaussian", (512, 1024), 0).astype(ml_dtypes.bfloat16)
@@ -311,8 +327,11 @@ def test_vulkan_bf16_chan_maxabs_stat_512x1024(modules, dists, vulkan):
         assert np.array_equal(got, host_stats(lhs)["chan_maxabs"])
 
 
-@pytest.mark.xfail(strict=True, raises=OpscopeError,
-                   reason="IREE 3.13 vulkan-spirv cannot compile a bf16 64x128x32 matmul ('failed to legalize vector.bitcast')")
+@pytest.mark.xfail(
+    strict=True,
+    raises=OpscopeError,
+    reason="IREE 3.13 vulkan-spirv cannot compile a bf16 64x128x32 matmul ('failed to legalize vector.bitcast')",
+)
 def test_vulkan_bf16_matmul_64x128_compiles(vulkan):
     compiled = compile_module(matmul_module(64, 128, 32, dtype="bf16"), "vulkan-spirv")
     load(compiled)

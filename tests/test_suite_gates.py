@@ -20,8 +20,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def pytest_run(*args: str, ci: bool, hide: str | None = None, tmp_path: Path | None = None,
-               env: dict | None = None, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+def pytest_run(
+    *args: str,
+    ci: bool,
+    hide: str | None = None,
+    tmp_path: Path | None = None,
+    env: dict | None = None,
+    launcher: list[str] | None = None,
+) -> subprocess.CompletedProcess:
     """pytest `args` from the repository root in a child, with CI=true or without it, and the
     package `hide` made unimportable."""
     env = {**os.environ, **(env or {})}
@@ -33,8 +39,14 @@ def pytest_run(*args: str, ci: bool, hide: str | None = None, tmp_path: Path | N
         shadow.mkdir(parents=True)
         (shadow / "__init__.py").write_text(f"raise ModuleNotFoundError('{hide} is hidden by a test')\n")
         env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hidden"), env.get("PYTHONPATH", "")])
-    return subprocess.run([*(launcher or [sys.executable, "-m", "pytest"]), "-q", "-p", "no:cacheprovider", *args],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [*(launcher or [sys.executable, "-m", "pytest"]), "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 def test_a_missing_extra_is_a_skip_outside_ci(tmp_path):
@@ -47,8 +59,9 @@ def test_a_missing_extra_fails_under_ci_naming_it(tmp_path):
     """A module-level `importorskip` skips at collection: under CI=true that is an error naming jax."""
     proc = pytest_run("tests/test_import_jax.py", ci=True, hide="jax", tmp_path=tmp_path)
     assert proc.returncode != 0
-    assert re.search(r"CI=true: skipped, but CI installs everything the suite needs: could not import 'jax'",
-                     proc.stdout), proc.stdout[-2000:]
+    assert re.search(
+        r"CI=true: skipped, but CI installs everything the suite needs: could not import 'jax'", proc.stdout
+    ), proc.stdout[-2000:]
 
 
 def test_a_missing_vulkan_device_fails_under_ci_naming_it(tmp_path):
@@ -64,8 +77,14 @@ def test_a_missing_vulkan_device_fails_under_ci_naming_it(tmp_path):
 
 def test_a_test_that_needs_no_missing_extra_still_runs_under_ci(tmp_path):
     """ONNX tests need no torch unless they export a PyTorch model: with torch hidden the rest pass."""
-    proc = pytest_run("tests/test_import_onnx.py", "-k", "legacy_node_name or corrupt_file or missing_file",
-                      ci=True, hide="torch", tmp_path=tmp_path)
+    proc = pytest_run(
+        "tests/test_import_onnx.py",
+        "-k",
+        "legacy_node_name or corrupt_file or missing_file",
+        ci=True,
+        hide="torch",
+        tmp_path=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert re.search(r"\b7 passed\b", proc.stdout) and "skipped" not in proc.stdout
 
@@ -76,8 +95,10 @@ def collected(launcher: list[str]) -> int:
     return int(re.search(r"(\d+)(?:/\d+)? tests? collected", proc.stdout).group(1))
 
 
-@pytest.mark.skipif(shutil.which("pytest", path=str(Path(sys.executable).parent)) is None,
-                    reason="no pytest console script next to this Python")
+@pytest.mark.skipif(
+    shutil.which("pytest", path=str(Path(sys.executable).parent)) is None,
+    reason="no pytest console script next to this Python",
+)
 def test_both_launch_styles_collect_the_same_tests():
     bare = collected([str(Path(sys.executable).parent / "pytest")])
     assert bare == collected([sys.executable, "-m", "pytest"]) and bare > 1000

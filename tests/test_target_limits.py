@@ -58,8 +58,11 @@ def test_bf16_on_vulkan_is_warned_of_in_one_line(vulkan, caplog):
     assert model.manifest.entries  # the build goes on
 
 
-@pytest.mark.parametrize("source,target", [(F32, "vulkan-spirv"), (F16, "llvm-cpu"), (BF16, "llvm-cpu")],
-                         ids=["f32-vulkan", "f16-cpu", "bf16-cpu"])
+@pytest.mark.parametrize(
+    "source,target",
+    [(F32, "vulkan-spirv"), (F16, "llvm-cpu"), (BF16, "llvm-cpu")],
+    ids=["f32-vulkan", "f16-cpu", "bf16-cpu"],
+)
 def test_other_models_and_targets_are_left_alone(source, target, caplog):
     skip_unless_runnable(target)
     with caplog.at_level(logging.WARNING, logger="opscope"):
@@ -72,8 +75,21 @@ def test_cli_profile_of_an_f16_model_on_vulkan_is_one_line(vulkan, tmp_path):
         pytest.skip("the refusal is for lavapipe; other Vulkan devices are warned of (above)")
     path = tmp_path / "half.mlir"
     path.write_text(F16)
-    proc = subprocess.run([str(Path(sys.executable).parent / "opscope"), "profile", str(path), "--target", vulkan,
-                           "--steps", "1", "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "opscope"),
+            "profile",
+            str(path),
+            "--target",
+            vulkan,
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert "computes f16 wrong" in last and "use --target llvm-cpu" in last

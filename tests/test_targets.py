@@ -107,9 +107,7 @@ def test_the_table_has_the_five_targets():
 def test_unknown_target_lists_the_choices():
     with pytest.raises(OpscopeError) as info:
         get_target("tpu")
-    assert str(info.value) == (
-        "unknown target 'tpu' (choose one of: llvm-cpu, vulkan-spirv, metal-spirv, cuda, rocm)"
-    )
+    assert str(info.value) == ("unknown target 'tpu' (choose one of: llvm-cpu, vulkan-spirv, metal-spirv, cuda, rocm)")
 
 
 def test_compile_with_unknown_target_is_the_same_error():
@@ -117,16 +115,19 @@ def test_compile_with_unknown_target_is_the_same_error():
         compile_module(matmul_module(2, 2, 2), "webgpu")
 
 
-@pytest.mark.parametrize(("spelling", "name"), [
-    ("llvm-cpu", "llvm-cpu"),
-    ("LLVM_CPU", "llvm-cpu"),
-    ("Llvm-Cpu", "llvm-cpu"),
-    ("vulkan_spirv", "vulkan-spirv"),
-    ("VULKAN-SPIRV", "vulkan-spirv"),
-    (" metal_SPIRV ", "metal-spirv"),
-    ("CUDA", "cuda"),
-    ("Rocm", "rocm"),
-])
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("llvm-cpu", "llvm-cpu"),
+        ("LLVM_CPU", "llvm-cpu"),
+        ("Llvm-Cpu", "llvm-cpu"),
+        ("vulkan_spirv", "vulkan-spirv"),
+        ("VULKAN-SPIRV", "vulkan-spirv"),
+        (" metal_SPIRV ", "metal-spirv"),
+        ("CUDA", "cuda"),
+        ("Rocm", "rocm"),
+    ],
+)
 def test_target_lookup_is_case_insensitive_with_underscores(spelling, name):
     assert get_target(spelling) is TARGETS[name]
 

@@ -44,8 +44,17 @@ def one_line_error(excinfo, *words: str) -> str:
 # ------------------------------------------------------------------------------------ round trips
 
 
-@pytest.mark.parametrize("suffix,shape", [(".tensor", (5, 7)), (".tensor", (0, 3)), (".npy", (2, 3, 4)),
-                                          (".npy", ()), (".safetensors", (4, 6)), (".safetensors", (3,))])
+@pytest.mark.parametrize(
+    "suffix,shape",
+    [
+        (".tensor", (5, 7)),
+        (".tensor", (0, 3)),
+        (".npy", (2, 3, 4)),
+        (".npy", ()),
+        (".safetensors", (4, 6)),
+        (".safetensors", (3,)),
+    ],
+)
 def test_round_trip_is_bit_exact(tmp_path, suffix, shape):
     x = awkward(shape)
     path = tmp_path / f"w{suffix}"
@@ -69,8 +78,11 @@ def test_save_tensors_round_trips_every_format(tmp_path):
             assert [p.name for p in paths] == [f"layer0.attn.q.{fmt}", f"layer0_ffn_up.{fmt}", f"head.{fmt}"]
             back = load_tensors(folder)
             assert list(back) == ["head", "layer0.attn.q", "layer0_ffn_up"]  # sorted by file name
-            back = {"layer0.attn.q": back["layer0.attn.q"], "layer0/ffn up": back["layer0_ffn_up"],
-                    "head": back["head"]}
+            back = {
+                "layer0.attn.q": back["layer0.attn.q"],
+                "layer0/ffn up": back["layer0_ffn_up"],
+                "head": back["head"],
+            }
         for name, x in named.items():
             assert bits_equal(back[name], x), (fmt, name)
         assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary file left
@@ -150,10 +162,13 @@ def test_wrong_size_header_is_refused_with_both_sizes(tmp_path):
     path.write_bytes(struct.pack("<II", 4, 5) + b"\0" * 76)
     with pytest.raises(OpscopeError) as e:
         load_tensor(path)
-    message = one_line_error(e, "x.tensor", "4×5", "80 bytes", "76", "truncated or not a .tensor file",
-                             "u32 rows, u32 cols, f32 row-major")
-    assert message == (f"{path}: header says 4×5 f32 (80 bytes of data) but the file holds 76: truncated or not "
-                       "a .tensor file (u32 rows, u32 cols, f32 row-major)")
+    message = one_line_error(
+        e, "x.tensor", "4×5", "80 bytes", "76", "truncated or not a .tensor file", "u32 rows, u32 cols, f32 row-major"
+    )
+    assert message == (
+        f"{path}: header says 4×5 f32 (80 bytes of data) but the file holds 76: truncated or not "
+        "a .tensor file (u32 rows, u32 cols, f32 row-major)"
+    )
     path.write_bytes(struct.pack("<II", 1, 1) + b"\0" * 8)  # too long is refused too
     with pytest.raises(OpscopeError) as e:
         load_tensor(path)
@@ -251,13 +266,16 @@ def test_check_matrix_accepts_a_finite_matrix():
     assert check_matrix("bf", x.astype(ml_dtypes.bfloat16)).dtype == np.float32
 
 
-@pytest.mark.parametrize("x,words", [
-    (np.zeros(384), ["fc1: a 1-D tensor of 384 values", "2-D weight [rows, cols]"]),
-    (np.float32(3.0), ["fc1: a 0-D tensor", "2-D weight"]),
-    (np.zeros((4, 5, 6)), ["fc1: a 3-D tensor", "4×5×6", "reshape it to [out, rest] (4×30)"]),
-    (np.zeros((1, 384)), ["fc1", "1×384", "both dims must be ≥ 2"]),
-    (np.zeros((8, 1)), ["8×1", "both dims must be ≥ 2"]),
-])
+@pytest.mark.parametrize(
+    "x,words",
+    [
+        (np.zeros(384), ["fc1: a 1-D tensor of 384 values", "2-D weight [rows, cols]"]),
+        (np.float32(3.0), ["fc1: a 0-D tensor", "2-D weight"]),
+        (np.zeros((4, 5, 6)), ["fc1: a 3-D tensor", "4×5×6", "reshape it to [out, rest] (4×30)"]),
+        (np.zeros((1, 384)), ["fc1", "1×384", "both dims must be ≥ 2"]),
+        (np.zeros((8, 1)), ["8×1", "both dims must be ≥ 2"]),
+    ],
+)
 def test_check_matrix_refuses_shapes(x, words):
     with pytest.raises(OpscopeError) as e:
         check_matrix("fc1", x)

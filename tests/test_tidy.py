@@ -79,10 +79,13 @@ def test_header_only_reads_as_empty_with_a_note(tmp_path):
     assert len(notes) == 1 and "no data rows" in notes[0]
 
 
-@pytest.mark.parametrize("bad, why", [
-    ("abc", "value is not a number: 'abc'"),
-    ("", "value is not a number: ''"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("abc", "value is not a number: 'abc'"),
+        ("", "value is not a number: ''"),
+    ],
+)
 def test_non_numeric_value_names_its_line(tmp_path, bad, why):
     rows = simple_rows(10)
     rows[5] = (*rows[5][:12], bad)  # data row 6 = line 7 (the header is line 1)
@@ -147,11 +150,14 @@ def test_empty_string_field_is_an_error(tmp_path):
     assert str(e.value) == f"{p}:3: empty stat"
 
 
-@pytest.mark.parametrize("tail, why", [
-    ("0,0,llvm-cpu,gaussian,8,4", "6 of 13 fields"),
-    ("0,0,llvm-cpu,gaussian,8,4,2,32,matmul#0,lhs,pos_sumsq,9,1.5e-", "no final newline and value is not a number"),
-    ("0,0,llvm-cpu,gaussian,8,4,2,32,matmul#0,lhs,pos_sumsq,9,", "no final newline and value is not a number"),
-])
+@pytest.mark.parametrize(
+    "tail, why",
+    [
+        ("0,0,llvm-cpu,gaussian,8,4", "6 of 13 fields"),
+        ("0,0,llvm-cpu,gaussian,8,4,2,32,matmul#0,lhs,pos_sumsq,9,1.5e-", "no final newline and value is not a number"),
+        ("0,0,llvm-cpu,gaussian,8,4,2,32,matmul#0,lhs,pos_sumsq,9,", "no final newline and value is not a number"),
+    ],
+)
 def test_truncated_last_line_is_skipped_with_a_note(tmp_path, caplog, tail, why):
     p = write_tidy_csv(tmp_path / "t.csv", simple_rows(9))
     with open(p, "a") as f:

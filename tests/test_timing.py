@@ -10,8 +10,14 @@ import math
 
 import pytest
 
-from opscope.act.timing import (empirical_roofline, measure_bandwidth_gbps, measure_memcpy_gbps, median_ms,
-                                offload_roofline, region_pct)
+from opscope.act.timing import (
+    empirical_roofline,
+    measure_bandwidth_gbps,
+    measure_memcpy_gbps,
+    median_ms,
+    offload_roofline,
+    region_pct,
+)
 
 
 def test_median_ms_is_positive_and_ignores_warmup():

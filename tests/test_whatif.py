@@ -41,8 +41,9 @@ def build(source, pipeline: str = ""):
     if pipeline:
         run_pipeline(module, pipeline)
     loaded = load(compile_module(module, "llvm-cpu"))
-    return lambda *inputs: loaded.invoke("attn_and_ffn" if "attn_and_ffn" in loaded.function_names() else "main",
-                                         *inputs)
+    return lambda *inputs: loaded.invoke(
+        "attn_and_ffn" if "attn_and_ffn" in loaded.function_names() else "main", *inputs
+    )
 
 
 def layer_inputs(seed: int = 0, zero_ffn: bool = False) -> list[np.ndarray]:
@@ -70,8 +71,9 @@ def test_skipping_a_block_whose_branch_is_zero_changes_nothing():
     assert np.array_equal(original, skipped)
 
 
-@pytest.mark.parametrize("blocks, attn, ffn", [("layers.0.attn", False, True), ("1", True, False),
-                                               ('"0,1"', False, False)])
+@pytest.mark.parametrize(
+    "blocks, attn, ffn", [("layers.0.attn", False, True), ("1", True, False), ('"0,1"', False, False)]
+)
 def test_skips_compute_the_model_without_the_block(blocks, attn, ffn):
     inputs = layer_inputs(1)
     got = build(block_ir(), f"skip-residual-blocks{{blocks={blocks}}}")(*inputs)[0]
@@ -94,8 +96,11 @@ def test_bad_block_selections_are_one_line_errors_naming_the_valid_blocks():
     from opscope.errors import OpscopeError
 
     for pipeline in ("skip-residual-blocks{blocks=layers.3.ffn}", "gate-residual-blocks{blocks=7}"):
-        with pytest.raises(OpscopeError, match=r"no residual block '(layers\.3\.ffn|7)' in this module \(valid: "
-                                               r"layers\.0\.attn, layers\.0\.ffn, or their ordinals 0\.\.1\)$"):
+        with pytest.raises(
+            OpscopeError,
+            match=r"no residual block '(layers\.3\.ffn|7)' in this module \(valid: "
+            r"layers\.0\.attn, layers\.0\.ffn, or their ordinals 0\.\.1\)$",
+        ):
             run_pipeline(parse_module(block_ir(), new_context()), pipeline)
 
 
@@ -116,11 +121,14 @@ def test_skipped_minilm_blocks_match_pytorch_with_the_blocks_zeroed():
     got = build(module)(*(kwargs[k].numpy() for k in ("input_ids", "attention_mask")))[0]
     with torch.no_grad():
         full = model(**kwargs)[0].numpy()
+
         def zero(mod, args, out):  # the block adds nothing: h + 0 = h
             return torch.zeros_like(out)
 
-        hooks = [model.get_submodule(p).register_forward_hook(zero)
-                 for p in ("encoder.layer.1.attention.output.dense", "encoder.layer.2.output.dense")]
+        hooks = [
+            model.get_submodule(p).register_forward_hook(zero)
+            for p in ("encoder.layer.1.attention.output.dense", "encoder.layer.2.output.dense")
+        ]
         want = model(**kwargs)[0].numpy()
         for hook in hooks:
             hook.remove()
@@ -238,8 +246,9 @@ def test_lowest_influence_reads_a_recorded_run(tmp_path):
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 def test_whatif_bad_input_is_one_line(entry, tmp_path):
     def fails(*argv: str) -> str:
-        proc = subprocess.run(ENTRY_POINTS[entry] + ["whatif", *argv], capture_output=True, text=True, cwd=tmp_path,
-                              timeout=240)
+        proc = subprocess.run(
+            ENTRY_POINTS[entry] + ["whatif", *argv], capture_output=True, text=True, cwd=tmp_path, timeout=240
+        )
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert lines[-1].startswith("opscope: error: "), proc.stderr
@@ -253,7 +262,8 @@ def test_whatif_bad_input_is_one_line(entry, tmp_path):
     assert "--skip-lowest reads block influence from a recorded run" in fails("digits", "--skip-lowest", "2")
     assert fails("digits", "--skip", "layers.0.ffn").endswith(
         "skip-residual-blocks: no residual block 'layers.0.ffn' in this module (valid: none: this module has no "
-        "residual adds)")
+        "residual adds)"
+    )
 
 
 def test_layer_sweep_quantizes_one_layer_at_a_time():
@@ -261,7 +271,8 @@ def test_layer_sweep_quantizes_one_layer_at_a_time():
     from opscope.act.whatif import _with_sites, sweep_layers
 
     assert _with_sites("fakequant-activations,fakequant-weights{bits=4}", r"^layers\.0\.") == (
-        r"fakequant-activations{sites=^layers\.0\.},fakequant-weights{bits=4 sites=^layers\.0\.}")
+        r"fakequant-activations{sites=^layers\.0\.},fakequant-weights{bits=4 sites=^layers\.0\.}"
+    )
     evalset = EvalSet("the lit layer", "outputs", block_ir(), [layer_inputs(5), layer_inputs(6)])
     report = sweep_layers(evalset, "w8a16")
     assert [o.what for o in report.layers] == ["W8A16 on layers.0"]
@@ -284,8 +295,11 @@ def test_a_rewrite_that_leaves_invalid_ir_is_refused_naming_what_it_rewrote():
     block = fn.regions[0].blocks[0]
     ret = list(block.operations)[-1]
     ret.operands[0] = block.arguments[1]  # returns a 16x16 tensor from a function that says 8x16
-    with pytest.raises(OpscopeError, match=r"^skip-residual-blocks: rewriting layers\.0\.ffn leaves invalid IR: "
-                                           r".*type of return operand 0"):
+    with pytest.raises(
+        OpscopeError,
+        match=r"^skip-residual-blocks: rewriting layers\.0\.ffn leaves invalid IR: "
+        r".*type of return operand 0",
+    ):
         verify_or_refuse("skip-residual-blocks", module, "layers.0.ffn")
     ret.operands[0] = block.arguments[0]
     verify_or_refuse("skip-residual-blocks", module, "layers.0.ffn")  # valid again: no error

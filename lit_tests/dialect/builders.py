@@ -52,8 +52,9 @@ def builds_generic_stat_op():
 def hist_options_are_typed():
     with new_context(), ir.Location.unknown():
         module, x, ret = _function("tensor<4x8xbf16>")
-        op = stat(x, "hist", "fc1", "out", {"bins": 16, "lo": -1.0, "hi": 1.0, "normalize": True},
-                  ip=ir.InsertionPoint(ret))
+        op = stat(
+            x, "hist", "fc1", "out", {"bins": 16, "lo": -1.0, "hi": 1.0, "normalize": True}, ip=ir.InsertionPoint(ret)
+        )
         # CHECK: options = {bins = 16 : i64, hi = 1.000000e+00 : f32, lo = -1.000000e+00 : f32, normalize = true}
         print(op)
         # CHECK: {'bins': 16, 'hi': 1.0, 'lo': -1.0, 'normalize': True}
@@ -82,4 +83,6 @@ def refuses_what_the_verifier_refuses():
                 # CHECK-NEXT: opscope.stat: hist needs bins > 0 and lo < hi
                 print(e)
             # The refused op was erased: only func.return is left in the body.
-            assert [o.operation.name for o in module.body.operations[0].regions[0].blocks[0].operations] == ["func.return"]
+            assert [o.operation.name for o in module.body.operations[0].regions[0].blocks[0].operations] == [
+                "func.return"
+            ]

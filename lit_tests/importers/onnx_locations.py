@@ -29,9 +29,12 @@ def run(f):
 def show(nodes, weights, x=(2, 8), y=(2, 4)):
     """Each site's name, kind and printed location, for a graph x → nodes → y."""
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x))],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y))],
-        [numpy_helper.from_array(np.ones(s, np.float32), n) for n, s in weights.items()])
+        [numpy_helper.from_array(np.ones(s, np.float32), n) for n, s in weights.items()],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     module = import_onnx(model)  # held: sites point into it
@@ -44,9 +47,13 @@ def show(nodes, weights, x=(2, 8), y=(2, 4)):
 def legacy_node_names():
     # CHECK: encoder.layer.0.attention.self.query matmul loc("encoder.layer.0.attention.self.query"("/encoder/layer.0/attention/self/query/MatMul"))
     # CHECK-NEXT: encoder.layer.0.output.dense matmul loc("encoder.layer.0.output.dense"("/encoder/layer.0/output/dense/MatMul"))
-    show([helper.make_node("MatMul", ["x", "wq"], ["q"], name="/encoder/layer.0/attention/self/query/MatMul"),
-          helper.make_node("MatMul", ["q", "wo"], ["y"], name="/encoder/layer.0/output/dense/MatMul")],
-         {"wq": (8, 8), "wo": (8, 4)})
+    show(
+        [
+            helper.make_node("MatMul", ["x", "wq"], ["q"], name="/encoder/layer.0/attention/self/query/MatMul"),
+            helper.make_node("MatMul", ["q", "wo"], ["y"], name="/encoder/layer.0/output/dense/MatMul"),
+        ],
+        {"wq": (8, 8), "wo": (8, 4)},
+    )
 
 
 # CHECK-LABEL: TEST: name_scopes_metadata

@@ -46,7 +46,7 @@ class Guard:
 
     @property
     def stability(self) -> str:
-        """"stable" or "watch drift" by σ, from enough steps only (the miner's stationarity minimum)."""
+        """ "stable" or "watch drift" by σ, from enough steps only (the miner's stationarity minimum)."""
         from opscope.mining.temporal import MIN_STEPS_STATIONARY, too_few
 
         if len(self.samples) < MIN_STEPS_STATIONARY:
@@ -120,8 +120,11 @@ def _repeats(tidy) -> dict[str, tuple[float, int]]:
     from opscope.mining.temporal import MEMOIZE, opportunities
 
     opps = opportunities(tidy)
-    return {str(site): (float(recur), int(steps)) for site, recur, steps, action
-            in opps.select("site", "recur", "steps", "action").iter_rows() if action == MEMOIZE}
+    return {
+        str(site): (float(recur), int(steps))
+        for site, recur, steps, action in opps.select("site", "recur", "steps", "action").iter_rows()
+        if action == MEMOIZE
+    }
 
 
 def _memo(name: str, recur: float, steps: int) -> Proposal:
@@ -154,5 +157,6 @@ def _lossy(name: str, site) -> list[Proposal]:
     if is_convolution(site) or not site.is_float or not is_weight(site.value("rhs")):
         return []
     guard = Guard("weights constant", (), 0.0)
-    return [Proposal(name, kind, label, options, "a constant weight", guard)
-            for label, (kind, options) in LOSSY.items()]
+    return [
+        Proposal(name, kind, label, options, "a constant weight", guard) for label, (kind, options) in LOSSY.items()
+    ]

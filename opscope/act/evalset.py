@@ -10,9 +10,9 @@ from its signature); a user's own language model can say `task="causal-lm"` with
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -62,9 +62,17 @@ def steps_for_tokens(inputs: Callable[[int], list[list[np.ndarray]]], tokens: in
         steps = min(2 * steps, most)
 
 
-def eval_set(source, *, task: str | None = None, tokens: int = DEFAULT_TOKENS, steps: int | None = None,
-             inputs=None, text: str | Path | Sequence[str] | None = None, tokenizer: str | Path | None = None,
-             named: Callable[[str], None] | None = None) -> EvalSet:
+def eval_set(
+    source,
+    *,
+    task: str | None = None,
+    tokens: int = DEFAULT_TOKENS,
+    steps: int | None = None,
+    inputs=None,
+    text: str | Path | Sequence[str] | None = None,
+    tokenizer: str | Path | None = None,
+    named: Callable[[str], None] | None = None,
+) -> EvalSet:
     """The evaluation set of `source` (a zoo name, a model file, MLIR): see the module docstring."""
     if tokens < 1:
         raise OpscopeError(f"tokens must be >= 1, got {tokens}")
@@ -104,10 +112,12 @@ def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named) -> 
         from opscope.models.digits import digit_labels
 
         every = digit_labels(DIGITS_BATCH * steps)
-        labels = [every[t * DIGITS_BATCH:(t + 1) * DIGITS_BATCH] for t in range(steps)]
-    data = {"causal-lm": f"{sum(predicted_tokens(b) for b in batches):,} predicted tokens",
-            "encoder": f"{sum(len(b[0]) for b in batches)} sentences",
-            "classifier": f"{sum(len(b[0]) for b in batches)} held-out images"}.get(entry.task, f"{steps} batches")
+        labels = [every[t * DIGITS_BATCH : (t + 1) * DIGITS_BATCH] for t in range(steps)]
+    data = {
+        "causal-lm": f"{sum(predicted_tokens(b) for b in batches):,} predicted tokens",
+        "encoder": f"{sum(len(b[0]) for b in batches)} sentences",
+        "classifier": f"{sum(len(b[0]) for b in batches)} held-out images",
+    }.get(entry.task, f"{steps} batches")
     return EvalSet(display, task, source, batches, labels, f"{data} ({dist})")
 
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,8 +55,9 @@ def _key(args: Sequence[np.ndarray]) -> bytes:
 
 def _same(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
     """Bit-identical argument lists (dtype, shape and every byte)."""
-    return len(a) == len(b) and all(x.dtype == y.dtype and x.shape == y.shape and np.array_equal(_raw(x), _raw(y))
-                                    for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape and np.array_equal(_raw(x), _raw(y)) for x, y in zip(a, b)
+    )
 
 
 def _raw(x: np.ndarray) -> np.ndarray:
@@ -131,8 +133,9 @@ class CompiledSite:
             from opscope.errors import OpscopeError
 
             wanted = ", ".join(a.describe() for a in self.arguments)
-            raise OpscopeError(f"site '{self.site}' takes {len(self.arguments)} operands ({wanted}), "
-                               f"got {len(operands)}")
+            raise OpscopeError(
+                f"site '{self.site}' takes {len(self.arguments)} operands ({wanted}), got {len(operands)}"
+            )
         return self.loaded.invoke(self.function, *operands)[0]
 
 
@@ -159,8 +162,9 @@ def compile_site(module: ir.Module | str | bytes, site: str | int, target: str =
     return CompiledSite(site_name, name, arguments(outlined, name), loaded)
 
 
-def memoize_site(module: ir.Module | str | bytes, site: str | int, target: str = "llvm-cpu", cap: int = 16,
-                 evict: bool = False) -> Memoized:
+def memoize_site(
+    module: ir.Module | str | bytes, site: str | int, target: str = "llvm-cpu", cap: int = 16, evict: bool = False
+) -> Memoized:
     """`site` of `module` outlined alone, compiled for `target` (`compile_site`) and behind
     the exact guard: `memo = memoize_site(text, "fc1"); memo(x, w1)`; `memo.fn` is the
     un-memoized compiled call."""

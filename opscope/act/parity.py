@@ -36,9 +36,10 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -171,19 +172,34 @@ class ParityReport:
         """One line: ops compared, bit-identical, worst op, first op beyond tolerance, unmatched."""
         parts = [f"{self.ops_checked} ops compared, {self.identical} bit-identical"]
         w = self.worst
-        parts.append(f"worst: {w.name}{f' ({w.op})' if w.op else ''} max|Δ| {_g(w.max_abs)} = {_g(w.err)} of max|A|"
-                     if w else "worst: none")
+        parts.append(
+            f"worst: {w.name}{f' ({w.op})' if w.op else ''} max|Δ| {_g(w.max_abs)} = {_g(w.err)} of max|A|"
+            if w
+            else "worst: none"
+        )
         first = self.first_beyond()
-        parts.append(f"first beyond tol {self.tol:g}: "
-                     + (f"{first.name} ({first.op + ', ' if first.op else ''}#{first.index})" if first else "none"))
+        parts.append(
+            f"first beyond tol {self.tol:g}: "
+            + (f"{first.name} ({first.op + ', ' if first.op else ''}#{first.index})" if first else "none")
+        )
         if self.only_a or self.only_b:
             parts.append(f"unmatched: {len(self.only_a)} only in A, {len(self.only_b)} only in B")
         return "; ".join(parts)
 
     def rows(self, all_ops: bool = False, top: int = TOP) -> list[list[str]]:
-        return [[str(d.index), d.name + (f" (B: {d.b_name})" if d.b_name else ""), d.op,
-                 "x".join(map(str, d.shape)) or "scalar", _g(d.max_abs), _g(d.max_rel), _g(d.err),
-                 "ok" if d.within(self.tol) else "BEYOND"] for d in self.shown(all_ops, top)]
+        return [
+            [
+                str(d.index),
+                d.name + (f" (B: {d.b_name})" if d.b_name else ""),
+                d.op,
+                "x".join(map(str, d.shape)) or "scalar",
+                _g(d.max_abs),
+                _g(d.max_rel),
+                _g(d.err),
+                "ok" if d.within(self.tol) else "BEYOND",
+            ]
+            for d in self.shown(all_ops, top)
+        ]
 
     HEADER = ("#", "op name", "op", "shape", "max|Δ|", "max rel", "|Δ|/max|A|", "tol")
 
@@ -193,8 +209,11 @@ class ParityReport:
         if rows:
             widths = [max(len(r[i]) for r in rows + [list(self.HEADER)]) for i in range(len(self.HEADER))]
             for r in [list(self.HEADER)] + rows:
-                lines.append("  ".join(c.rjust(w) if i in (0, 4, 5, 6) else c.ljust(w)
-                                       for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+                lines.append(
+                    "  ".join(
+                        c.rjust(w) if i in (0, 4, 5, 6) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+                    ).rstrip()
+                )
         lines.append(self.summary())
         return "\n".join(lines)
 
@@ -211,12 +230,27 @@ class ParityReport:
     def to_dict(self) -> dict:
         first, worst = self.first_beyond(), self.worst
         return {
-            "a": self.a, "b": self.b, "tol": self.tol, "ops_checked": self.ops_checked,
-            "identical": self.identical, "exact": self.exact, "max_abs": _num(self.max_abs),
-            "max_rel": _num(self.max_rel), "worst": worst.name if worst else None,
-            "first_beyond": first.name if first else None, "only_a": list(self.only_a), "only_b": list(self.only_b),
-            "ops": [{**{k: _num(v) for k, v in asdict(d).items()}, "shape": list(d.shape), "err": _num(d.err),
-                     "within": d.within(self.tol)} for d in self.ops],
+            "a": self.a,
+            "b": self.b,
+            "tol": self.tol,
+            "ops_checked": self.ops_checked,
+            "identical": self.identical,
+            "exact": self.exact,
+            "max_abs": _num(self.max_abs),
+            "max_rel": _num(self.max_rel),
+            "worst": worst.name if worst else None,
+            "first_beyond": first.name if first else None,
+            "only_a": list(self.only_a),
+            "only_b": list(self.only_b),
+            "ops": [
+                {
+                    **{k: _num(v) for k, v in asdict(d).items()},
+                    "shape": list(d.shape),
+                    "err": _num(d.err),
+                    "within": d.within(self.tol),
+                }
+                for d in self.ops
+            ],
         }
 
     def to_json(self) -> str:
@@ -242,8 +276,17 @@ def diff(name: str, a: np.ndarray, b: np.ndarray, op: str = "", index: int = -1)
     if exact:
         d = np.abs(a.astype(np.int64) - b.astype(np.int64)).astype(np.float64)
         mag = np.abs(a.astype(np.float64))
-        return OpDiff(index, name, op, shape, dtype, float(d.max(initial=0.0)),
-                      float((d / np.maximum(mag, TINY)).max(initial=0.0)), float(mag.max(initial=0.0)), exact=True)
+        return OpDiff(
+            index,
+            name,
+            op,
+            shape,
+            dtype,
+            float(d.max(initial=0.0)),
+            float((d / np.maximum(mag, TINY)).max(initial=0.0)),
+            float(mag.max(initial=0.0)),
+            exact=True,
+        )
     x, y = a.astype(np.float64), b.astype(np.float64)
     nan_x, nan_y = np.isnan(x), np.isnan(y)
     with np.errstate(invalid="ignore"):
@@ -254,9 +297,18 @@ def diff(name: str, a: np.ndarray, b: np.ndarray, op: str = "", index: int = -1)
     special = int(np.count_nonzero(~same & (~finite | ~np.isfinite(y))))
     mag = np.where(finite, np.abs(x), 1.0)
     scale = float(np.abs(x[finite]).max(initial=0.0))
-    return OpDiff(index, name, op, shape, dtype, float(d.max(initial=0.0)),
-                  float((d / np.maximum(mag, TINY)).max(initial=0.0)), scale,
-                  nan=int(np.count_nonzero(nan_x & nan_y)), special=special)
+    return OpDiff(
+        index,
+        name,
+        op,
+        shape,
+        dtype,
+        float(d.max(initial=0.0)),
+        float((d / np.maximum(mag, TINY)).max(initial=0.0)),
+        scale,
+        nan=int(np.count_nonzero(nan_x & nan_y)),
+        special=special,
+    )
 
 
 def _tensors(side: Sequence[Tensor] | Mapping[str, np.ndarray]) -> list[Tensor]:
@@ -289,23 +341,34 @@ def pair(a: Sequence[Tensor], b: Sequence[Tensor]) -> tuple[list[tuple[Tensor, T
         matcher = difflib.SequenceMatcher(None, [key(t) for t in ga], [key(t) for t in gb], autojunk=False)
         for block in matcher.get_matching_blocks():
             pairs += [(ga[block.a + i], gb[block.b + i]) for i in range(block.size)]
-    pairs = [(x, y) for x, y in pairs if x.value.shape == y.value.shape
-             or _squeezed(x.value.shape) == _squeezed(y.value.shape)]
+    pairs = [
+        (x, y)
+        for x, y in pairs
+        if x.value.shape == y.value.shape or _squeezed(x.value.shape) == _squeezed(y.value.shape)
+    ]
     paired_a = {id(x) for x, _ in pairs}
     paired_b = {id(y) for _, y in pairs}
     pairs.sort(key=lambda p: p[0].index)
     return pairs, [t for t in a if id(t) not in paired_a], [t for t in b if id(t) not in paired_b]
 
 
-def compare(a: Sequence[Tensor] | Mapping[str, np.ndarray], b: Sequence[Tensor] | Mapping[str, np.ndarray], *,
-            tol: float = DEFAULT_TOL, a_label: str = "A", b_label: str = "B") -> ParityReport:
+def compare(
+    a: Sequence[Tensor] | Mapping[str, np.ndarray],
+    b: Sequence[Tensor] | Mapping[str, np.ndarray],
+    *,
+    tol: float = DEFAULT_TOL,
+    a_label: str = "A",
+    b_label: str = "B",
+) -> ParityReport:
     """Compare build B's tensors with the reference A's, op by op (see the module docstring).
     Each side is a sequence of `Tensor`s in program order or a {name: array} mapping."""
     if not tol >= 0:
         raise OpscopeError(f"parity: the tolerance must be a number >= 0, got {tol}")
     pairs, only_a, only_b = pair(_tensors(a), _tensors(b))
-    ops = tuple(replace(diff(x.name, x.value, y.value, x.op or y.op, x.index),
-                        b_name=None if y.name == x.name else y.name) for x, y in pairs)
+    ops = tuple(
+        replace(diff(x.name, x.value, y.value, x.op or y.op, x.index), b_name=None if y.name == x.name else y.name)
+        for x, y in pairs
+    )
     return ParityReport(ops, tuple(t.name for t in only_a), tuple(t.name for t in only_b), tol, a_label, b_label)
 
 
@@ -326,8 +389,9 @@ def by_site(tensors: Sequence[Tensor]) -> dict[str, np.ndarray]:
     return out
 
 
-def torch_module_outputs(model, kwargs: Mapping[str, Any] | None = None,
-                         args: Sequence[Any] = ()) -> dict[str, np.ndarray]:
+def torch_module_outputs(
+    model, kwargs: Mapping[str, Any] | None = None, args: Sequence[Any] = ()
+) -> dict[str, np.ndarray]:
     """{module path: its output} of one eager forward of a torch `model` on `args`/`kwargs`,
     read by forward hooks on every named submodule (the first tensor of what it returns; a
     module called twice keeps its last call's), as float arrays on the host."""
@@ -350,6 +414,7 @@ def torch_module_outputs(model, kwargs: Mapping[str, Any] | None = None,
             t = first_tensor(output)
             if t is not None:
                 seen[name] = t.detach().cpu().numpy()
+
         return record
 
     handles = [m.register_forward_hook(hook(name)) for name, m in model.named_modules() if name]
@@ -389,9 +454,19 @@ class Build:
         return ", ".join(steps) + f"; {self.target}{flags} ({when})"
 
 
-def exposed_run(source: Any, *, pipeline: str = "", target: str = "llvm-cpu", inject: bool = False,
-                flags: Sequence[str] = (), inputs: Any = None, ops: str = "", constants: bool = False,
-                label: str = "", model=None) -> tuple[Build, list[np.ndarray]]:
+def exposed_run(
+    source: Any,
+    *,
+    pipeline: str = "",
+    target: str = "llvm-cpu",
+    inject: bool = False,
+    flags: Sequence[str] = (),
+    inputs: Any = None,
+    ops: str = "",
+    constants: bool = False,
+    label: str = "",
+    model=None,
+) -> tuple[Build, list[np.ndarray]]:
     """Build one side and run it once: `source` (anything `open_model` takes, or an opened
     `ModelSource` as `model`) with `pipeline` applied, every op exposed (`ops`, `constants`:
     expose-all-ops' options), the stat taps injected when `inject`, compiled for `target`
@@ -427,15 +502,17 @@ def exposed_run(source: Any, *, pipeline: str = "", target: str = "llvm-cpu", in
         run_pipeline(module, Pipeline(tuple(steps) + (expose,)))
         function, exposed = exposures(module, fn_name)
         if not exposed:
-            raise OpscopeError(f"{label}: expose-all-ops found no op to expose in @{fn_name}"
-                               + (f" matching '{ops}'" if ops else ""))
+            raise OpscopeError(
+                f"{label}: expose-all-ops found no op to expose in @{fn_name}" + (f" matching '{ops}'" if ops else "")
+            )
         if inject:
             inject_stats(module, StatConfig(), **tgt.layout)
     if inputs is None:
         inputs = next(iter(model.inputs), None) if model.inputs is not None else None
         inputs = inputs if inputs is not None else next(generate(args, 1))
-    elif isinstance(inputs, (str, Path)) or (isinstance(inputs, (list, tuple)) and inputs
-                                             and all(isinstance(p, (str, Path)) for p in inputs)):
+    elif isinstance(inputs, (str, Path)) or (
+        isinstance(inputs, (list, tuple)) and inputs and all(isinstance(p, (str, Path)) for p in inputs)
+    ):
         inputs = read_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs), args, 1)[0]
     inputs = check_steps([inputs], args, 1, f"{label}: inputs")[0]  # dtypes and shapes exactly
     t0 = time.perf_counter()
@@ -447,8 +524,9 @@ def exposed_run(source: Any, *, pipeline: str = "", target: str = "llvm-cpu", in
         outputs = loaded.invoke(function, *_as_declared(loaded, function, inputs))
     tensors = tuple(Tensor(e.name, outputs[e.result], e.op, e.index, e.site) for e in exposed)
     original = min(e.result for e in exposed)
-    return Build(model.name, pipeline.strip(), tgt.name, inject, tuple(flags), tensors, original, seconds,
-                 compiled.cached), inputs
+    return Build(
+        model.name, pipeline.strip(), tgt.name, inject, tuple(flags), tensors, original, seconds, compiled.cached
+    ), inputs
 
 
 _DECLARED = re.compile(r"%input(\d+): tensor<(?:[0-9?]+x)*([a-z0-9]+)>")
@@ -470,10 +548,23 @@ def _as_declared(loaded, function: str, inputs: list[np.ndarray]) -> list[np.nda
     return out
 
 
-def op_parity(a: Any, b: Any = None, *, a_pipeline: str = "", b_pipeline: str = "", a_target: str = "llvm-cpu",
-              b_target: str | None = None, inject_b: bool = False, inputs: Any = None, tol: float = DEFAULT_TOL,
-              ops: str = "", constants: bool = False, a_flags: Sequence[str] = (), b_flags: Sequence[str] | None = None,
-              say=None) -> ParityReport:
+def op_parity(
+    a: Any,
+    b: Any = None,
+    *,
+    a_pipeline: str = "",
+    b_pipeline: str = "",
+    a_target: str = "llvm-cpu",
+    b_target: str | None = None,
+    inject_b: bool = False,
+    inputs: Any = None,
+    tol: float = DEFAULT_TOL,
+    ops: str = "",
+    constants: bool = False,
+    a_flags: Sequence[str] = (),
+    b_flags: Sequence[str] | None = None,
+    say=None,
+) -> ParityReport:
     """Compare two builds op by op: every intermediate tensor of A (`a` with `a_pipeline`,
     for `a_target`) against B's (`b`, default `a`, with `b_pipeline`, for `b_target`,
     default A's, with the stat taps when `inject_b`), both run on the same `inputs`: the
@@ -499,18 +590,39 @@ def op_parity(a: Any, b: Any = None, *, a_pipeline: str = "", b_pipeline: str = 
         check_pipeline(pipeline)
     model_a = open_model(a)
     model_b = model_a if b is None or (isinstance(b, str) and isinstance(a, str) and b == a) else open_model(b)
-    side_a, used = exposed_run(a, pipeline=a_pipeline, target=a_target, flags=a_flags, inputs=inputs, ops=ops,
-                               constants=constants, label="A", model=model_a)
+    side_a, used = exposed_run(
+        a,
+        pipeline=a_pipeline,
+        target=a_target,
+        flags=a_flags,
+        inputs=inputs,
+        ops=ops,
+        constants=constants,
+        label="A",
+        model=model_a,
+    )
     if say:
         say(f"A: {side_a}")
-    side_b, _ = exposed_run(b, pipeline=b_pipeline, target=b_target, inject=inject_b, flags=b_flags, inputs=used,
-                            ops=ops, constants=constants, label="B", model=model_b)
+    side_b, _ = exposed_run(
+        b,
+        pipeline=b_pipeline,
+        target=b_target,
+        inject=inject_b,
+        flags=b_flags,
+        inputs=used,
+        ops=ops,
+        constants=constants,
+        label="B",
+        model=model_b,
+    )
     if say:
         say(f"B: {side_b}")
     report = compare(side_a.tensors, side_b.tensors, tol=tol, a_label=str(side_a), b_label=str(side_b))
     if not report.ops:
-        raise OpscopeError(f"parity: no exposed op of A pairs with one of B by name ({len(side_a.tensors)} in A, "
-                           f"{len(side_b.tensors)} in B): are they the same model?")
+        raise OpscopeError(
+            f"parity: no exposed op of A pairs with one of B by name ({len(side_a.tensors)} in A, "
+            f"{len(side_b.tensors)} in B): are they the same model?"
+        )
     return report
 
 
@@ -529,8 +641,14 @@ def check_pipeline(text: str) -> None:
             add_to_pass_manager(pm, element)
 
 
-def site_parity(reference: Mapping[str, np.ndarray], build: Iterable[Tensor], *, tol: float = DEFAULT_TOL,
-                a_label: str = "reference", b_label: str = "build") -> ParityReport:
+def site_parity(
+    reference: Mapping[str, np.ndarray],
+    build: Iterable[Tensor],
+    *,
+    tol: float = DEFAULT_TOL,
+    a_label: str = "reference",
+    b_label: str = "build",
+) -> ParityReport:
     """Compare a build's module outputs (`by_site` of its exposed tensors) with a reference's
     {module path: output} (e.g. `torch_module_outputs`), by site name; A is the reference."""
     return compare(dict(reference), by_site(list(build)), tol=tol, a_label=a_label, b_label=b_label)

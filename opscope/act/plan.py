@@ -17,7 +17,7 @@ whose outputs stay closest to the original's: Σ weight error is only a proxy (o
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from opscope.act.evalset import EvalSet
 from opscope.act.quality import compare
@@ -40,8 +40,9 @@ def uniform(report: LayersReport, kind: str) -> Allocation:
 LABELS = {"sum": "", "squares": " Σerr²", "energy": " Σ‖ΔW‖²"}  # the objectives' tags in plan labels
 
 
-def plans_to_measure(report: LayersReport, cfg: DadoConfig = DadoConfig(),
-                     objective: str = "weights") -> list[tuple[str, Allocation]]:
+def plans_to_measure(
+    report: LayersReport, cfg: DadoConfig = DadoConfig(), objective: str = "weights"
+) -> list[tuple[str, Allocation]]:
     """(label, allocation) of every plan `measure_plans` builds; a plan equal to an earlier one (the same
     choices) is measured once, under both labels. The measured objective adds the allocator's plans
     for the other error objectives (`opscope.probe.allocate.ERRORS`) at the budget and at each
@@ -72,9 +73,16 @@ def plans_to_measure(report: LayersReport, cfg: DadoConfig = DadoConfig(),
     return list(merged.values())
 
 
-def measure_plans(evalset: EvalSet, weights: WeightSet, report: LayersReport, *, target: str = "llvm-cpu",
-                  cfg: DadoConfig = DadoConfig(), objective: str = "weights",
-                  progress: Callable[[str], None] | None = None) -> LayersReport:
+def measure_plans(
+    evalset: EvalSet,
+    weights: WeightSet,
+    report: LayersReport,
+    *,
+    target: str = "llvm-cpu",
+    cfg: DadoConfig = DadoConfig(),
+    objective: str = "weights",
+    progress: Callable[[str], None] | None = None,
+) -> LayersReport:
     """Build and run every plan of `plans_to_measure` on `evalset`; fills `report.measured`. With
     `objective="measured"`, the plan within the budget that keeps most of the task's headline
     metric is `report.picked`."""

@@ -29,8 +29,12 @@ import numpy as np
 from opscope.errors import OpscopeError
 
 TASKS = ("causal-lm", "encoder", "classifier", "outputs")
-HEADLINE = {"causal-lm": "top1_agreement", "encoder": "cosine_mean", "classifier": "agreement",
-            "outputs": "argmax_agreement"}
+HEADLINE = {
+    "causal-lm": "top1_agreement",
+    "encoder": "cosine_mean",
+    "classifier": "agreement",
+    "outputs": "argmax_agreement",
+}
 
 
 def headline(task: str) -> str:
@@ -114,17 +118,23 @@ def compare(reference: Summary, other: Summary) -> dict[str, float]:
 
 def own(reference: Summary) -> dict[str, float]:
     """The original build's own metrics (its perplexity, its accuracy)."""
-    return {k: v for k, v in compare(reference, reference).items() if not k.startswith(("top1", "cosine", "nn_",
-                                                                                        "rank_", "agreement",
-                                                                                        "rel_l2", "argmax"))}
+    return {
+        k: v
+        for k, v in compare(reference, reference).items()
+        if not k.startswith(("top1", "cosine", "nn_", "rank_", "agreement", "rel_l2", "argmax"))
+    }
 
 
 def _compare_lm(a: Summary, b: Summary) -> dict[str, float]:
     top_a, top_b, target = a.get("top1"), b.get("top1"), a.get("target")
     if len(top_a) != len(top_b):
         raise OpscopeError(f"causal-lm: {len(top_a)} vs {len(top_b)} predicted tokens: not the same inputs")
-    return {"tokens": float(len(top_a)), "top1_agreement": float(np.mean(top_a == top_b)),
-            "perplexity": float(np.exp(np.mean(b.get("nll")))), "accuracy": float(np.mean(top_b == target))}
+    return {
+        "tokens": float(len(top_a)),
+        "top1_agreement": float(np.mean(top_a == top_b)),
+        "perplexity": float(np.exp(np.mean(b.get("nll")))),
+        "accuracy": float(np.mean(top_b == target)),
+    }
 
 
 def _compare_encoder(a: Summary, b: Summary) -> dict[str, float]:
@@ -171,5 +181,9 @@ def _compare_outputs(a: Summary, b: Summary) -> dict[str, float]:
     return out
 
 
-_COMPARE = {"causal-lm": _compare_lm, "encoder": _compare_encoder, "classifier": _compare_classifier,
-            "outputs": _compare_outputs}
+_COMPARE = {
+    "causal-lm": _compare_lm,
+    "encoder": _compare_encoder,
+    "classifier": _compare_classifier,
+    "outputs": _compare_outputs,
+}

@@ -7,8 +7,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from opscope.act.specialize import KernelPlan
 
-HEADER = ("site", "candidate", "guard", "σ", "stability", "est.", "orig µs", "new µs", "no-guard µs", "measured",
-          "parity", "rel err", "decision")
+HEADER = (
+    "site",
+    "candidate",
+    "guard",
+    "σ",
+    "stability",
+    "est.",
+    "orig µs",
+    "new µs",
+    "no-guard µs",
+    "measured",
+    "parity",
+    "rel err",
+    "decision",
+)
 
 
 def plan_text(plan: KernelPlan) -> str:
@@ -23,34 +36,47 @@ def plan_text(plan: KernelPlan) -> str:
         lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         lines.append("")
         if any(not c.proposal.exact for c in plan.candidates):
-            lines.append("lossy candidates (W8A16, W8A8, low rank) rewrite constant weights: no run-time guard, "
-                         "accepted within the error bound of the site's output (rel err, relative L2)")
-        lines.append("measured: the site outlined at its real shapes (extract-site) on the run's first-step tensors, "
-                     "µs per call (iree-benchmark-module), minimum over alternating rounds; est.: the cost model's "
-                     "roofline time before over after")
+            lines.append(
+                "lossy candidates (W8A16, W8A8, low rank) rewrite constant weights: no run-time guard, "
+                "accepted within the error bound of the site's output (rel err, relative L2)"
+            )
+        lines.append(
+            "measured: the site outlined at its real shapes (extract-site) on the run's first-step tensors, "
+            "µs per call (iree-benchmark-module), minimum over alternating rounds; est.: the cost model's "
+            "roofline time before over after"
+        )
     for c in plan.candidates:
         m = c.measured
         if m is not None and m.unguarded_us is not None:
-            lines.append(f"{c.site}: the slice alone {m.original_us / m.unguarded_us:.2f}×; the guard (check, "
-                         f"readback, branch) costs {m.rewritten_us - m.unguarded_us:+.1f} µs per call")
+            lines.append(
+                f"{c.site}: the slice alone {m.original_us / m.unguarded_us:.2f}×; the guard (check, "
+                f"readback, branch) costs {m.rewritten_us - m.unguarded_us:+.1f} µs per call"
+            )
     a = plan.applied
     if a is not None:
         lines.append("")
-        lines.append(f"applied: {a.pipeline}" if a.pipeline else "applied: no rewrite accepted; the module is the "
-                                                                 "original")
+        lines.append(
+            f"applied: {a.pipeline}" if a.pipeline else "applied: no rewrite accepted; the module is the original"
+        )
         if a.measured is not None:
             agreement = a.parity if a.parity == "bit-identical" else f"{a.parity}, rel err {a.rel_error:.2g}"
-            lines.append(f"whole model: {a.measured.original_us:.1f} µs → {a.measured.rewritten_us:.1f} µs "
-                         f"({a.measured.speedup:.2f}×), {agreement} over {a.steps} step(s)")
+            lines.append(
+                f"whole model: {a.measured.original_us:.1f} µs → {a.measured.rewritten_us:.1f} µs "
+                f"({a.measured.speedup:.2f}×), {agreement} over {a.steps} step(s)"
+            )
             if a.measured.speedup < 1.0:
-                lines.append("the whole model is slower with them: the sites' gains did not survive in the model "
-                             "(or were the machine's noise); keep the original")
+                lines.append(
+                    "the whole model is slower with them: the sites' gains did not survive in the model "
+                    "(or were the machine's noise); keep the original"
+                )
         if a.path is not None:
             lines.append(f"wrote {a.path} (compiles with plain iree-compile)")
     for c in plan.accepted:
         if c.kind == "memoize":
-            lines.append(f"{c.site}: memoize on the host (not an IR rewrite): "
-                         f"opscope.act.memoize.memoize_site(model, {c.site!r}, {plan.target!r})")
+            lines.append(
+                f"{c.site}: memoize on the host (not an IR rewrite): "
+                f"opscope.act.memoize.memoize_site(model, {c.site!r}, {plan.target!r})"
+            )
     return "\n".join(lines)
 
 
@@ -59,8 +85,18 @@ def _row(c) -> tuple[str, ...]:
     g = c.guard
     label = f"{c.proposal.label} ({c.proposal.why})" if c.proposal.exact else c.proposal.label
     predicate = g.predicate if g.samples or c.proposal.exact else "-"
-    return (c.site, label, predicate, f"{g.sigma:.3f}" if g.samples else "-", g.stability if g.samples else "-",
-            f"{c.estimated:.2f}×" if m else "-",
-            f"{m.original_us:.1f}" if m else "-", f"{m.rewritten_us:.1f}" if m else "-",
-            f"{m.unguarded_us:.1f}" if m and m.unguarded_us is not None else "-",
-            f"{m.speedup:.2f}×" if m else "-", c.parity or "-", f"{c.rel_error:.1e}" if m else "-", c.decision or "-")
+    return (
+        c.site,
+        label,
+        predicate,
+        f"{g.sigma:.3f}" if g.samples else "-",
+        g.stability if g.samples else "-",
+        f"{c.estimated:.2f}×" if m else "-",
+        f"{m.original_us:.1f}" if m else "-",
+        f"{m.rewritten_us:.1f}" if m else "-",
+        f"{m.unguarded_us:.1f}" if m and m.unguarded_us is not None else "-",
+        f"{m.speedup:.2f}×" if m else "-",
+        c.parity or "-",
+        f"{c.rel_error:.1e}" if m else "-",
+        c.decision or "-",
+    )

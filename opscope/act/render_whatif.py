@@ -10,13 +10,23 @@ if TYPE_CHECKING:
 
 # task -> the metric columns: (key, header, format); percentages are shares in [0, 1]
 COLUMNS: dict[str, list[tuple[str, str, str]]] = {
-    "causal-lm": [("top1_agreement", "top-1 agree", "pct"), ("perplexity", "perplexity", ".3f"),
-                  ("accuracy", "next-token acc", "pct")],
-    "encoder": [("cosine_mean", "cos mean", ".5f"), ("cosine_min", "cos min", ".5f"),
-                ("nn_agreement", "NN agree", "pct"), ("rank_rho", "rank ρ", ".4f")],
+    "causal-lm": [
+        ("top1_agreement", "top-1 agree", "pct"),
+        ("perplexity", "perplexity", ".3f"),
+        ("accuracy", "next-token acc", "pct"),
+    ],
+    "encoder": [
+        ("cosine_mean", "cos mean", ".5f"),
+        ("cosine_min", "cos min", ".5f"),
+        ("nn_agreement", "NN agree", "pct"),
+        ("rank_rho", "rank ρ", ".4f"),
+    ],
     "classifier": [("agreement", "agree", "pct"), ("accuracy", "accuracy", "pct")],
-    "outputs": [("argmax_agreement", "argmax agree", "pct"), ("rel_l2_max", "rel L2 max", ".2e"),
-                ("cosine_min", "cos min", ".6f")],
+    "outputs": [
+        ("argmax_agreement", "argmax agree", "pct"),
+        ("rel_l2_max", "rel L2 max", ".2e"),
+        ("cosine_min", "cos min", ".6f"),
+    ],
 }
 SWEEP_ROWS = 12  # rows of the sweep table shown (most and least harmful), unless everything is asked for
 
@@ -44,41 +54,51 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def _cells(report: "WhatIfReport", o: "Outcome") -> list[str]:
+def _cells(report: WhatIfReport, o: Outcome) -> list[str]:
     cells = [_fmt(o.metrics.get(k), f) for k, _, f in COLUMNS[report.task]]
     return cells + [f"{100 * report.saved(o):+.1f} %", f"{100 * report.weights_saved(o):+.1f} %"]
 
 
-def whatif_text(report: "WhatIfReport", every: bool = False) -> str:
+def whatif_text(report: WhatIfReport, every: bool = False) -> str:
     """The report as text (see the module docstring); `every` lists every sweep row."""
     from opscope.analysis.ledger import human_bytes
 
     cols = COLUMNS[report.task]
     head = [h for _, h, _ in cols] + ["FLOPs saved", "weights saved"]
     own = ", ".join(f"{h} {_fmt(report.baseline[k], f)}" for k, h, f in cols if k in report.baseline)
-    out = [f"opscope whatif: {report.model} on {report.target}",
-           f"  measured on {report.data}; original: {own or 'the reference'}; "
-           f"{_flop(report.flops)} per call, {human_bytes(report.weights)} of matmul weights (static)"]
+    out = [
+        f"opscope whatif: {report.model} on {report.target}",
+        f"  measured on {report.data}; original: {own or 'the reference'}; "
+        f"{_flop(report.flops)} per call, {human_bytes(report.weights)} of matmul weights (static)",
+    ]
     if report.outcomes:
         out += [""] + _table(["what"] + head, [[o.what] + _cells(report, o) for o in report.outcomes])
         if any("fakequant" in o.pipeline for o in report.outcomes):
-            out += ["(a fake-quant build adds its round trips' FLOPs, which a real int kernel does not compute; "
-                    "its saving is the weight bytes, stored at its bits with an f32 scale per channel or group)"]
+            out += [
+                "(a fake-quant build adds its round trips' FLOPs, which a real int kernel does not compute; "
+                "its saving is the weight bytes, stored at its bits with an f32 scale per channel or group)"
+            ]
     if report.sweep:
         rows = list(enumerate(report.sweep, 1))
         if not every and len(rows) > SWEEP_ROWS:
             half = SWEEP_ROWS // 2
             rows = rows[:half] + [(None, None)] + rows[-half:]
-        out += ["", f"Skip sweep: {len(report.sweep)} residual blocks, one off at a time, least harmful first "
-                    "(measured through one gated build):"]
-        table = [[str(i), o.what.removeprefix("skip "), *_cells(report, o)] if o else ["...", "", *[""] * len(head)]
-                 for i, o in rows]
+        out += [
+            "",
+            f"Skip sweep: {len(report.sweep)} residual blocks, one off at a time, least harmful first "
+            "(measured through one gated build):",
+        ]
+        table = [
+            [str(i), o.what.removeprefix("skip "), *_cells(report, o)] if o else ["...", "", *[""] * len(head)]
+            for i, o in rows
+        ]
         out += _table(["rank", "block"] + head, table)
     if report.curve:
         out += ["", "Greedy curve: skip the k least harmful blocks of the sweep together:"]
         names = [o.what.removeprefix("skip ") for o in report.sweep]
-        table = [[str(k), names[k - 1] if k <= len(names) else "", *_cells(report, o)]
-                 for k, o in enumerate(report.curve, 1)]
+        table = [
+            [str(k), names[k - 1] if k <= len(names) else "", *_cells(report, o)] for k, o in enumerate(report.curve, 1)
+        ]
         out += _table(["k", "+ block"] + head, table)
         out += ["", _answer(report)]
     if report.layers:
@@ -88,7 +108,7 @@ def whatif_text(report: "WhatIfReport", every: bool = False) -> str:
     return "\n".join(out)
 
 
-def _answer(report: "WhatIfReport") -> str:
+def _answer(report: WhatIfReport) -> str:
     keep = report.keep
     metric = dict((k, h) for k, h, _ in COLUMNS[report.task]).get(report.headline, report.headline)
     fmt = dict((k, f) for k, _, f in COLUMNS[report.task]).get(report.headline, ".4f")
@@ -99,6 +119,8 @@ def _answer(report: "WhatIfReport") -> str:
     k = report.curve.index(best) + 1
     built = [o for o in report.outcomes if o.pipeline == best.pipeline]
     measured = built[-1] if built else best
-    return (f"{k} of {len(report.sweep)} blocks can go at >= {floor} {metric} "
-            f"({_fmt(measured.metrics.get(report.headline), fmt)}{', built and measured' if built else ''}), "
-            f"saving {100 * report.saved(measured):.1f} % of the FLOPs.")
+    return (
+        f"{k} of {len(report.sweep)} blocks can go at >= {floor} {metric} "
+        f"({_fmt(measured.metrics.get(report.headline), fmt)}{', built and measured' if built else ''}), "
+        f"saving {100 * report.saved(measured):.1f} % of the FLOPs."
+    )

@@ -12,8 +12,8 @@ max(FLOPs / ridge, bytes) of the outlined site before over after (`opscope.analy
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -59,8 +59,14 @@ class SiteResult:
 
 def measured(times) -> Measured:
     """A Measured from `time_calls` results: original, rewritten and (optional) unguarded."""
-    return Measured(times[0].min_us, times[1].min_us, times[2].min_us if len(times) > 2 else None,
-                    times[0].rounds, times[0].median_us, times[1].median_us)
+    return Measured(
+        times[0].min_us,
+        times[1].min_us,
+        times[2].min_us if len(times) > 2 else None,
+        times[0].rounds,
+        times[0].median_us,
+        times[1].median_us,
+    )
 
 
 def parity(a: np.ndarray, b: np.ndarray) -> tuple[str, float]:
@@ -86,8 +92,9 @@ def site_tensors(text: str, names: list[str], batch: list[np.ndarray], target: s
 
     module = parse_module(text, new_context(), "model")
     chosen = set(names)
-    computed_rhs = {s.name for s in find_sites(module.operation) if s.name in chosen
-                    and not is_const_expr(s.value("rhs"))}
+    computed_rhs = {
+        s.name for s in find_sites(module.operation) if s.name in chosen and not is_const_expr(s.value("rhs"))
+    }
     taps = [DumpTensors(keep=lambda s: s.name in chosen, role="lhs")]
     if computed_rhs:  # a site whose rhs is no weight takes it as an argument once outlined
         taps.append(DumpTensors(keep=lambda s: s.name in computed_rhs, role="rhs"))
@@ -179,9 +186,16 @@ class SiteBench:
         compiled = [compile_module(v, self.target) for v in variants]
         a, b = (load(m).invoke(function, *args)[0] for m in compiled[:2])
         same, rel = parity(a, b)
-        key = hashlib.sha256("\0".join([p.kind, p.options if p.kind == SKIP else p.label,
-                                        *(f"{x.shape}{x.dtype}" for x in args), _shape_key(site)])
-                             .encode()).hexdigest()
+        key = hashlib.sha256(
+            "\0".join(
+                [
+                    p.kind,
+                    p.options if p.kind == SKIP else p.label,
+                    *(f"{x.shape}{x.dtype}" for x in args),
+                    _shape_key(site),
+                ]
+            ).encode()
+        ).hexdigest()
         if key not in self._times:
             self._times[key] = measured(time_calls(compiled, function, args, rounds=self.rounds))
         # the cost model sees no branch: a skip is priced as its slice (the check reads only the skipped columns)

@@ -16,9 +16,9 @@ every recorded step's inputs for agreement.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from opscope.act.candidates import IR_KINDS, KINDS, Guard, Proposal, propose
 from opscope.act.site_bench import Measured, SiteBench, measured, parity
@@ -138,10 +138,19 @@ def check_kinds(kinds) -> tuple[str, ...]:
     return kinds
 
 
-def kernel_plan(run: str | Path, model=None, *, target: str | None = None, apply: bool = False,
-                out: str | Path | None = None, rounds: int = 5, min_speedup: float = MIN_SPEEDUP,
-                max_error: float = MAX_ERROR, kinds=KINDS,
-                say: Callable[[str], None] | None = None) -> KernelPlan:
+def kernel_plan(
+    run: str | Path,
+    model=None,
+    *,
+    target: str | None = None,
+    apply: bool = False,
+    out: str | Path | None = None,
+    rounds: int = 5,
+    min_speedup: float = MIN_SPEEDUP,
+    max_error: float = MAX_ERROR,
+    kinds=KINDS,
+    say: Callable[[str], None] | None = None,
+) -> KernelPlan:
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
     write the specialized module to `out` and measure the whole model."""
     from opscope.drive.profile import CSV_NAME, resolve_inputs
@@ -151,8 +160,10 @@ def kernel_plan(run: str | Path, model=None, *, target: str | None = None, apply
     kinds = check_kinds(kinds)
     folder, record = read_run(run)
     if model is None and "source" not in record:
-        raise OpscopeError(f"{folder} does not say which model it profiled (no run.json source): "
-                           "give the model, e.g. `opscope plan RUN --model model.onnx`")
+        raise OpscopeError(
+            f"{folder} does not say which model it profiled (no run.json source): "
+            "give the model, e.g. `opscope plan RUN --model model.onnx`"
+        )
     target = target or record.get("target", "llvm-cpu")
     steps = int(record.get("steps", 1))
     tidy = read_tidy(folder / CSV_NAME)
@@ -195,17 +206,26 @@ def _model(model, steps: int, tidy, folder: Path):
     if isinstance(source.module, str):
         text = source.module
     else:
-        parsed = source.module if hasattr(source.module, "operation") else parse_module(source.module, new_context(),
-                                                                                        source.name)
+        parsed = (
+            source.module
+            if hasattr(source.module, "operation")
+            else parse_module(source.module, new_context(), source.name)
+        )
         text = module_text(parsed, debug_info=True)
     module = parse_module(text, new_context(), source.name)
     every = {s.name: s for s in find_sites(module.operation)}
-    recorded = tidy.filter(pl.col("role").cast(pl.String).is_in(ROLES))["site"].cast(pl.String).unique(
-        maintain_order=True).to_list()  # the matmul sites: attention, routing and residual taps have roles of their own
+    recorded = (
+        tidy.filter(pl.col("role").cast(pl.String).is_in(ROLES))["site"]
+        .cast(pl.String)
+        .unique(maintain_order=True)
+        .to_list()
+    )  # the matmul sites: attention, routing and residual taps have roles of their own
     missing = [s for s in recorded if s not in every]
     if missing:
-        raise OpscopeError(f"{folder} records sites the model lacks ({', '.join(missing[:6])}): "
-                           f"profile this model again, or give the model the run was recorded on (--model)")
+        raise OpscopeError(
+            f"{folder} records sites the model lacks ({', '.join(missing[:6])}): "
+            f"profile this model again, or give the model the run was recorded on (--model)"
+        )
     return source, text, module, {name: site for name, site in every.items() if name in set(recorded)}
 
 
@@ -213,8 +233,9 @@ def _inputs(record: dict):
     """The input files a run recorded, if it was fed any (else the model's own or generated inputs)."""
     given = record.get("inputs")
     if given == "in-memory":
-        raise OpscopeError("the run was fed inputs in memory: rebuild its plan through the Python API with "
-                           "the same inputs")
+        raise OpscopeError(
+            "the run was fed inputs in memory: rebuild its plan through the Python API with the same inputs"
+        )
     return given
 
 
@@ -239,13 +260,17 @@ def keep_fastest(candidates: list[Candidate]) -> list[Candidate]:
     for c in candidates:
         if c.accepted and (c.site not in best or c.measured.speedup > best[c.site].measured.speedup):
             best[c.site] = c
-    return [c if not c.accepted or best[c.site] is c else
-            replace(c, decision=f"accept, but {best[c.site].proposal.label} is faster "
-                                f"({best[c.site].measured.speedup:.2f}×)") for c in candidates]
+    return [
+        c
+        if not c.accepted or best[c.site] is c
+        else replace(
+            c, decision=f"accept, but {best[c.site].proposal.label} is faster ({best[c.site].measured.speedup:.2f}×)"
+        )
+        for c in candidates
+    ]
 
 
-def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out,
-           say) -> Applied:
+def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, say) -> Applied:
     """The module with every accepted rewrite, written to `out`, timed and compared with the original."""
     from opscope.act.site_bench import rewritten
     from opscope.run.call_timing import time_calls
@@ -273,4 +298,3 @@ def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: st
                 worst, worst_rel = same, rel
     times = time_calls(compiled, function, batches[0], rounds=rounds)
     return Applied(path, pipeline, measured(times), worst, worst_rel, len(batches))
-

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -79,8 +79,9 @@ class Roofline:
     bound: str
 
 
-def empirical_roofline(ms: float, flops: float, bytes_moved: float, peak_gbps: float,
-                       ridge: float = DEFAULT_RIDGE) -> Roofline:
+def empirical_roofline(
+    ms: float, flops: float, bytes_moved: float, peak_gbps: float, ridge: float = DEFAULT_RIDGE
+) -> Roofline:
     """The measured roofline of work of `flops` and `bytes_moved` that took `ms`: bandwidth-bound when it
     reaches half the measured bandwidth, else compute-bound above the ridge, else latency/overhead-bound."""
     seconds = max(ms / 1e3, 1e-12)
@@ -109,8 +110,9 @@ class OffloadRoofline:
     break_even_steps: float  # inf: the device never pays
 
 
-def offload_roofline(host_step_ms: float, device_compute_ms: float, weight_bytes: float, per_step_bytes: float,
-                     transfer_gbps: float) -> OffloadRoofline:
+def offload_roofline(
+    host_step_ms: float, device_compute_ms: float, weight_bytes: float, per_step_bytes: float, transfer_gbps: float
+) -> OffloadRoofline:
     """When moving the work to a device pays: per-step transfer and the weights' upload at `transfer_gbps`."""
     bytes_per_ms = max(transfer_gbps * 1e9, 1.0) / 1e3
     transfer = per_step_bytes / bytes_per_ms
@@ -186,48 +188,100 @@ class TimingReport:
     def text(self) -> str:
         from opscope.analysis.ledger import human_bytes, human_count
 
-        resident = "" if self.resident_ms is None else (
-            f"; with its inputs already on the device {self.resident_ms:.3f} ms (Σ dispatches "
-            f"{self.dispatch_ms / self.resident_ms:.0%} of that; copying inputs in and results out "
-            f"{self.upload_ms:.3f} ms)")
-        lines = [f"timing: {self.model} on {self.target}: whole call {self.call_ms:.3f} ms (median); Σ dispatches "
-                 f"{self.dispatch_ms:.3f} ms ({self.dispatch_ms / self.call_ms:.0%} of the call){resident}; host "
-                 f"copy bandwidth {self.peak_gbps:.1f} GB/s (measured)", ""]
+        resident = (
+            ""
+            if self.resident_ms is None
+            else (
+                f"; with its inputs already on the device {self.resident_ms:.3f} ms (Σ dispatches "
+                f"{self.dispatch_ms / self.resident_ms:.0%} of that; copying inputs in and results out "
+                f"{self.upload_ms:.3f} ms)"
+            )
+        )
+        lines = [
+            f"timing: {self.model} on {self.target}: whole call {self.call_ms:.3f} ms (median); Σ dispatches "
+            f"{self.dispatch_ms:.3f} ms ({self.dispatch_ms / self.call_ms:.0%} of the call){resident}; host "
+            f"copy bandwidth {self.peak_gbps:.1f} GB/s (measured)",
+            "",
+        ]
         head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
         rows = []
         for d in sorted(self.dispatches, key=lambda d: -(d.calls or 1) * (d.us or 0.0)):
             r = d.roofline
-            rows.append([d.name, "-" if d.calls is None else str(d.calls), "-" if d.us is None else f"{d.us:.2f}",
-                         "-" if d.flops is None else human_count(d.flops),
-                         "-" if d.bytes is None else human_bytes(d.bytes),
-                         "-" if r is None else f"{r.achieved_gflops:.2f}",
-                         "-" if r is None else f"{r.achieved_gbps:.2f}",
-                         "-" if r is None else f"{r.bw_frac:.0%}", "-" if r is None else f"{r.intensity:.1f}",
-                         "-" if r is None else r.bound.replace(" (measured)", "")])
+            rows.append(
+                [
+                    d.name,
+                    "-" if d.calls is None else str(d.calls),
+                    "-" if d.us is None else f"{d.us:.2f}",
+                    "-" if d.flops is None else human_count(d.flops),
+                    "-" if d.bytes is None else human_bytes(d.bytes),
+                    "-" if r is None else f"{r.achieved_gflops:.2f}",
+                    "-" if r is None else f"{r.achieved_gbps:.2f}",
+                    "-" if r is None else f"{r.bw_frac:.0%}",
+                    "-" if r is None else f"{r.intensity:.1f}",
+                    "-" if r is None else r.bound.replace(" (measured)", ""),
+                ]
+            )
         widths = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(head)]
-        fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, 9) else c.rjust(w)  # noqa: E731
-                                      for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+        def fmt(cells: list[str]) -> str:
+            return "  ".join(
+                c.ljust(w) if i in (0, 9) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+
         lines += [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
         if self.untimed:
-            lines += ["", f"not timed: {len(self.untimed)} dispatch{'es' * (len(self.untimed) > 1)} whose benchmark "
-                      "IREE could not rebuild from its own dump (left out of Σ dispatches):"]
+            lines += [
+                "",
+                f"not timed: {len(self.untimed)} dispatch{'es' * (len(self.untimed) > 1)} whose benchmark "
+                "IREE could not rebuild from its own dump (left out of Σ dispatches):",
+            ]
             lines += [f"  {d.name}: {d.untimed}" for d in self.untimed]
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict:
-        return {"schema": "opscope-timing/1", "model": self.model, "target": self.target, "peak_gbps": self.peak_gbps,
-                "call_ms": self.call_ms, "resident_ms": self.resident_ms, "dispatch_ms": self.dispatch_ms,
-                "dispatches": [{"name": d.name, "calls": d.calls, "us": d.us, "flops": d.flops, "bytes": d.bytes,
-                                **({} if d.untimed is None else {"untimed": d.untimed}),
-                                **({} if d.roofline is None else {
-                                    "gflops": d.roofline.achieved_gflops, "gbps": d.roofline.achieved_gbps,
-                                    "bw_frac": d.roofline.bw_frac, "intensity": d.roofline.intensity,
-                                    "bound": d.roofline.bound})} for d in self.dispatches]}
+        return {
+            "schema": "opscope-timing/1",
+            "model": self.model,
+            "target": self.target,
+            "peak_gbps": self.peak_gbps,
+            "call_ms": self.call_ms,
+            "resident_ms": self.resident_ms,
+            "dispatch_ms": self.dispatch_ms,
+            "dispatches": [
+                {
+                    "name": d.name,
+                    "calls": d.calls,
+                    "us": d.us,
+                    "flops": d.flops,
+                    "bytes": d.bytes,
+                    **({} if d.untimed is None else {"untimed": d.untimed}),
+                    **(
+                        {}
+                        if d.roofline is None
+                        else {
+                            "gflops": d.roofline.achieved_gflops,
+                            "gbps": d.roofline.achieved_gbps,
+                            "bw_frac": d.roofline.bw_frac,
+                            "intensity": d.roofline.intensity,
+                            "bound": d.roofline.bound,
+                        }
+                    ),
+                }
+                for d in self.dispatches
+            ],
+        }
 
 
-def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target: str = "llvm-cpu",
-               repetitions: int = 5, peak_gbps: float | None = None,
-               progress: Callable[[str], None] | None = None) -> TimingReport:
+def time_model(
+    module,
+    args: list[np.ndarray],
+    *,
+    name: str = "<model>",
+    target: str = "llvm-cpu",
+    repetitions: int = 5,
+    peak_gbps: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TimingReport:
     """Time every dispatch of `module` (IREE's dispatch benchmarks) and the whole call on `args`, and put
     each dispatch on the measured roofline with its static FLOPs and bytes (`opscope.analysis.dispatch`)."""
     from opscope.analysis.dispatch import analyze_dispatches
@@ -244,10 +298,12 @@ def time_model(module, args: list[np.ndarray], *, name: str = "<model>", target:
     for t in times:
         d = static.get(t.name)
         flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
-        roof = (empirical_roofline(t.us / 1e3, flops, moved, peak)
-                if flops is not None and moved and t.us is not None else None)
-        timed.append(TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof,
-                                   t.untimed))
+        roof = (
+            empirical_roofline(t.us / 1e3, flops, moved, peak)
+            if flops is not None and moved and t.us is not None
+            else None
+        )
+        timed.append(TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof, t.untimed))
     loaded = load(compiled)
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))

@@ -23,9 +23,9 @@ import gc
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -36,12 +36,16 @@ from opscope.errors import OpscopeError
 # name -> (what it simulates, its pipeline). Weights a model takes as arguments (the digits MLP)
 # count as weights; activations are the inputs of projections (a weight rhs), as in the reference.
 FAKEQUANT: dict[str, tuple[str, str]] = {
-    "w8a8": ("W8A8 (int8 weights per output channel, int8 activations per token)",
-             "fakequant-activations{bits=8},fakequant-weights{bits=8 arguments=true}"),
+    "w8a8": (
+        "W8A8 (int8 weights per output channel, int8 activations per token)",
+        "fakequant-activations{bits=8},fakequant-weights{bits=8 arguments=true}",
+    ),
     "w8a16": ("W8A16 (int8 weights per output channel)", "fakequant-weights{bits=8 arguments=true}"),
     "w4a16": ("W4A16 (int4 weights per output channel)", "fakequant-weights{bits=4 arguments=true}"),
-    "w4g32a16": ("W4A16 g32 (int4 weights, a scale per 32 inputs)",
-                 "fakequant-weights{bits=4 group=32 arguments=true}"),
+    "w4g32a16": (
+        "W4A16 g32 (int4 weights, a scale per 32 inputs)",
+        "fakequant-weights{bits=4 group=32 arguments=true}",
+    ),
     "a8": ("A8 (int8 activations per token, f32 weights)", "fakequant-activations{bits=8}"),
 }
 KEEP = 0.95  # the headline share a "k blocks can go" answer keeps
@@ -62,8 +66,10 @@ def skip(blocks: Sequence[str]) -> Variant:
     if not names:
         raise OpscopeError("skip: name at least one residual block")
     listed = ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"
-    return Variant(f"skip {len(names)} block{'s' if len(names) > 1 else ''}: {listed}",
-                   'skip-residual-blocks{blocks="' + ",".join(names) + '"}')
+    return Variant(
+        f"skip {len(names)} block{'s' if len(names) > 1 else ''}: {listed}",
+        'skip-residual-blocks{blocks="' + ",".join(names) + '"}',
+    )
 
 
 def fakequant(name: str) -> Variant:
@@ -71,8 +77,10 @@ def fakequant(name: str) -> Variant:
     try:
         what, pipeline = FAKEQUANT[name.lower()]
     except KeyError:
-        raise OpscopeError(f"no fake-quant scheme '{name}' (choose one of: {', '.join(FAKEQUANT)}; or give "
-                           "--pipeline 'fakequant-weights{...},fakequant-activations{...}')") from None
+        raise OpscopeError(
+            f"no fake-quant scheme '{name}' (choose one of: {', '.join(FAKEQUANT)}; or give "
+            "--pipeline 'fakequant-weights{...},fakequant-activations{...}')"
+        ) from None
     return Variant(what, pipeline)
 
 
@@ -133,15 +141,35 @@ class WhatIfReport:
 
     def to_dict(self) -> dict:
         def one(o: Outcome) -> dict:
-            return {"what": o.what, "pipeline": o.pipeline, "metrics": o.metrics, "flops": o.flops,
-                    "bytes": o.bytes, "weights": o.weights, "flops_saved": self.saved(o),
-                    "weights_saved": self.weights_saved(o), "gated": o.gated}
+            return {
+                "what": o.what,
+                "pipeline": o.pipeline,
+                "metrics": o.metrics,
+                "flops": o.flops,
+                "bytes": o.bytes,
+                "weights": o.weights,
+                "flops_saved": self.saved(o),
+                "weights_saved": self.weights_saved(o),
+                "gated": o.gated,
+            }
 
-        return {"schema": "opscope-whatif/1", "model": self.model, "task": self.task, "target": self.target,
-                "data": self.data, "headline": self.headline, "baseline": self.baseline, "flops": self.flops,
-                "bytes": self.bytes, "weights": self.weights, "outcomes": [one(o) for o in self.outcomes],
-                "sweep": [one(o) for o in self.sweep], "curve": [one(o) for o in self.curve],
-                "layers": [one(o) for o in self.layers], "notes": self.notes}
+        return {
+            "schema": "opscope-whatif/1",
+            "model": self.model,
+            "task": self.task,
+            "target": self.target,
+            "data": self.data,
+            "headline": self.headline,
+            "baseline": self.baseline,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "weights": self.weights,
+            "outcomes": [one(o) for o in self.outcomes],
+            "sweep": [one(o) for o in self.sweep],
+            "curve": [one(o) for o in self.curve],
+            "layers": [one(o) for o in self.layers],
+            "notes": self.notes,
+        }
 
     def json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -164,8 +192,9 @@ class Bench:
         self.weights = weight_bytes(module)  # no pipeline: reads `module`, rewrites nothing
         self.function = symbol_name(function_op(module))
         self.reference = self.run(module, "the original", cache=True)
-        self.report = WhatIfReport(evalset.name, evalset.task, target, evalset.data, own(self.reference),
-                                   self.flops, self.bytes, self.weights)
+        self.report = WhatIfReport(
+            evalset.name, evalset.task, target, evalset.data, own(self.reference), self.flops, self.bytes, self.weights
+        )
 
     def module(self):
         """A fresh parse of the original module (rewrites work in place)."""
@@ -253,8 +282,13 @@ def _quiet() -> Iterator[None]:
         log.setLevel(level)
 
 
-def whatif(evalset: EvalSet, variants: Sequence[Variant], *, target: str = "llvm-cpu",
-           progress: Callable[[str], None] | None = None) -> WhatIfReport:
+def whatif(
+    evalset: EvalSet,
+    variants: Sequence[Variant],
+    *,
+    target: str = "llvm-cpu",
+    progress: Callable[[str], None] | None = None,
+) -> WhatIfReport:
     """Measure each variant against the original on `evalset` (see the module docstring)."""
     check_variants(evalset, [v.pipeline for v in variants])
     bench = Bench(evalset, target, progress)
@@ -263,9 +297,17 @@ def whatif(evalset: EvalSet, variants: Sequence[Variant], *, target: str = "llvm
     return bench.report
 
 
-def sweep_skips(evalset: EvalSet, *, blocks: str = "*", target: str = "llvm-cpu", keep: float = KEEP,
-                floor: float = FLOOR, verify: bool = True, variants: Sequence[Variant] = (),
-                progress: Callable[[str], None] | None = None) -> WhatIfReport:
+def sweep_skips(
+    evalset: EvalSet,
+    *,
+    blocks: str = "*",
+    target: str = "llvm-cpu",
+    keep: float = KEEP,
+    floor: float = FLOOR,
+    verify: bool = True,
+    variants: Sequence[Variant] = (),
+    progress: Callable[[str], None] | None = None,
+) -> WhatIfReport:
     """The skip sensitivity sweep and greedy curve over `blocks` (see the module docstring); `variants`
     are measured too, and, with `verify`, the curve's answer at `keep` is built as a real skip."""
     from opscope.ir.pipeline import run_pipeline
@@ -284,15 +326,16 @@ def sweep_skips(evalset: EvalSet, *, blocks: str = "*", target: str = "llvm-cpu"
     ones = np.ones(len(names), np.float32)
     same = compare(bench.reference, bench.summarize(loaded, "all gates on", [ones]))
     if same.get(metric, 1.0) != 1.0:
-        report.notes.append(f"with every gate on the gated build differs from the original ({metric} "
-                            f"{same.get(metric):.4f}): gate arithmetic changed the schedule")
+        report.notes.append(
+            f"with every gate on the gated build differs from the original ({metric} "
+            f"{same.get(metric):.4f}): gate arithmetic changed the schedule"
+        )
     singles = []
     for i, name in enumerate(names):
         gates = ones.copy()
         gates[i] = 0.0
         metrics = compare(bench.reference, bench.summarize(loaded, f"without {name}", [gates]))
-        singles.append(Outcome(f"skip {name}", skip([name]).pipeline, metrics, *bench.skipped_cost([name]),
-                               gated=True))
+        singles.append(Outcome(f"skip {name}", skip([name]).pipeline, metrics, *bench.skipped_cost([name]), gated=True))
     order = sorted(range(len(names)), key=lambda i: -singles[i].metrics.get(metric, 0.0))
     report.sweep = [singles[i] for i in order]
     for k in range(1, len(names) + 1):
@@ -301,8 +344,7 @@ def sweep_skips(evalset: EvalSet, *, blocks: str = "*", target: str = "llvm-cpu"
         gates = ones.copy()
         gates[order[:k]] = 0.0
         metrics = compare(bench.reference, bench.summarize(loaded, f"without {k} blocks", [gates]))
-        report.curve.append(Outcome(chosen.what, chosen.pipeline, metrics,
-                                    *bench.skipped_cost(blocks_off), gated=True))
+        report.curve.append(Outcome(chosen.what, chosen.pipeline, metrics, *bench.skipped_cost(blocks_off), gated=True))
         if metrics.get(metric, 0.0) < floor:
             break
     del loaded
@@ -311,8 +353,10 @@ def sweep_skips(evalset: EvalSet, *, blocks: str = "*", target: str = "llvm-cpu"
     if verify and best is not None:
         built = bench.measure(Variant(best.what + " (built)", best.pipeline))
         if built.metrics.get(metric) != best.metrics.get(metric):
-            report.notes.append(f"the built skip measures {metric} {built.metrics.get(metric):.4f}, the gates "
-                                f"{best.metrics.get(metric):.4f}")
+            report.notes.append(
+                f"the built skip measures {metric} {built.metrics.get(metric):.4f}, the gates "
+                f"{best.metrics.get(metric):.4f}"
+            )
     for v in variants:
         bench.measure(v)
     return report
@@ -331,16 +375,19 @@ def layer_prefixes(evalset: EvalSet) -> list[str]:
     return layers
 
 
-def sweep_layers(evalset: EvalSet, scheme: str, *, target: str = "llvm-cpu",
-                 progress: Callable[[str], None] | None = None) -> WhatIfReport:
+def sweep_layers(
+    evalset: EvalSet, scheme: str, *, target: str = "llvm-cpu", progress: Callable[[str], None] | None = None
+) -> WhatIfReport:
     """Fake-quant `scheme` (`FAKEQUANT`) on one layer at a time (its sites, by name prefix), plus the whole
     model: which layers a quantization hurts most. One build per layer."""
     import re
 
     what, pipeline = fakequant(scheme).what, fakequant(scheme).pipeline
     layers = layer_prefixes(evalset)
-    per_layer = [Variant(f"{scheme.upper()} on {layer}", _with_sites(pipeline, "^" + re.escape(layer) + r"\."))
-                 for layer in layers]
+    per_layer = [
+        Variant(f"{scheme.upper()} on {layer}", _with_sites(pipeline, "^" + re.escape(layer) + r"\."))
+        for layer in layers
+    ]
     check_variants(evalset, [pipeline] + [per_layer[0].pipeline])
     bench = Bench(evalset, target, progress)
     bench.measure(Variant(what, pipeline))
@@ -356,8 +403,10 @@ def _with_sites(pipeline: str, regex: str) -> str:
 
     from opscope.ir.pipeline import Pipeline, parse_pipeline
 
-    elements = [dataclasses.replace(e, sites=regex) if not isinstance(e, str) and hasattr(e, "sites") else e
-                for e in parse_pipeline(pipeline).elements]
+    elements = [
+        dataclasses.replace(e, sites=regex) if not isinstance(e, str) and hasattr(e, "sites") else e
+        for e in parse_pipeline(pipeline).elements
+    ]
     return str(Pipeline(tuple(elements)))
 
 

@@ -103,8 +103,16 @@ class Cone:
         return HINTS[self.kind]
 
     def to_dict(self) -> dict:
-        return {"depth": self.depth, "count": self.count, "ops": self.ops, "score": self.score, "kind": self.kind,
-                "hint": self.hint, "tree": self.tree, "sites": list(self.sites)}
+        return {
+            "depth": self.depth,
+            "count": self.count,
+            "ops": self.ops,
+            "score": self.score,
+            "kind": self.kind,
+            "hint": self.hint,
+            "tree": self.tree,
+            "sites": list(self.sites),
+        }
 
 
 @dataclass(frozen=True)
@@ -121,8 +129,10 @@ class ConeReport:
     def to_text(self, top: int | None = 12, width: int = 160) -> str:
         """Per cone a `score ×count d=depth hint` line, the tree (cut at `width` characters) and sites."""
         shown = self.cones if top is None else self.cones[:top]
-        head = (f"cones: {self.ops} ops; depth {self.min_depth}..{self.max_depth}, seen ≥{self.min_count} times: "
-                f"{len(self.cones)}" + (f" (top {len(shown)})" if len(shown) < len(self.cones) else ""))
+        head = (
+            f"cones: {self.ops} ops; depth {self.min_depth}..{self.max_depth}, seen ≥{self.min_count} times: "
+            f"{len(self.cones)}" + (f" (top {len(shown)})" if len(shown) < len(self.cones) else "")
+        )
         lines = [head]
         if self.note:
             lines.append(f"  note: {self.note}")
@@ -137,12 +147,20 @@ class ConeReport:
     def to_dict(self, top: int | None = None) -> dict:
         """JSON-safe: options, op count, note and the cones (all, or the `top` best), full trees."""
         shown = self.cones if top is None else self.cones[:top]
-        return {"analysis": "cones", "ops": self.ops, "min_depth": self.min_depth, "max_depth": self.max_depth,
-                "min_count": self.min_count, "note": self.note, "cones": [c.to_dict() for c in shown]}
+        return {
+            "analysis": "cones",
+            "ops": self.ops,
+            "min_depth": self.min_depth,
+            "max_depth": self.max_depth,
+            "min_count": self.min_count,
+            "note": self.note,
+            "cones": [c.to_dict() for c in shown],
+        }
 
 
-def dataflow_cones(module: ir.Module | ir.Operation, min_depth: int = 2, max_depth: int = 6,
-                   min_count: int = 2) -> ConeReport:
+def dataflow_cones(
+    module: ir.Module | ir.Operation, min_depth: int = 2, max_depth: int = 6, min_count: int = 2
+) -> ConeReport:
     """The repeated input cones of every function in `module`, with fusion hints."""
     return mine_cones(build_graph(module), min_depth, max_depth, min_count)
 
@@ -194,8 +212,10 @@ def mine_cones(graph: OpGraph, min_depth: int = 2, max_depth: int = 6, min_count
     stream = trees.intern(STREAM_LABEL, ())
     cut = hints.stream  # the residual stream ends a cone
     for depth in range(1, max_depth + 1):
-        sig = [trees.intern(graph.labels[n], tuple(stream if cut[i] else sig[i] for i in ins)) if ins else base[n]
-               for n, ins in enumerate(graph.inputs)]
+        sig = [
+            trees.intern(graph.labels[n], tuple(stream if cut[i] else sig[i] for i in ins)) if ins else base[n]
+            for n, ins in enumerate(graph.inputs)
+        ]
         if depth < min_depth:
             continue
         groups: dict[int, list[int]] = {}
@@ -205,8 +225,16 @@ def mine_cones(graph: OpGraph, min_depth: int = 2, max_depth: int = 6, min_count
             if len(members) < min_count or tid in kept_ids or trees.ops[tid] < MIN_OPS:
                 continue
             kept_ids.add(tid)
-            cone = Cone(depth, len(members), trees.text(tid), trees.ops[tid], hints.kind(members, depth),
-                        tuple(graph.sites[n] for n in members[:MAX_SITES]), members[0], tuple(members))
+            cone = Cone(
+                depth,
+                len(members),
+                trees.text(tid),
+                trees.ops[tid],
+                hints.kind(members, depth),
+                tuple(graph.sites[n] for n in members[:MAX_SITES]),
+                members[0],
+                tuple(members),
+            )
             key = (tuple(members), trees.ops[tid])
             if key in same:  # the cone seen one depth shallower, only its leaves now spelled out
                 found[same[key]] = cone
@@ -234,9 +262,13 @@ def _maximal(found: list[Cone], graph: OpGraph, cut: list[bool]) -> list[Cone]:
     keep = []
     for a, cone in enumerate(found):
         roots = spans[a][0]
-        inside = any(b != a and other.count >= cone.count and roots <= spans[b][1]
-                     and (other.ops > cone.ops or not roots & spans[b][0])
-                     for b, other in enumerate(found))
+        inside = any(
+            b != a
+            and other.count >= cone.count
+            and roots <= spans[b][1]
+            and (other.ops > cone.ops or not roots & spans[b][0])
+            for b, other in enumerate(found)
+        )
         if not inside:
             keep.append(cone)
     return keep
@@ -376,5 +408,7 @@ class _Hints:
 
 def _check_options(min_depth: int, max_depth: int, min_count: int) -> None:
     if min_depth < 1 or max_depth < min_depth or min_count < 1:
-        raise ValueError(f"cones: need 1 ≤ min_depth ≤ max_depth and min_count ≥ 1, "
-                         f"got min_depth={min_depth}, max_depth={max_depth}, min_count={min_count}")
+        raise ValueError(
+            f"cones: need 1 ≤ min_depth ≤ max_depth and min_count ≥ 1, "
+            f"got min_depth={min_depth}, max_depth={max_depth}, min_count={min_count}"
+        )

@@ -46,8 +46,19 @@ from opscope.analysis.ledger import ledger_dict, ledger_text
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.ir.const_expr import is_const_expr, is_weight, memoized
 from opscope.ir.flops import (
-    ATTENTION, FOR, SOFTMAX, SOFTMAX_FLOPS, WHILE, attention_dims, attention_op_flops, domain_size, indexing_maps,
-    live_results, scalar_op_flops, structured_flops, trip_count,
+    ATTENTION,
+    FOR,
+    SOFTMAX,
+    SOFTMAX_FLOPS,
+    WHILE,
+    attention_dims,
+    attention_op_flops,
+    domain_size,
+    indexing_maps,
+    live_results,
+    scalar_op_flops,
+    structured_flops,
+    trip_count,
 )
 from opscope.ir.labels import op_label
 from opscope.ir.sites import location_name, loop_sizes
@@ -55,16 +66,30 @@ from opscope.ir.sites import location_name, loop_sizes
 SOURCE_DIALECTS = ("stablehlo.", "torch.", "tosa.", "mhlo.")  # what importers lower to linalg
 
 LEAVES = frozenset({"arith.constant", "util.global.load", "tensor.empty"})
-VIEWS = frozenset({
-    "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.bitcast", "tensor.reshape",
-    "tensor.extract_slice", "util.optimization_barrier",
-})
+VIEWS = frozenset(
+    {
+        "tensor.expand_shape",
+        "tensor.collapse_shape",
+        "tensor.cast",
+        "tensor.bitcast",
+        "tensor.reshape",
+        "tensor.extract_slice",
+        "util.optimization_barrier",
+    }
+)
 UNMODELLED_LOOPS = frozenset({"scf.forall", "scf.parallel"})
 TERMINATORS = frozenset({"scf.yield", "scf.condition"})
-COPIES = frozenset({
-    "tensor.concat", "tensor.pad", "tensor.insert_slice", "tensor.splat", "tensor.from_elements", "linalg.pack",
-    "linalg.unpack",
-})
+COPIES = frozenset(
+    {
+        "tensor.concat",
+        "tensor.pad",
+        "tensor.insert_slice",
+        "tensor.splat",
+        "tensor.from_elements",
+        "linalg.pack",
+        "linalg.unpack",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -345,8 +370,11 @@ def _loop(op: ir.Operation, hoist: bool) -> _Raw:
     t = raw.traffic
     for c in body_costs(op, hoist=hoist):
         raw.flops = _plus(raw.flops, c.flops)
-        t.read, t.written, t.weights = (_plus(t.read, c.bytes_read), _plus(t.written, c.bytes_written),
-                                        _plus(t.weights, c.bytes_weights))
+        t.read, t.written, t.weights = (
+            _plus(t.read, c.bytes_read),
+            _plus(t.written, c.bytes_written),
+            _plus(t.weights, c.bytes_weights),
+        )
         if c.unknown is not None and raw.unknown is None:
             raw.unknown = f"body op {c.name}: {c.unknown}"
     raw.flops = _times(raw.flops, trips)
@@ -429,8 +457,9 @@ def executions(op, memo: dict | None = None) -> tuple[int | None, str | None]:
             return None, f"inside loop {location_name(parent.location) or parent.name}: {why}"
         runs *= trips
         top, parent = parent, parent.parent
-    if parent is None or (parent.parent is not None and (parent.parent.name != "builtin.module"
-                                                          or parent.parent.parent is not None)):
+    if parent is None or (
+        parent.parent is not None and (parent.parent.name != "builtin.module" or parent.parent.parent is not None)
+    ):
         return None, "outside the top-level func.funcs that analyze costs"
     if top not in memo:
         memo[top] = op_cost(top)

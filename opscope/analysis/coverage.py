@@ -10,8 +10,8 @@ cost model cannot know are counted apart, never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from iree.compiler import ir
 

@@ -32,8 +32,18 @@ from opscope.ir.sites import location_name
 
 LOAD, STORE = "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store"
 ENCODING = "iree_encoding."  # set_encoding / unset_encoding: data tiling's relayouts
-NOT_COMPUTE = frozenset({LOAD, STORE, "func.return", "arith.constant", "tensor.empty", "hal.interface.binding.subspan",
-                         "hal.interface.constant.load", "iree_tensor_ext.dispatch.workload.ordinal"})
+NOT_COMPUTE = frozenset(
+    {
+        LOAD,
+        STORE,
+        "func.return",
+        "arith.constant",
+        "tensor.empty",
+        "hal.interface.binding.subspan",
+        "hal.interface.constant.load",
+        "iree_tensor_ext.dispatch.workload.ordinal",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -89,9 +99,17 @@ class DispatchReport:
             "bytes_external": self.total("bytes_external"),
             "bytes_internal": self.total("bytes_internal"),
             "per_dispatch": [
-                {"name": d.name, "calls": d.calls, "ops": list(d.ops), "sources": list(d.sources),
-                 "flops": d.flops, "bytes_external": d.bytes_external, "bytes_internal": d.bytes_internal,
-                 "intensity": d.intensity, "class": _class(d, ridge)}
+                {
+                    "name": d.name,
+                    "calls": d.calls,
+                    "ops": list(d.ops),
+                    "sources": list(d.sources),
+                    "flops": d.flops,
+                    "bytes_external": d.bytes_external,
+                    "bytes_internal": d.bytes_internal,
+                    "intensity": d.intensity,
+                    "class": _class(d, ridge),
+                }
                 for d in self.dispatches
             ],
         }
@@ -99,17 +117,33 @@ class DispatchReport:
     def to_text(self, top: int = 20, ridge: float = DEFAULT_RIDGE) -> str:
         """A table of the `top` dispatches by FLOPs, with the totals above it."""
         flops, ext, internal = (self.total(f) for f in ("flops", "bytes_external", "bytes_internal"))
-        lines = [f"{len(self.dispatches)} dispatches ({sum(d.calls for d in self.dispatches)} calls) on "
-                 f"{self.target}: {_num(flops)} FLOP, {_num(ext)} B to/from memory, {_num(internal)} B kept "
-                 f"on chip by fusion (ridge {ridge:g} FLOP/B)"]
+        lines = [
+            f"{len(self.dispatches)} dispatches ({sum(d.calls for d in self.dispatches)} calls) on "
+            f"{self.target}: {_num(flops)} FLOP, {_num(ext)} B to/from memory, {_num(internal)} B kept "
+            f"on chip by fusion (ridge {ridge:g} FLOP/B)"
+        ]
         ranked = sorted(self.dispatches, key=lambda d: -(d.flops or 0) * d.calls)[:top]
         head = ["dispatch", "calls", "FLOP", "ext B", "fused B", "FLOP/B", "class", "ops (sources)"]
-        rows = [[d.name, str(d.calls), _num(d.flops), _num(d.bytes_external), _num(d.bytes_internal),
-                 "-" if d.intensity is None else f"{d.intensity:.1f}", _class(d, ridge),
-                 " + ".join(d.ops) + (f"  ({', '.join(d.sources)})" if d.sources else "")] for d in ranked]
+        rows = [
+            [
+                d.name,
+                str(d.calls),
+                _num(d.flops),
+                _num(d.bytes_external),
+                _num(d.bytes_internal),
+                "-" if d.intensity is None else f"{d.intensity:.1f}",
+                _class(d, ridge),
+                " + ".join(d.ops) + (f"  ({', '.join(d.sources)})" if d.sources else ""),
+            ]
+            for d in ranked
+        ]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-        fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, 6, 7) else c.rjust(w)  # noqa: E731
-                                      for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+        def fmt(cells: list[str]) -> str:
+            return "  ".join(
+                c.ljust(w) if i in (0, 6, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+
         lines += [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
         return "\n".join(lines) + "\n"
 

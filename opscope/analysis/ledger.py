@@ -18,8 +18,10 @@ from opscope.ir.flops import FOR
 if TYPE_CHECKING:
     from opscope.analysis.cost import ModuleCost, OpCost
 
-FLOOR_NOTE = ("static floor: each operand read once, each result written once, perfect reuse inside an op, "
-              "none across ops; diagnostic only")
+FLOOR_NOTE = (
+    "static floor: each operand read once, each result written once, perfect reuse inside an op, "
+    "none across ops; diagnostic only"
+)
 SCHEMA = "opscope-cost/1"
 
 
@@ -59,8 +61,10 @@ def _op_rows(ops: list[OpCost], ridge: float) -> list[str]:
     """One line per op: bytes, FLOPs, FLOP/B, roofline class, label and name."""
     rows = []
     for c in ops:
-        rows.append(f"  {human_bytes(c.bytes or 0):>11} {human_count(c.flops or 0):>10} {_intensity(c.intensity):>8}  "
-                    f"{roofline_class(c, ridge):13} {c.label:24} {c.name}")
+        rows.append(
+            f"  {human_bytes(c.bytes or 0):>11} {human_count(c.flops or 0):>10} {_intensity(c.intensity):>8}  "
+            f"{roofline_class(c, ridge):13} {c.label:24} {c.name}"
+        )
     return rows
 
 
@@ -72,22 +76,31 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
         lines.append("  no ops to cost: the module has no func.func with a body (0 FLOPs, 0 B bytes moved)")
         return "\n".join(lines) + "\n"
     unknown = cost.unknown
-    lines.append(f"  {len(ops)} ops in {len(cost.functions)} function(s)"
-                 + (f", {len(unknown)} with an unknown part (totals below are lower bounds)" if unknown else ""))
-    lines.append(f"  FLOPs {human_count(cost.total_flops)} ({cost.total_flops:,}), "
-                 f"bytes moved {human_bytes(cost.total_bytes)} (read {human_bytes(cost.total_bytes_read)}, "
-                 f"written {human_bytes(cost.total_bytes_written)}), intensity {cost.intensity:.2f} FLOP/B")
-    lines.append(f"  weights read {human_bytes(cost.total_weight_bytes)}: "
-                 f"{100 * cost.weight_share:.1f} % of bytes moved")
+    lines.append(
+        f"  {len(ops)} ops in {len(cost.functions)} function(s)"
+        + (f", {len(unknown)} with an unknown part (totals below are lower bounds)" if unknown else "")
+    )
+    lines.append(
+        f"  FLOPs {human_count(cost.total_flops)} ({cost.total_flops:,}), "
+        f"bytes moved {human_bytes(cost.total_bytes)} (read {human_bytes(cost.total_bytes_read)}, "
+        f"written {human_bytes(cost.total_bytes_written)}), intensity {cost.intensity:.2f} FLOP/B"
+    )
+    lines.append(
+        f"  weights read {human_bytes(cost.total_weight_bytes)}: {100 * cost.weight_share:.1f} % of bytes moved"
+    )
     if cost.hoisted:
         hb = sum(c.bytes or 0 for c in cost.hoisted)
         hf = sum(c.flops or 0 for c in cost.hoisted)
-        lines.append(f"  hoisted constant expressions (weight transposes, broadcasts...): {len(cost.hoisted)} ops, "
-                     f"{human_bytes(hb)}, {human_count(hf)} FLOPs once at load, 0 per call")
+        lines.append(
+            f"  hoisted constant expressions (weight transposes, broadcasts...): {len(cost.hoisted)} ops, "
+            f"{human_bytes(hb)}, {human_count(hf)} FLOPs once at load, 0 per call"
+        )
     loops = [c for c in ops if c.label == FOR and c.domain is not None]
     if loops:
-        lines.append(f"  loops counted as trip count × body: {', '.join(f'{c.name} ×{c.domain}' for c in loops[:top])}"
-                     + (" ..." if len(loops) > top else ""))
+        lines.append(
+            f"  loops counted as trip count × body: {', '.join(f'{c.name} ×{c.domain}' for c in loops[:top])}"
+            + (" ..." if len(loops) > top else "")
+        )
     header = f"  {'bytes':>11} {'FLOPs':>10} {'FLOP/B':>8}  {'class':13} {'kind':24} name"
     by_bytes = cost.top(top, by="bytes")
     if by_bytes:
@@ -95,18 +108,27 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
     by_flops = cost.top(top, by="flops")
     if by_flops:
         lines += ["", f"top {len(by_flops)} ops by FLOPs:", header, *_op_rows(by_flops, ridge)]
-    lines += ["", "per kind (by bytes):", f"  {'kind':24} {'count':>6} {'bytes':>11} {'% bytes':>8} {'FLOPs':>10} "
-              f"{'% FLOPs':>8} {'FLOP/B':>8}"]
+    lines += [
+        "",
+        "per kind (by bytes):",
+        f"  {'kind':24} {'count':>6} {'bytes':>11} {'% bytes':>8} {'FLOPs':>10} {'% FLOPs':>8} {'FLOP/B':>8}",
+    ]
     for r in cost.by_label():
-        lines.append(f"  {r.label:24} {r.count:6d} {human_bytes(r.bytes):>11} {percent(r.bytes, cost.total_bytes):>8} "
-                     f"{human_count(r.flops):>10} {percent(r.flops, cost.total_flops):>8} {_intensity(r.intensity):>8}")
+        lines.append(
+            f"  {r.label:24} {r.count:6d} {human_bytes(r.bytes):>11} {percent(r.bytes, cost.total_bytes):>8} "
+            f"{human_count(r.flops):>10} {percent(r.flops, cost.total_flops):>8} {_intensity(r.intensity):>8}"
+        )
     split = cost.roofline_split(ridge)
     all_bytes, all_flops = split.memory_bytes + split.compute_bytes, split.memory_flops + split.compute_flops
     lines += ["", f"roofline at ridge {ridge:g} FLOP/B:"]
-    for label, b, f in (("memory-bound", split.memory_bytes, split.memory_flops),
-                        ("compute-bound", split.compute_bytes, split.compute_flops)):
-        lines.append(f"  {label:13} {human_bytes(b):>11} bytes ({percent(b, all_bytes)}), "
-                     f"{human_count(f)} FLOPs ({percent(f, all_flops)})")
+    for label, b, f in (
+        ("memory-bound", split.memory_bytes, split.memory_flops),
+        ("compute-bound", split.compute_bytes, split.compute_flops),
+    ):
+        lines.append(
+            f"  {label:13} {human_bytes(b):>11} bytes ({percent(b, all_bytes)}), "
+            f"{human_count(f)} FLOPs ({percent(f, all_flops)})"
+        )
     if split.unknown_ops:
         lines.append(f"  {split.unknown_ops} op(s) unclassified (unknown FLOPs or bytes)")
     if unknown:
@@ -118,10 +140,20 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
 def _op_dict(c: OpCost, ridge: float, function: str | None = None) -> dict:
     """One op as a JSON-safe dict (with its function's name when given)."""
     head = {} if function is None else {"function": function}
-    return {**head, "index": c.index, "name": c.name, "label": c.label, "domain": c.domain,
-            "flops": c.flops, "bytes_read": c.bytes_read, "bytes_written": c.bytes_written,
-            "bytes_weights": c.bytes_weights, "intensity": c.intensity, "class": roofline_class(c, ridge),
-            "unknown": c.unknown}
+    return {
+        **head,
+        "index": c.index,
+        "name": c.name,
+        "label": c.label,
+        "domain": c.domain,
+        "flops": c.flops,
+        "bytes_read": c.bytes_read,
+        "bytes_written": c.bytes_written,
+        "bytes_weights": c.bytes_weights,
+        "intensity": c.intensity,
+        "class": roofline_class(c, ridge),
+        "unknown": c.unknown,
+    }
 
 
 def ledger_dict(cost: ModuleCost, ridge: float = DEFAULT_RIDGE) -> dict:
@@ -131,16 +163,35 @@ def ledger_dict(cost: ModuleCost, ridge: float = DEFAULT_RIDGE) -> dict:
         "schema": SCHEMA,
         "note": FLOOR_NOTE,
         "totals": {
-            "ops": len(cost.ops), "flops": cost.total_flops, "bytes": cost.total_bytes,
-            "bytes_read": cost.total_bytes_read, "bytes_written": cost.total_bytes_written,
-            "bytes_weights": cost.total_weight_bytes, "weight_share": cost.weight_share,
-            "intensity": cost.intensity, "complete": cost.complete,
+            "ops": len(cost.ops),
+            "flops": cost.total_flops,
+            "bytes": cost.total_bytes,
+            "bytes_read": cost.total_bytes_read,
+            "bytes_written": cost.total_bytes_written,
+            "bytes_weights": cost.total_weight_bytes,
+            "weight_share": cost.weight_share,
+            "intensity": cost.intensity,
+            "complete": cost.complete,
         },
-        "by_label": [{"label": r.label, "count": r.count, "flops": r.flops, "bytes": r.bytes,
-                      "bytes_weights": r.bytes_weights, "unknown": r.unknown} for r in cost.by_label()],
-        "roofline": {"ridge": ridge, "memory_bound_flops": split.memory_flops,
-                     "compute_bound_flops": split.compute_flops, "memory_bound_bytes": split.memory_bytes,
-                     "compute_bound_bytes": split.compute_bytes, "unknown_ops": split.unknown_ops},
+        "by_label": [
+            {
+                "label": r.label,
+                "count": r.count,
+                "flops": r.flops,
+                "bytes": r.bytes,
+                "bytes_weights": r.bytes_weights,
+                "unknown": r.unknown,
+            }
+            for r in cost.by_label()
+        ],
+        "roofline": {
+            "ridge": ridge,
+            "memory_bound_flops": split.memory_flops,
+            "compute_bound_flops": split.compute_flops,
+            "memory_bound_bytes": split.memory_bytes,
+            "compute_bound_bytes": split.compute_bytes,
+            "unknown_ops": split.unknown_ops,
+        },
         "hoisted": [_op_dict(c, ridge) for c in cost.hoisted],
         "unknown": [{"label": label, "name": name, "why": why} for label, name, why in cost.unknown],
         "ops": [_op_dict(c, ridge, f.name) for f in cost.functions for c in f.ops],

@@ -62,8 +62,10 @@ class MotifReport:
     def to_text(self, top: int | None = 12) -> str:
         """`score ×count  a → b → c   e.g. site, site` lines, best first, under a one-line header."""
         shown = self.motifs if top is None else self.motifs[:top]
-        head = (f"motifs: {self.ops} ops; chains of {self.min_len}..{self.max_len} ops seen ≥{self.min_count} times: "
-                f"{len(self.motifs)}" + (f" (top {len(shown)})" if len(shown) < len(self.motifs) else ""))
+        head = (
+            f"motifs: {self.ops} ops; chains of {self.min_len}..{self.max_len} ops seen ≥{self.min_count} times: "
+            f"{len(self.motifs)}" + (f" (top {len(shown)})" if len(shown) < len(self.motifs) else "")
+        )
         lines = [head]
         if self.note:
             lines.append(f"  note: {self.note}")
@@ -76,12 +78,20 @@ class MotifReport:
     def to_dict(self, top: int | None = None) -> dict:
         """JSON-safe: options, op count, note and the motifs (all, or the `top` best)."""
         shown = self.motifs if top is None else self.motifs[:top]
-        return {"analysis": "motifs", "ops": self.ops, "min_len": self.min_len, "max_len": self.max_len,
-                "min_count": self.min_count, "note": self.note, "motifs": [m.to_dict() for m in shown]}
+        return {
+            "analysis": "motifs",
+            "ops": self.ops,
+            "min_len": self.min_len,
+            "max_len": self.max_len,
+            "min_count": self.min_count,
+            "note": self.note,
+            "motifs": [m.to_dict() for m in shown],
+        }
 
 
-def linear_motifs(module: ir.Module | ir.Operation, min_len: int = 2, max_len: int = 6,
-                  min_count: int = 2) -> MotifReport:
+def linear_motifs(
+    module: ir.Module | ir.Operation, min_len: int = 2, max_len: int = 6, min_count: int = 2
+) -> MotifReport:
     """The recurring single-consumer op chains of every function in `module`."""
     return mine_motifs(build_graph(module), min_len, max_len, min_count)
 
@@ -125,5 +135,7 @@ def _chain(graph: OpGraph, consumers: list[list[int]], start: int, max_len: int)
 
 def _check_options(min_len: int, max_len: int, min_count: int) -> None:
     if min_len < 1 or max_len < min_len or min_count < 1:
-        raise ValueError(f"motifs: need 1 ≤ min_len ≤ max_len and min_count ≥ 1, "
-                         f"got min_len={min_len}, max_len={max_len}, min_count={min_count}")
+        raise ValueError(
+            f"motifs: need 1 ≤ min_len ≤ max_len and min_count ≥ 1, "
+            f"got min_len={min_len}, max_len={max_len}, min_count={min_count}"
+        )

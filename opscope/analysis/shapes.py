@@ -90,24 +90,34 @@ class ShapeHistogram:
 
     def to_text(self, top: int = 10) -> str:
         """`B×M×K×N dtype ×count %FLOPs (FLOPs)` rows, then attention shapes."""
-        lines = [f"GEMM shapes ({len(self.gemms)} distinct, {human_count(self.gemm_flops)} FLOPs, "
-                 f"{percent(self.gemm_flops, self.total_flops)} of the module's {human_count(self.total_flops)}):"]
+        lines = [
+            f"GEMM shapes ({len(self.gemms)} distinct, {human_count(self.gemm_flops)} FLOPs, "
+            f"{percent(self.gemm_flops, self.total_flops)} of the module's {human_count(self.total_flops)}):"
+        ]
         for g in self.gemms[:top]:
-            lines.append(f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {100 * g.share:6.2f} %  "
-                         f"({human_count(g.flops)} FLOPs{_runs(g.count, g.runs)})")
+            lines.append(
+                f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {100 * g.share:6.2f} %  "
+                f"({human_count(g.flops)} FLOPs{_runs(g.count, g.runs)})"
+            )
         if len(self.gemms) > top:
             lines.append(f"  ... {len(self.gemms) - top} more")
         if not self.gemms:
             lines.append("  none")
         if self.attention:
-            lines.append(f"attention shapes ({human_count(self.attention_flops)} FLOPs, "
-                         f"{percent(self.attention_flops, self.total_flops)}):")
+            lines.append(
+                f"attention shapes ({human_count(self.attention_flops)} FLOPs, "
+                f"{percent(self.attention_flops, self.total_flops)}):"
+            )
             for a in self.attention[:top]:
-                lines.append(f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {100 * a.share:6.2f} %  "
-                             f"({human_count(a.flops)} FLOPs{_runs(a.count, a.runs)})")
+                lines.append(
+                    f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {100 * a.share:6.2f} %  "
+                    f"({human_count(a.flops)} FLOPs{_runs(a.count, a.runs)})"
+                )
         if self.dynamic:
-            lines.append(f"{len(self.dynamic)} site(s) with a dynamic size left out: {', '.join(self.dynamic[:5])}"
-                         + (" ..." if len(self.dynamic) > 5 else ""))
+            lines.append(
+                f"{len(self.dynamic)} site(s) with a dynamic size left out: {', '.join(self.dynamic[:5])}"
+                + (" ..." if len(self.dynamic) > 5 else "")
+            )
         if self.uncounted:
             lines.append(f"{len(self.uncounted)} site(s) outside the module's FLOP total left out:")
             lines += [f"  {u}" for u in self.uncounted[:top]]
@@ -119,11 +129,35 @@ class ShapeHistogram:
         """JSON-safe rows."""
         return {
             "total_flops": self.total_flops,
-            "gemms": [{"batch": g.batch, "m": g.m, "k": g.k, "n": g.n, "dtype": g.dtype, "count": g.count,
-                       "runs": g.runs, "flops": g.flops, "share": g.share} for g in self.gemms],
-            "attention": [{"b": a.b, "m": a.m, "k1": a.k1, "k2": a.k2, "n": a.n, "dtype": a.dtype,
-                           "count": a.count, "runs": a.runs, "flops": a.flops, "share": a.share}
-                          for a in self.attention],
+            "gemms": [
+                {
+                    "batch": g.batch,
+                    "m": g.m,
+                    "k": g.k,
+                    "n": g.n,
+                    "dtype": g.dtype,
+                    "count": g.count,
+                    "runs": g.runs,
+                    "flops": g.flops,
+                    "share": g.share,
+                }
+                for g in self.gemms
+            ],
+            "attention": [
+                {
+                    "b": a.b,
+                    "m": a.m,
+                    "k1": a.k1,
+                    "k2": a.k2,
+                    "n": a.n,
+                    "dtype": a.dtype,
+                    "count": a.count,
+                    "runs": a.runs,
+                    "flops": a.flops,
+                    "share": a.share,
+                }
+                for a in self.attention
+            ],
             "dynamic": list(self.dynamic),
             "uncounted": list(self.uncounted),
         }

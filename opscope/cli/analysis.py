@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh = _add_analysis(sub, "shapes", "hot GEMM shapes (batch, M, K, N, dtype) by FLOP share: static", _cmd_shapes, 10)
     sh.add_argument("--ridge", type=float, default=None, help=RIDGE_HELP)
     add_target(sh)
-    by = _add_analysis(sub, "bytes", "exact FLOPs and bytes per op (or per IREE dispatch), roofline: static",
-                       _cmd_bytes, 12)
+    by = _add_analysis(
+        sub, "bytes", "exact FLOPs and bytes per op (or per IREE dispatch), roofline: static", _cmd_bytes, 12
+    )
     by.add_argument("--ridge", type=float, default=None, help=RIDGE_HELP)
     by.add_argument("--dispatches", action="store_true", help="per fused dispatch, as IREE forms them")
     add_target(by)
@@ -89,13 +90,21 @@ def _cmd_shapes(args) -> int:
     cost = analyze(module)
     hist = shape_histogram(module, cost.total_flops)
     split = cost.roofline_split(args.ridge)
-    doc = {"source": args.source, "ridge": args.ridge, "total_flops": cost.total_flops,
-           "total_bytes": cost.total_bytes, "roofline": dataclasses.asdict(split), **hist.to_dict()}
+    doc = {
+        "source": args.source,
+        "ridge": args.ridge,
+        "total_flops": cost.total_flops,
+        "total_bytes": cost.total_bytes,
+        "roofline": dataclasses.asdict(split),
+        **hist.to_dict(),
+    }
     classified = split.memory_flops + split.compute_flops
     share = f"{100 * split.compute_flops / classified:.1f} %" if classified else "-"
-    text = (f"{args.source}: {cost.total_flops:,} FLOPs, {cost.total_bytes:,} bytes moved (static floor), "
-            f"{_per_byte(cost.total_flops, cost.total_bytes)} FLOP/B; at ridge {args.ridge:g} FLOP/B "
-            f"{share} of FLOPs are in compute-bound ops\n" + hist.to_text(args.top))
+    text = (
+        f"{args.source}: {cost.total_flops:,} FLOPs, {cost.total_bytes:,} bytes moved (static floor), "
+        f"{_per_byte(cost.total_flops, cost.total_bytes)} FLOP/B; at ridge {args.ridge:g} FLOP/B "
+        f"{share} of FLOPs are in compute-bound ops\n" + hist.to_text(args.top)
+    )
     return _emit(args, text, doc)
 
 

@@ -6,13 +6,15 @@ import argparse
 
 from opscope.models.zoo import ZOO
 
+SOURCES = (
+    f"a zoo name ({', '.join(ZOO)}) or a model file: .mlir/.mlirbc (linalg, StableHLO or torch "
+    "dialect), .onnx, .pt2 (torch.export.save), .jaxexport"
+)
 
-SOURCES = (f"a zoo name ({', '.join(ZOO)}) or a model file: .mlir/.mlirbc (linalg, StableHLO or torch "
-           "dialect), .onnx, .pt2 (torch.export.save), .jaxexport")
 
-
-def add_source(parser: argparse.ArgumentParser, optional: bool = False, default: str | None = None,
-               extra: str = "") -> None:
+def add_source(
+    parser: argparse.ArgumentParser, optional: bool = False, default: str | None = None, extra: str = ""
+) -> None:
     """The model argument every command that reads a model takes, with the formats it accepts."""
     text = extra + SOURCES + (f"; default {default}" if default else "")
     if optional:
@@ -23,5 +25,6 @@ def add_source(parser: argparse.ArgumentParser, optional: bool = False, default:
 
 def add_target(parser: argparse.ArgumentParser) -> None:
     """--target, default llvm-cpu."""
-    parser.add_argument("--target", default="llvm-cpu",
-                        help="llvm-cpu (default), vulkan-spirv, ... (`opscope targets`)")
+    parser.add_argument(
+        "--target", default="llvm-cpu", help="llvm-cpu (default), vulkan-spirv, ... (`opscope targets`)"
+    )

@@ -19,8 +19,11 @@ DYNAMICS_TAPS = "attention,routing,residual"
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add infer."""
-    p = sub.add_parser("infer", help="attention sinks and heads, expert routing, residual-block influence "
-                                     "(tap, run, report; or re-read a run folder)")
+    p = sub.add_parser(
+        "infer",
+        help="attention sinks and heads, expert routing, residual-block influence "
+        "(tap, run, report; or re-read a run folder)",
+    )
     add_source(p, extra="a run folder or tidy CSV/Parquet already recorded (re-read, nothing runs), or ")
     add_target(p)
     p.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
@@ -29,8 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     feed.add_argument("--inputs", nargs="+", metavar="FILE", help="the model's inputs, as `profile --inputs`")
     feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
     p.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text")
-    p.add_argument("--taps", default=DYNAMICS_TAPS,
-                   help=f"what to tap (default {DYNAMICS_TAPS}; add matmul for the value sketches too)")
+    p.add_argument(
+        "--taps",
+        default=DYNAMICS_TAPS,
+        help=f"what to tap (default {DYNAMICS_TAPS}; add matmul for the value sketches too)",
+    )
     p.add_argument("--heads", action="store_true", help="also print the per-head attention table")
     p.add_argument("--json", action="store_true", help="the tables as JSON records")
     p.set_defaults(fn=_cmd_infer)
@@ -56,16 +62,29 @@ def _cmd_infer(args) -> int:
         report = opscope.mine(args.source)
         where = args.source
     else:
-        res = opscope.profile(args.source, target=args.target, steps=args.steps, out=args.out, inputs=args.inputs,
-                              text=args.text, tokenizer=args.tokenizer, say=print, taps=args.taps)
+        res = opscope.profile(
+            args.source,
+            target=args.target,
+            steps=args.steps,
+            out=args.out,
+            inputs=args.inputs,
+            text=args.text,
+            tokenizer=args.tokenizer,
+            say=print,
+            taps=args.taps,
+        )
         report, where = res.report, res.out_dir
         m = res.model
-        print(f"  {sites_text(m.manifest.sites)}; {compile_text(m.compile_seconds, m.compile_cached)}; "
-              f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with the taps")
+        print(
+            f"  {sites_text(m.manifest.sites)}; {compile_text(m.compile_seconds, m.compile_cached)}; "
+            f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with the taps"
+        )
     d = report.dynamics
     if d is None or d.empty:
-        raise OpscopeError(f"{where}: no attention, routing or residual sketches (record them with "
-                           f"`opscope infer MODEL` or `opscope profile MODEL --taps {DYNAMICS_TAPS}`)")
+        raise OpscopeError(
+            f"{where}: no attention, routing or residual sketches (record them with "
+            f"`opscope infer MODEL` or `opscope profile MODEL --taps {DYNAMICS_TAPS}`)"
+        )
     if args.json:
         print(json.dumps(dynamics_records(d), indent=2, ensure_ascii=False))
         return 0

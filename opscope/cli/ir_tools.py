@@ -21,8 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     de.add_argument("-o", "--output", help="write to a file instead of stdout")
     de.set_defaults(fn=_cmd_demo)
 
-    im = sub.add_parser("import", help="import a model (.onnx, .pt2, .jaxexport, .mlir in torch/StableHLO/linalg "
-                        "form, a zoo name) to linalg MLIR")
+    im = sub.add_parser(
+        "import",
+        help="import a model (.onnx, .pt2, .jaxexport, .mlir in torch/StableHLO/linalg "
+        "form, a zoo name) to linalg MLIR",
+    )
     add_source(im)
     im.add_argument("-o", "--output", required=True, help="model.mlir (text with locations) or model.mlirbc")
     im.set_defaults(fn=_cmd_import)
@@ -85,6 +88,9 @@ def _cmd_targets(args) -> int:
 
     for t in TARGETS.values():
         why = driver_available(t.driver)
-        print(f"{t.name:13} {'runs here' if why is None else 'compiles only'}  {t.note}"
-              + (f" ({why})" if why else "") + f"; ridge {t.ridge:g} FLOP/B ({t.ridge_source})")
+        print(
+            f"{t.name:13} {'runs here' if why is None else 'compiles only'}  {t.note}"
+            + (f" ({why})" if why else "")
+            + f"; ridge {t.ridge:g} FLOP/B ({t.ridge_source})"
+        )
     return 0

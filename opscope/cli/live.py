@@ -10,29 +10,49 @@ from opscope.cli.arguments import add_source, add_target
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add live."""
-    lv = sub.add_parser("live", help="serve a request trace, 1 call in N instrumented: recurrence (memoize?), hot "
-                        "inputs, drift, loads, in bounded memory")
-    add_source(lv, optional=True, default="the reference's demo: a 4-layer MLP, 500 requests over a pool of 8, "
-               "every 5th sampled")
+    lv = sub.add_parser(
+        "live",
+        help="serve a request trace, 1 call in N instrumented: recurrence (memoize?), hot "
+        "inputs, drift, loads, in bounded memory",
+    )
+    add_source(
+        lv,
+        optional=True,
+        default="the reference's demo: a 4-layer MLP, 500 requests over a pool of 8, every 5th sampled",
+    )
     add_target(lv)
     lv.add_argument("--every", type=int, help="instrument 1 call in N (default 16; the demo 5)")
     lv.add_argument("--requests", type=int, help="requests in the trace (default 1000; the demo 500)")
-    lv.add_argument("--pool", type=int, help="distinct inputs the trace draws from: corpus sentences for a zoo text "
-                    "model, the model's own inputs for other zoo models, generated ones for a file (default 64; "
-                    "the demo 8)")
+    lv.add_argument(
+        "--pool",
+        type=int,
+        help="distinct inputs the trace draws from: corpus sentences for a zoo text "
+        "model, the model's own inputs for other zoo models, generated ones for a file (default 64; "
+        "the demo 8)",
+    )
     lv.add_argument("--zipf", type=float, help="Zipf exponent of the draws, 0 = uniform (default 1.1; the demo 0)")
     lv.add_argument("--seed", type=int, default=0, help="seed of the trace's order (default 0)")
     lv.add_argument("--workers", type=int, default=1, help="serve in K processes and merge their sketches (default 1)")
-    lv.add_argument("--csv", help="write the sampled statistics as tidy CSV (`opscope mine` reads it), one step per "
-                    "snapshot")
+    lv.add_argument(
+        "--csv", help="write the sampled statistics as tidy CSV (`opscope mine` reads it), one step per snapshot"
+    )
     lv.add_argument("--parquet", help="also write the tidy table as Parquet (needs --csv)")
     lv.add_argument("--state", help="save the sketches as JSON (mergeable) at every snapshot and at the end")
-    lv.add_argument("--snapshot-every", type=int, default=0,
-                    help="sampled calls between snapshots (default 0: once, at the end; workers: 8)")
+    lv.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=0,
+        help="sampled calls between snapshots (default 0: once, at the end; workers: 8)",
+    )
     lv.add_argument("--force", action="store_true", help="overwrite --csv, --parquet, --state")
     lv.add_argument("--json", action="store_true", help="print the report as JSON")
-    lv.add_argument("--merge", nargs="+", metavar="STATE", help="serve nothing: merge saved sketches (--state files "
-                    "of runs of the same model, from any machine) and print their report")
+    lv.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="STATE",
+        help="serve nothing: merge saved sketches (--state files "
+        "of runs of the same model, from any machine) and print their report",
+    )
     lv.set_defaults(fn=_cmd_live)
 
 
@@ -46,9 +66,21 @@ def _cmd_live(args) -> int:
         report = merge_saved(args.merge)
         print(report.to_json() if args.json else report.text())
         return 0
-    run = opscope.live(args.source, every=args.every, requests=args.requests, pool=args.pool, zipf=args.zipf,
-                       seed=args.seed, workers=args.workers, target=args.target, csv=args.csv, parquet=args.parquet,
-                       state=args.state, snapshot_every=args.snapshot_every, force=args.force)
+    run = opscope.live(
+        args.source,
+        every=args.every,
+        requests=args.requests,
+        pool=args.pool,
+        zipf=args.zipf,
+        seed=args.seed,
+        workers=args.workers,
+        target=args.target,
+        csv=args.csv,
+        parquet=args.parquet,
+        state=args.state,
+        snapshot_every=args.snapshot_every,
+        force=args.force,
+    )
     print(run.to_json() if args.json else run.text())
     if args.csv and not args.json:
         print(f"\ntidy statistics of the sampled calls: {args.csv} (`opscope mine {args.csv}`)")

@@ -29,26 +29,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add parity."""
     from opscope.act.parity import DEFAULT_TOL
 
-    p = sub.add_parser("parity", help="compare two builds of a model op by op (a rewrite, injected taps, "
-                                      "another target): max |Δ| per op, first op beyond a tolerance")
+    p = sub.add_parser(
+        "parity",
+        help="compare two builds of a model op by op (a rewrite, injected taps, "
+        "another target): max |Δ| per op, first op beyond a tolerance",
+    )
     p.add_argument("a", metavar="A", help="the reference build's model: " + SOURCES)
     p.add_argument("b", metavar="B", nargs="?", help="the other build's model (default A)")
     p.add_argument("--a-pipeline", default="", metavar="P", help="opscope-opt pipeline applied to A before exposing")
     p.add_argument("--b-pipeline", default="", metavar="P", help="opscope-opt pipeline applied to B before exposing")
-    p.add_argument("--a-target", default="llvm-cpu", metavar="T", help="A's target (default llvm-cpu; "
-                                                                       "`opscope targets`)")
+    p.add_argument(
+        "--a-target", default="llvm-cpu", metavar="T", help="A's target (default llvm-cpu; `opscope targets`)"
+    )
     p.add_argument("--b-target", metavar="T", help="B's target (default A's)")
     p.add_argument("--a-flags", default="", metavar="F", help="extra iree-compile flags for A (space-separated)")
     p.add_argument("--b-flags", metavar="F", help="extra iree-compile flags for B (default A's when B's target is)")
-    p.add_argument("--inject", action="store_true", help="inject the stat taps into B after exposing (proves "
-                                                         "injection leaves every op bit-identical)")
-    p.add_argument("--tol", type=float, default=DEFAULT_TOL,
-                   help=f"allowed max|A−B| / max|A| per op (default {DEFAULT_TOL:g})")
+    p.add_argument(
+        "--inject",
+        action="store_true",
+        help="inject the stat taps into B after exposing (proves injection leaves every op bit-identical)",
+    )
+    p.add_argument(
+        "--tol", type=float, default=DEFAULT_TOL, help=f"allowed max|A−B| / max|A| per op (default {DEFAULT_TOL:g})"
+    )
     p.add_argument("--ops", default="", metavar="REGEX", help="expose only ops whose name or label matches")
     p.add_argument("--constants", action="store_true", help="expose constant expressions (weights' transposes) too")
     p.add_argument("--inputs", nargs="+", metavar="FILE", help="the inputs, as `profile --inputs` (first step)")
-    p.add_argument("--all", action="store_true", help="every op in the table, not only those beyond tolerance "
-                                                      "and the worst")
+    p.add_argument(
+        "--all", action="store_true", help="every op in the table, not only those beyond tolerance and the worst"
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the report as JSON")
     fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")
@@ -57,10 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_parity(args) -> int:
     report = opscope.parity(
-        args.a, args.b, a_pipeline=args.a_pipeline, b_pipeline=args.b_pipeline, a_target=args.a_target,
-        b_target=args.b_target, a_flags=args.a_flags.split(),
-        b_flags=None if args.b_flags is None else args.b_flags.split(), inject_b=args.inject, tol=args.tol,
-        ops=args.ops, constants=args.constants, inputs=args.inputs)
+        args.a,
+        args.b,
+        a_pipeline=args.a_pipeline,
+        b_pipeline=args.b_pipeline,
+        a_target=args.a_target,
+        b_target=args.b_target,
+        a_flags=args.a_flags.split(),
+        b_flags=None if args.b_flags is None else args.b_flags.split(),
+        inject_b=args.inject,
+        tol=args.tol,
+        ops=args.ops,
+        constants=args.constants,
+        inputs=args.inputs,
+    )
     if args.json:
         print(report.to_json())
     elif args.markdown:

@@ -13,22 +13,33 @@ from opscope.errors import OpscopeError
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add profile, sweep, seq and replay."""
-    pr = sub.add_parser("profile",
-                        help="the main job: inject sketches, run, record, mine, report (default: built-in model)")
+    pr = sub.add_parser(
+        "profile", help="the main job: inject sketches, run, record, mine, report (default: built-in model)"
+    )
     add_source(pr, optional=True, default="the built-in transformer")
     add_target(pr)
     pr.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
     pr.add_argument("--out", help="run folder (default opscope-runs/<time>)")
     feed = pr.add_mutually_exclusive_group()
-    feed.add_argument("--inputs", nargs="+", metavar="FILE",
-                      help="the model's inputs: one .npz or .safetensors (arrays arg0, arg1, ...) or one .npy per "
-                           "argument; an extra leading axis holds one batch per step (default: generated from the "
-                           "signature: token ids below the vocabulary, masks of ones, N(0,1) floats)")
+    feed.add_argument(
+        "--inputs",
+        nargs="+",
+        metavar="FILE",
+        help="the model's inputs: one .npz or .safetensors (arrays arg0, arg1, ...) or one .npy per "
+        "argument; an extra leading axis holds one batch per step (default: generated from the "
+        "signature: token ids below the vocabulary, masks of ones, N(0,1) floats)",
+    )
     feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
-    pr.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text "
-                    "(default: the zoo model's own)")
-    pr.add_argument("--taps", default="all", help="what to tap: all (default) or some of matmul, attention, routing, "
-                    "residual, comma-separated")
+    pr.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="a local Hugging Face tokenizer folder for --text (default: the zoo model's own)",
+    )
+    pr.add_argument(
+        "--taps",
+        default="all",
+        help="what to tap: all (default) or some of matmul, attention, routing, residual, comma-separated",
+    )
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -64,18 +75,31 @@ def _cmd_profile(args) -> int:
 
     if args.tokenizer and not args.text:
         raise OpscopeError("--tokenizer goes with --text")
-    res = opscope.profile(args.source, target=args.target, steps=args.steps, out=args.out, inputs=args.inputs,
-                          text=args.text, tokenizer=args.tokenizer, say=print, taps=args.taps)
+    res = opscope.profile(
+        args.source,
+        target=args.target,
+        steps=args.steps,
+        out=args.out,
+        inputs=args.inputs,
+        text=args.text,
+        tokenizer=args.tokenizer,
+        say=print,
+        taps=args.taps,
+    )
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
-    print(f"  {sites_text(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
-          f"per step; {compile_text(m.compile_seconds, m.compile_cached)}; "
-          f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with injection")
+    print(
+        f"  {sites_text(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
+        f"per step; {compile_text(m.compile_seconds, m.compile_cached)}; "
+        f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with injection"
+    )
     print()
     print(render(res.report, "findings"))
     out = res.out_dir
-    print(f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
-          f"(full tables; `opscope mine {out}` re-mines)")
+    print(
+        f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
+        f"(full tables; `opscope mine {out}` re-mines)"
+    )
     return 0
 
 
@@ -91,8 +115,11 @@ def sites_text(sites) -> str:
     if not convs and not any(counts.values()):
         return f"{len(sites)} matmul sites"
     parts = [(convs, "convolution"), (mms, "matmul")] + [(n, noun) for noun, n in counts.items()]
-    return f"{len(sites)} sites (" + ", ".join(
-        f"{n} {noun}{'s' * (n != 1 and noun != 'softmax')}" for n, noun in parts if n) + ")"
+    return (
+        f"{len(sites)} sites ("
+        + ", ".join(f"{n} {noun}{'s' * (n != 1 and noun != 'softmax')}" for n, noun in parts if n)
+        + ")"
+    )
 
 
 def compile_text(seconds: float, cached: bool) -> str:
@@ -145,12 +172,17 @@ def _cmd_sweep(args) -> int:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
         return 130
     for shape, worst in res.parity.items():
-        print(f"  parity {'x'.join(map(str, shape))}: original result {parity_text(worst)} with injection on "
-              f"{args.target}")
+        print(
+            f"  parity {'x'.join(map(str, shape))}: original result {parity_text(worst)} with injection on "
+            f"{args.target}"
+        )
     for shape, n in res.sketches_per_run.items():
         print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
-    print(f"recorded {len(res.recorded)} runs" + (f", {len(res.skipped)} already done" if res.skipped else "")
-          + f" of {total} into {out} (site costs: {res.site_costs})")
+    print(
+        f"recorded {len(res.recorded)} runs"
+        + (f", {len(res.skipped)} already done" if res.skipped else "")
+        + f" of {total} into {out} (site costs: {res.site_costs})"
+    )
     _parquet(args, out)
     return 0
 

@@ -1,7 +1,7 @@
 """`opscope plan`: a profile run's findings as guarded IREE rewrites, each measured; `--apply` writes them.
 
-    opscope plan RUN                               # per site: candidate, guard, σ, estimated vs measured, decision
-    opscope plan RUN --apply -o specialized.mlir   # ... and the module with every accepted rewrite, measured whole
+opscope plan RUN                               # per site: candidate, guard, σ, estimated vs measured, decision
+opscope plan RUN --apply -o specialized.mlir   # ... and the module with every accepted rewrite, measured whole
 """
 
 from __future__ import annotations
@@ -15,21 +15,38 @@ from opscope.act.specialize import MAX_ERROR, MIN_SPEEDUP
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add plan."""
-    p = sub.add_parser("plan", help="a run's findings as guarded IREE rewrites of the model, each site measured "
-                                    "as is and rewritten; --apply writes the specialized module")
+    p = sub.add_parser(
+        "plan",
+        help="a run's findings as guarded IREE rewrites of the model, each site measured "
+        "as is and rewritten; --apply writes the specialized module",
+    )
     p.add_argument("run", metavar="RUN", help="a run folder `opscope profile` wrote")
     p.add_argument("--model", help="the model the run profiled (default: the one its run.json names)")
     p.add_argument("--target", help="compile and time for this target (default: the run's)")
-    p.add_argument("--apply", action="store_true", help="write the module with every accepted rewrite (-o) and "
-                                                        "measure the whole model against the original")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="write the module with every accepted rewrite (-o) and measure the whole model against the original",
+    )
     p.add_argument("-o", "--out", metavar="FILE", help="where --apply writes the specialized module (.mlir)")
     p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per variant (default 5)")
-    p.add_argument("--min-speedup", type=float, default=MIN_SPEEDUP,
-                   help=f"accept a rewrite measured at least this much faster (default {MIN_SPEEDUP})")
-    p.add_argument("--max-error", type=float, default=MAX_ERROR,
-                   help=f"a lossy rewrite's relative error of the site's output, at most (default {MAX_ERROR})")
-    p.add_argument("--kinds", default=",".join(KINDS),
-                   help=f"the candidate kinds to measure, comma-separated (default all: {','.join(KINDS)})")
+    p.add_argument(
+        "--min-speedup",
+        type=float,
+        default=MIN_SPEEDUP,
+        help=f"accept a rewrite measured at least this much faster (default {MIN_SPEEDUP})",
+    )
+    p.add_argument(
+        "--max-error",
+        type=float,
+        default=MAX_ERROR,
+        help=f"a lossy rewrite's relative error of the site's output, at most (default {MAX_ERROR})",
+    )
+    p.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"the candidate kinds to measure, comma-separated (default all: {','.join(KINDS)})",
+    )
     p.add_argument("--json", action="store_true", help="the plan as JSON")
     p.set_defaults(fn=_cmd_plan)
 
@@ -40,9 +57,17 @@ def _cmd_plan(args) -> int:
 
     if args.out and not args.apply:
         raise OpscopeError("-o is where --apply writes the specialized module: add --apply")
-    plan = kernel_plan(args.run, args.model, target=args.target, apply=args.apply, out=args.out, rounds=args.rounds,
-                       min_speedup=args.min_speedup, max_error=args.max_error,
-                       kinds=[k.strip() for k in args.kinds.split(",") if k.strip()],
-                       say=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True))
+    plan = kernel_plan(
+        args.run,
+        args.model,
+        target=args.target,
+        apply=args.apply,
+        out=args.out,
+        rounds=args.rounds,
+        min_speedup=args.min_speedup,
+        max_error=args.max_error,
+        kinds=[k.strip() for k in args.kinds.split(",") if k.strip()],
+        say=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True),
+    )
     print(plan.to_json() if args.json else plan.text())
     return 0

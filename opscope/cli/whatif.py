@@ -26,30 +26,55 @@ def register(sub: argparse._SubParsersAction) -> None:
     from opscope.act.quality import TASKS
     from opscope.act.whatif import FAKEQUANT, FLOOR, KEEP
 
-    p = sub.add_parser("whatif", help="measure rewrites end to end on real data: layer skip, fake-quant, any "
-                                      "pipeline; sensitivity sweep and greedy skip curve")
+    p = sub.add_parser(
+        "whatif",
+        help="measure rewrites end to end on real data: layer skip, fake-quant, any "
+        "pipeline; sensitivity sweep and greedy skip curve",
+    )
     add_source(p)
     add_target(p)
-    p.add_argument("--skip", action="append", default=[], metavar="BLOCKS",
-                   help="skip these residual blocks together (names or ordinals, comma-separated; repeat for "
-                        "more variants)")
+    p.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="BLOCKS",
+        help="skip these residual blocks together (names or ordinals, comma-separated; repeat for more variants)",
+    )
     p.add_argument("--skip-lowest", type=int, metavar="K", help="skip the K blocks of least influence in --from")
     p.add_argument("--from", dest="run", metavar="RUN", help="a run folder recorded with the residual taps")
-    p.add_argument("--fakequant", metavar="SCHEMES",
-                   help=f"simulated quantization schemes, comma-separated: {', '.join(FAKEQUANT)}")
-    p.add_argument("--pipeline", action="append", default=[], metavar="P",
-                   help="any opscope-opt pipeline as a variant (repeat for more)")
-    p.add_argument("--sweep", action="store_true",
-                   help="one residual block off at a time, then the greedy curve (one gated build)")
-    p.add_argument("--sweep-layers", metavar="SCHEME",
-                   help="a fake-quant scheme on one layer at a time, plus the whole model (one build per layer)")
+    p.add_argument(
+        "--fakequant",
+        metavar="SCHEMES",
+        help=f"simulated quantization schemes, comma-separated: {', '.join(FAKEQUANT)}",
+    )
+    p.add_argument(
+        "--pipeline",
+        action="append",
+        default=[],
+        metavar="P",
+        help="any opscope-opt pipeline as a variant (repeat for more)",
+    )
+    p.add_argument(
+        "--sweep", action="store_true", help="one residual block off at a time, then the greedy curve (one gated build)"
+    )
+    p.add_argument(
+        "--sweep-layers",
+        metavar="SCHEME",
+        help="a fake-quant scheme on one layer at a time, plus the whole model (one build per layer)",
+    )
     p.add_argument("--blocks", default="*", help="the blocks the sweep covers (default every one)")
-    p.add_argument("--keep", type=float, default=KEEP,
-                   help=f"the headline share the sweep's answer keeps (default {KEEP})")
-    p.add_argument("--floor", type=float, default=FLOOR,
-                   help=f"stop the greedy curve below this headline value (default {FLOOR})")
-    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS,
-                   help=f"predicted tokens a causal LM is measured on (default {DEFAULT_TOKENS})")
+    p.add_argument(
+        "--keep", type=float, default=KEEP, help=f"the headline share the sweep's answer keeps (default {KEEP})"
+    )
+    p.add_argument(
+        "--floor", type=float, default=FLOOR, help=f"stop the greedy curve below this headline value (default {FLOOR})"
+    )
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=DEFAULT_TOKENS,
+        help=f"predicted tokens a causal LM is measured on (default {DEFAULT_TOKENS})",
+    )
     p.add_argument("--steps", type=int, help="batches to measure on (default: sized by the model's task)")
     p.add_argument("--task", choices=TASKS, help="what the model's first result is (default: the zoo's, else outputs)")
     feed = p.add_mutually_exclusive_group()
@@ -68,8 +93,10 @@ def _variants(args) -> list:
     variants = [skip(parse_blocks(s)) for s in args.skip]
     if args.skip_lowest is not None:
         if not args.run:
-            raise OpscopeError("--skip-lowest reads block influence from a recorded run: give --from RUN "
-                               "(record one with `opscope infer MODEL --taps residual --out RUN`)")
+            raise OpscopeError(
+                "--skip-lowest reads block influence from a recorded run: give --from RUN "
+                "(record one with `opscope infer MODEL --taps residual --out RUN`)"
+            )
         variants.append(skip(lowest_influence(args.run, args.skip_lowest)))
     elif args.run:
         raise OpscopeError("--from goes with --skip-lowest K")
@@ -84,8 +111,9 @@ def _check(args, variants: list) -> None:
     from opscope.ir.pipeline import parse_pipeline
 
     if not variants and not args.sweep and not args.sweep_layers:
-        raise OpscopeError("nothing to measure: give --skip, --skip-lowest, --fakequant, --pipeline, --sweep or "
-                           "--sweep-layers")
+        raise OpscopeError(
+            "nothing to measure: give --skip, --skip-lowest, --fakequant, --pipeline, --sweep or --sweep-layers"
+        )
     if args.sweep and args.sweep_layers:
         raise OpscopeError("--sweep and --sweep-layers are two runs: give one of them")
     if args.sweep_layers and variants:
@@ -111,11 +139,26 @@ def _cmd_whatif(args) -> int:
     def say(line: str) -> None:
         print(f"opscope whatif: {line}", file=sys.stderr, flush=True)
 
-    evalset = eval_set(args.source, task=args.task, tokens=args.tokens, steps=args.steps, inputs=args.inputs,
-                       text=args.text, tokenizer=args.tokenizer, named=lambda n: say(f"model {n}"))
+    evalset = eval_set(
+        args.source,
+        task=args.task,
+        tokens=args.tokens,
+        steps=args.steps,
+        inputs=args.inputs,
+        text=args.text,
+        tokenizer=args.tokenizer,
+        named=lambda n: say(f"model {n}"),
+    )
     if args.sweep:
-        report = sweep_skips(evalset, blocks=args.blocks, target=args.target, keep=args.keep, floor=args.floor,
-                             variants=variants, progress=say)
+        report = sweep_skips(
+            evalset,
+            blocks=args.blocks,
+            target=args.target,
+            keep=args.keep,
+            floor=args.floor,
+            variants=variants,
+            progress=say,
+        )
     elif args.sweep_layers:
         report = sweep_layers(evalset, args.sweep_layers, target=args.target, progress=say)
     else:

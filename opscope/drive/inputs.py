@@ -21,9 +21,10 @@ tokenizer's attention mask, other integer arguments zeros (token types).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +32,15 @@ from opscope.errors import OpscopeError
 from opscope.ir.arguments import Argument
 
 NUMPY_DTYPES: dict[str, Any] = {
-    "f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32, "i16": np.int16,
-    "i8": np.int8, "ui8": np.uint8, "i1": np.bool_,
+    "f64": np.float64,
+    "f32": np.float32,
+    "f16": np.float16,
+    "i64": np.int64,
+    "i32": np.int32,
+    "i16": np.int16,
+    "i8": np.int8,
+    "ui8": np.uint8,
+    "i1": np.bool_,
 }
 INPUT_SUFFIXES = (".npz", ".safetensors", ".npy")
 _ARG_NAME = re.compile(r"^(?:arg|arr_)?(\d+)$")
@@ -74,8 +82,9 @@ def generate(args: Sequence[Argument], steps: int, seed: int = 0) -> Iterator[li
         yield step
 
 
-def check_steps(inputs: Iterable[Sequence[Any]], args: Sequence[Argument], steps: int,
-                source: str = "inputs") -> list[list[np.ndarray]]:
+def check_steps(
+    inputs: Iterable[Sequence[Any]], args: Sequence[Argument], steps: int, source: str = "inputs"
+) -> list[list[np.ndarray]]:
     """The first `steps` argument lists of `inputs`, each checked against the signature."""
     out = []
     for t, step in enumerate(islice(inputs, steps)):
@@ -115,8 +124,10 @@ def read_files(paths: Sequence[str | Path], args: Sequence[Argument], steps: int
     else:
         raise OpscopeError(f"{label}: give one .npz or .safetensors file, or one .npy file per argument")
     if len(arrays) != len(args):
-        raise OpscopeError(f"{label}: {len(arrays)} arrays for a model of {len(args)} arguments "
-                           f"({', '.join(a.describe() for a in args)})")
+        raise OpscopeError(
+            f"{label}: {len(arrays)} arrays for a model of {len(args)} arguments "
+            f"({', '.join(a.describe() for a in args)})"
+        )
     held = {}
     for a, x in zip(args, arrays):
         if x.ndim == len(a.shape) + 1 and tuple(x.shape[1:]) == a.shape:
@@ -149,8 +160,9 @@ def _load_named(path: Path) -> dict[str, np.ndarray]:
 
         return load_file(str(path))
     except Exception as e:  # zip, safetensors and numpy errors alike become one line
-        raise OpscopeError(f"{path}: not a readable {path.suffix} file ({type(e).__name__}: "
-                           f"{(str(e).splitlines() or [''])[0]})") from None
+        raise OpscopeError(
+            f"{path}: not a readable {path.suffix} file ({type(e).__name__}: {(str(e).splitlines() or [''])[0]})"
+        ) from None
 
 
 def _ordered(path: Path, named: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -175,8 +187,10 @@ def load_tokenizer(name_or_dir: str | Path):
     try:
         return transformers.AutoTokenizer.from_pretrained(str(name_or_dir), local_files_only=True)
     except Exception as e:
-        raise OpscopeError(f"no tokenizer at {name_or_dir} ({type(e).__name__}): give a folder holding a Hugging "
-                           "Face tokenizer (tokenizer.json or vocab files)") from None
+        raise OpscopeError(
+            f"no tokenizer at {name_or_dir} ({type(e).__name__}): give a folder holding a Hugging "
+            "Face tokenizer (tokenizer.json or vocab files)"
+        ) from None
 
 
 def read_sentences(path: str | Path) -> list[str]:
@@ -192,23 +206,29 @@ def read_sentences(path: str | Path) -> list[str]:
     return sentences
 
 
-def tokenize(sentences: Sequence[str], tokenizer, args: Sequence[Argument], steps: int,
-             source: str = "text") -> list[list[np.ndarray]]:
+def tokenize(
+    sentences: Sequence[str], tokenizer, args: Sequence[Argument], steps: int, source: str = "text"
+) -> list[list[np.ndarray]]:
     """`steps` argument lists of tokenized `sentences` (see the module docstring), checked."""
     ids = max((a for a in args if a.is_integer and a.index_bound), key=lambda a: a.index_bound, default=None)
     if ids is None or len(ids.shape) != 2:
-        raise OpscopeError(f"{source}: the model has no [batch, seq] token-id argument to feed text to "
-                           f"({', '.join(a.describe() for a in args)})")
+        raise OpscopeError(
+            f"{source}: the model has no [batch, seq] token-id argument to feed text to "
+            f"({', '.join(a.describe() for a in args)})"
+        )
     vocab = len(tokenizer)
     if vocab > ids.index_bound:
-        raise OpscopeError(f"{source}: the tokenizer's vocabulary ({vocab}) exceeds the model's embedding "
-                           f"({ids.index_bound} rows): not this model's tokenizer")
+        raise OpscopeError(
+            f"{source}: the tokenizer's vocabulary ({vocab}) exceeds the model's embedding "
+            f"({ids.index_bound} rows): not this model's tokenizer"
+        )
     batch, seq = ids.shape
     masks = [a for a in args if a.is_integer and a.index_bound is None and a.shape == ids.shape]
     others = [a for a in args if a is not ids and a not in masks]
     if any(a.is_float for a in others):
-        raise OpscopeError(f"{source}: text feeds token ids; {next(a for a in others if a.is_float).describe()} "
-                           "needs --inputs")
+        raise OpscopeError(
+            f"{source}: text feeds token ids; {next(a for a in others if a.is_float).describe()} needs --inputs"
+        )
     out = []
     for t in range(steps):
         chunk = [sentences[(t * batch + i) % len(sentences)] for i in range(batch)]

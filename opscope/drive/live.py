@@ -14,8 +14,8 @@ step of the tidy CSV (`opscope mine` reads it) and the sketches saved as JSON (w
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -40,25 +40,39 @@ DIST = "live"
 def check_every(every: object) -> int:
     """`every` as the sampling period (1 call in N), or a one-line error."""
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-        raise OpscopeError(f"live sampling: --every must be an integer >= 1 (1 call in N is instrumented), "
-                           f"got {every!r}")
+        raise OpscopeError(
+            f"live sampling: --every must be an integer >= 1 (1 call in N is instrumented), got {every!r}"
+        )
     return int(every)
 
 
 def check_fingerprints(manifest: Manifest, name: str) -> None:
     """Live recurrence fingerprints each matmul's lhs by its elemsig sketch: refuse a build without one."""
     if not any(e.stat == "elemsig" and e.role == "lhs" for e in manifest.entries):
-        raise OpscopeError(f"{name}: live sampling fingerprints each matmul's lhs by its elemsig sketch and this "
-                           "build records none; build it with StatConfig.live() (or a config that keeps role lhs)")
+        raise OpscopeError(
+            f"{name}: live sampling fingerprints each matmul's lhs by its elemsig sketch and this "
+            "build records none; build it with StatConfig.live() (or a config that keeps role lhs)"
+        )
 
 
 class LiveSampler:
     """Serve a model: call it like the model (results are the original ones), 1 call in `every` instrumented."""
 
-    def __init__(self, manifest: Manifest, tapped: LoadedModule, plain: LoadedModule, every: int, *,
-                 target: str = "llvm-cpu", name: str = "<model>", fingerprint_inputs: bool = True,
-                 csv: str | Path | None = None, state: str | Path | None = None, snapshot_every: int = 0,
-                 sketch: StreamSketch | None = None) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        tapped: LoadedModule,
+        plain: LoadedModule,
+        every: int,
+        *,
+        target: str = "llvm-cpu",
+        name: str = "<model>",
+        fingerprint_inputs: bool = True,
+        csv: str | Path | None = None,
+        state: str | Path | None = None,
+        snapshot_every: int = 0,
+        sketch: StreamSketch | None = None,
+    ) -> None:
         self.every = check_every(every)
         check_fingerprints(manifest, name)
         if snapshot_every < 0:
@@ -78,15 +92,22 @@ class LiveSampler:
         self._recorder = self.open_tidy(self.csv) if self.csv is not None else None
 
     @classmethod
-    def build(cls, source, every: int, target: str = "llvm-cpu", name: str = "<model>",
-              taps: Sequence[str] = LIVE_TAPS, **options) -> "LiveSampler":
+    def build(
+        cls,
+        source,
+        every: int,
+        target: str = "llvm-cpu",
+        name: str = "<model>",
+        taps: Sequence[str] = LIVE_TAPS,
+        **options,
+    ) -> LiveSampler:
         """Compile `source` twice for `target` (plain, and tapped with `StatConfig.live()`) and serve it."""
         every = check_every(every)
         model = InstrumentedModel.build(source, target, StatConfig.live(), name, taps=tuple(taps))
         return cls.from_model(model, every, name=name, **options)
 
     @classmethod
-    def from_model(cls, model: InstrumentedModel, every: int, **options) -> "LiveSampler":
+    def from_model(cls, model: InstrumentedModel, every: int, **options) -> LiveSampler:
         """Serve an already built `InstrumentedModel` (its plain build is compiled here)."""
         every = check_every(every)
         check_fingerprints(model.manifest, options.get("name", "<model>"))
@@ -153,7 +174,7 @@ class LiveSampler:
             if parquet is not None:
                 write_parquet(self.csv, parquet)
 
-    def __enter__(self) -> "LiveSampler":
+    def __enter__(self) -> LiveSampler:
         return self
 
     def __exit__(self, *exc) -> None:

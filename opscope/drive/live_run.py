@@ -36,27 +36,46 @@ class LiveRun:
 
     def truth(self) -> dict[str, float]:
         """The trace's exact recurrences: of the whole stream, and of the calls the sampler sampled."""
-        return {"stream": self.trace.exact_recurrence(),
-                "sampled": self.trace.exact_sampled_recurrence(self.every, self.workers)}
+        return {
+            "stream": self.trace.exact_recurrence(),
+            "sampled": self.trace.exact_sampled_recurrence(self.every, self.workers),
+        }
 
     def text(self) -> str:
         t = self.truth()
-        lines = [f"{self.name}: {self.trace.description}; 1 call in {self.every} sampled"
-                 + (f", {self.workers} workers" if self.workers > 1 else ""),
-                 f"served in {self.served.seconds:.2f} s ({1e3 * self.served.seconds / max(len(self.trace), 1):.2f} ms "
-                 "per request, wall)", "", self.report.text(),
-                 "", f"trace truth: {t['stream']:.1%} of requests repeat an earlier one; {t['sampled']:.1%} of the "
-                 "sampled ones repeat an earlier sampled one (what the 'sampled' column estimates)"]
+        lines = [
+            f"{self.name}: {self.trace.description}; 1 call in {self.every} sampled"
+            + (f", {self.workers} workers" if self.workers > 1 else ""),
+            f"served in {self.served.seconds:.2f} s ({1e3 * self.served.seconds / max(len(self.trace), 1):.2f} ms "
+            "per request, wall)",
+            "",
+            self.report.text(),
+            "",
+            f"trace truth: {t['stream']:.1%} of requests repeat an earlier one; {t['sampled']:.1%} of the "
+            "sampled ones repeat an earlier sampled one (what the 'sampled' column estimates)",
+        ]
         lost = [w for w in self.served.workers if w.exitcode != 0]
         for w in lost:
-            lines.append(f"worker {w.worker} stopped (exit code {w.exitcode}): {w.requests - w.calls_saved} of its "
-                         f"{w.requests} requests are not in the report (the calls after its last snapshot)")
+            lines.append(
+                f"worker {w.worker} stopped (exit code {w.exitcode}): {w.requests - w.calls_saved} of its "
+                f"{w.requests} requests are not in the report (the calls after its last snapshot)"
+            )
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        return json.dumps({"model": self.name, "trace": self.trace.description, "every": self.every,
-                           "workers": self.workers, "seconds": self.served.seconds, "truth": self.truth(),
-                           "lost_requests": self.served.lost, "report": self.report.to_dict()}, indent=2)
+        return json.dumps(
+            {
+                "model": self.name,
+                "trace": self.trace.description,
+                "every": self.every,
+                "workers": self.workers,
+                "seconds": self.served.seconds,
+                "truth": self.truth(),
+                "lost_requests": self.served.lost,
+                "report": self.report.to_dict(),
+            },
+            indent=2,
+        )
 
 
 def _check_out(path: str | Path | None, force: bool, what: str) -> Path | None:
@@ -70,10 +89,23 @@ def _check_out(path: str | Path | None, force: bool, what: str) -> Path | None:
     return path
 
 
-def run_live(source=None, *, every: int | None = None, requests: int | None = None, pool: int | None = None,
-             zipf: float | None = None, seed: int = 0, workers: int = 1, target: str = "llvm-cpu",
-             csv: str | Path | None = None, parquet: str | Path | None = None, state: str | Path | None = None,
-             snapshot_every: int = 0, force: bool = False, progress: bool | None = None) -> LiveRun:
+def run_live(
+    source=None,
+    *,
+    every: int | None = None,
+    requests: int | None = None,
+    pool: int | None = None,
+    zipf: float | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    target: str = "llvm-cpu",
+    csv: str | Path | None = None,
+    parquet: str | Path | None = None,
+    state: str | Path | None = None,
+    snapshot_every: int = 0,
+    force: bool = False,
+    progress: bool | None = None,
+) -> LiveRun:
     """Serve `source` (None: the reference's demo, 500 requests over a pool of 8, every 5th sampled) over a
     trace of `requests` drawn from a `pool` of its inputs (Zipf `zipf`), 1 call in `every` instrumented,
     in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON)."""
@@ -83,8 +115,10 @@ def run_live(source=None, *, every: int | None = None, requests: int | None = No
     pool = pool if pool is not None else DEMO_POOL if demo else MODEL_POOL
     zipf = zipf if zipf is not None else 0.0 if demo else MODEL_ZIPF
     if requests < 1 or pool < 1 or workers < 1 or snapshot_every < 0:
-        raise OpscopeError(f"live: requests, pool and workers must be >= 1 and snapshot-every >= 0, got requests "
-                           f"{requests}, pool {pool}, workers {workers}, snapshot-every {snapshot_every}")
+        raise OpscopeError(
+            f"live: requests, pool and workers must be >= 1 and snapshot-every >= 0, got requests "
+            f"{requests}, pool {pool}, workers {workers}, snapshot-every {snapshot_every}"
+        )
     if zipf < 0:
         raise OpscopeError(f"live: the Zipf exponent must be >= 0 (0: uniform), got {zipf}")
     csv, state = _check_out(csv, force, "CSV"), _check_out(state, force, "state file")
@@ -98,8 +132,15 @@ def run_live(source=None, *, every: int | None = None, requests: int | None = No
         model, trace = model_trace(source, requests, pool, zipf, seed)
         module, name = model.module, model.name
     single = workers == 1
-    sampler = LiveSampler.build(module, every, target, name=name, csv=csv if single else None,
-                                state=state if single else None, snapshot_every=snapshot_every if single else 0)
+    sampler = LiveSampler.build(
+        module,
+        every,
+        target,
+        name=name,
+        csv=csv if single else None,
+        state=state if single else None,
+        snapshot_every=snapshot_every if single else 0,
+    )
     if single:
         served = serve(sampler, trace, progress)
         sampler.close(parquet)
@@ -110,8 +151,9 @@ def run_live(source=None, *, every: int | None = None, requests: int | None = No
     return LiveRun(name, trace, every, workers, served, live_report(served.sketch))
 
 
-def _write_merged(served: Served, sampler: LiveSampler, csv: Path | None, parquet: Path | None,
-                  state: Path | None) -> None:
+def _write_merged(
+    served: Served, sampler: LiveSampler, csv: Path | None, parquet: Path | None, state: Path | None
+) -> None:
     """The workers' merged sketches: one tidy step of their aggregate, and the sketch file."""
     if csv is not None:
         with sampler.open_tidy(csv) as rec:

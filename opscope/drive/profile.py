@@ -21,18 +21,17 @@ same weights.
 from __future__ import annotations
 
 import json
-
 import re
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 from iree.compiler import ir
 
-from opscope.drive.sequence import record_steps
 from opscope.drive.inputs import check_steps, generate, load_tokenizer, read_files, read_sentences, tokenize
+from opscope.drive.sequence import record_steps
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
 from opscope.ir.instrument import TAPS, parse_taps
@@ -50,7 +49,7 @@ CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.c
 RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
-InputsSpec = Union[str, Path, Sequence[Union[str, Path]], Iterable[Sequence[np.ndarray]], None]
+InputsSpec = str | Path | Sequence[str | Path] | Iterable[Sequence[np.ndarray]] | None
 
 
 DEFAULT_LAYERS = 2
@@ -136,8 +135,10 @@ class ProfileResult:
         return self.model.compile_cached
 
     def __repr__(self) -> str:
-        return (f"ProfileResult({self.name!r} on {self.target}: {len(self.manifest.sites)} sites, {self.steps} steps, "
-                f"{self.rows:,} rows in {str(self.out_dir)!r}; {_count(self.report.ranked.height, 'finding')})")
+        return (
+            f"ProfileResult({self.name!r} on {self.target}: {len(self.manifest.sites)} sites, {self.steps} steps, "
+            f"{self.rows:,} rows in {str(self.out_dir)!r}; {_count(self.report.ranked.height, 'finding')})"
+        )
 
 
 def _count(n: int, noun: str) -> str:
@@ -225,12 +226,17 @@ def write_run_record(out: Path, source, target: str, steps: int, dist: str, inpu
     (out / RUN_NAME).write_text(json.dumps(record, indent=1) + "\n")
 
 
-def resolve_inputs(model: ModelSource, steps: int, inputs: InputsSpec = None,
-                   text: str | Path | Sequence[str] | None = None,
-                   tokenizer: str | Path | None = None) -> tuple[list[list[np.ndarray]], str]:
+def resolve_inputs(
+    model: ModelSource,
+    steps: int,
+    inputs: InputsSpec = None,
+    text: str | Path | Sequence[str] | None = None,
+    tokenizer: str | Path | None = None,
+) -> tuple[list[list[np.ndarray]], str]:
     """`steps` checked argument lists for `model` and the `dist` that labels them."""
-    args = arguments(model.module if isinstance(model.module, ir.Module)
-                     else parse_module(model.module, new_context(), model.name))
+    args = arguments(
+        model.module if isinstance(model.module, ir.Module) else parse_module(model.module, new_context(), model.name)
+    )
     if text is not None:
         sentences = [str(s) for s in text] if isinstance(text, (list, tuple)) else read_sentences(text)
         if tokenizer is not None:
@@ -238,12 +244,14 @@ def resolve_inputs(model: ModelSource, steps: int, inputs: InputsSpec = None,
         elif model.tokenizer is not None:
             tok = model.tokenizer()
         else:
-            raise OpscopeError(f"{model.name}: text needs a tokenizer: pass --tokenizer DIR (a local Hugging Face "
-                               "tokenizer folder)")
+            raise OpscopeError(
+                f"{model.name}: text needs a tokenizer: pass --tokenizer DIR (a local Hugging Face tokenizer folder)"
+            )
         label = "text" if isinstance(text, (list, tuple)) else Path(text).name
         return tokenize(sentences, tok, args, steps, label), label
-    if isinstance(inputs, (str, Path)) or (isinstance(inputs, (list, tuple)) and inputs
-                                           and all(isinstance(p, (str, Path)) for p in inputs)):
+    if isinstance(inputs, (str, Path)) or (
+        isinstance(inputs, (list, tuple)) and inputs and all(isinstance(p, (str, Path)) for p in inputs)
+    ):
         paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
         return read_files(paths, args, steps), Path(paths[0]).name
     if inputs is not None:

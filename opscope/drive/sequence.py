@@ -14,10 +14,10 @@ Both record `run_id` 0 and `step` t; M/K/N are the reference's (64,128,128) and 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -64,12 +64,12 @@ def decode_inputs(steps: int) -> Iterator[list[np.ndarray]]:
 def pyramid_weights(widths=PYRAMID_WIDTHS, seed: int = 0xA11CE) -> list[np.ndarray]:
     """He-scaled normal weights (scale sqrt(2/fan_in)) for the pyramid MLP."""
     rng = _normal(seed)
-    return [(rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32)
-            for i, o in zip(widths, widths[1:])]
+    return [(rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32) for i, o in zip(widths, widths[1:])]
 
 
-def replay_inputs(steps: int, pool: int, rows: int = PYRAMID_ROWS, width: int = PYRAMID_WIDTHS[0],
-                  seed: int = 0xA11CE + 1) -> Iterator[np.ndarray]:
+def replay_inputs(
+    steps: int, pool: int, rows: int = PYRAMID_ROWS, width: int = PYRAMID_WIDTHS[0], seed: int = 0xA11CE + 1
+) -> Iterator[np.ndarray]:
     """`replay`'s activations: picks from a pool of `pool` inputs, or a slow walk if pool == 0."""
     rng = _normal(seed)
     if pool < 0:
@@ -102,8 +102,15 @@ def record_steps(
     `site,flops` sidecar `costs` with the module rows (`module_rows`)."""
     rows, parity, seconds = 0, 0.0, 0.0
     with Recorder(out, mode="w") as rec:
-        for t, args in enumerate(tqdm(islice(inputs, steps), total=steps, desc=desc, unit="step",
-                                      disable=None if progress is None else not progress)):
+        for t, args in enumerate(
+            tqdm(
+                islice(inputs, steps),
+                total=steps,
+                desc=desc,
+                unit="step",
+                disable=None if progress is None else not progress,
+            )
+        ):
             t0 = time.perf_counter()
             outputs = model(*args)
             rows += rec.record(0, t, model.target, dist, *(mkn or (None, None, None)), model.manifest, outputs)
@@ -135,23 +142,44 @@ def _check_new(out: Path, steps: int) -> None:
         raise OpscopeError(f"{out} exists: remove it or choose another --out")
 
 
-def seq(out: str | Path, target: str = "llvm-cpu", steps: int = 16, config: StatConfig = StatConfig(),
-        progress: bool | None = None) -> SequenceResult:
+def seq(
+    out: str | Path,
+    target: str = "llvm-cpu",
+    steps: int = 16,
+    config: StatConfig = StatConfig(),
+    progress: bool | None = None,
+) -> SequenceResult:
     """Record the decode-like sequence into `out`."""
     out = Path(out)
     _check_new(out, steps)
     model = InstrumentedModel.build(matmul_module(64, 128, 128, name="decode"), target, config, name="decode")
-    return record_steps(model, decode_inputs(steps), steps, out, "decode", (64, 128, 128), _sidecar(out),
-                        f"seq {target}", progress)
+    return record_steps(
+        model, decode_inputs(steps), steps, out, "decode", (64, 128, 128), _sidecar(out), f"seq {target}", progress
+    )
 
 
-def replay(out: str | Path, target: str = "llvm-cpu", steps: int = 20, pool: int = 4,
-           config: StatConfig = StatConfig(), progress: bool | None = None) -> SequenceResult:
+def replay(
+    out: str | Path,
+    target: str = "llvm-cpu",
+    steps: int = 20,
+    pool: int = 4,
+    config: StatConfig = StatConfig(),
+    progress: bool | None = None,
+) -> SequenceResult:
     """Record the replay workload (a pool of repeated inputs, or a slow walk) into `out`."""
     out = Path(out)
     _check_new(out, steps)
     model = InstrumentedModel.build(pyramid_module(PYRAMID_ROWS, PYRAMID_WIDTHS), target, config, name="pyramid")
     weights = pyramid_weights()
     inputs = ([x, *weights] for x in replay_inputs(steps, pool))
-    return record_steps(model, inputs, steps, out, "replay", (PYRAMID_ROWS, PYRAMID_WIDTHS[0], 0), _sidecar(out),
-                        f"replay {target}", progress)
+    return record_steps(
+        model,
+        inputs,
+        steps,
+        out,
+        "replay",
+        (PYRAMID_ROWS, PYRAMID_WIDTHS[0], 0),
+        _sidecar(out),
+        f"replay {target}",
+        progress,
+    )

@@ -68,8 +68,14 @@ def _quiet(progress: bool | None) -> bool | None:
     return None if progress is None else not progress
 
 
-def serve_workers(sampler: LiveSampler, trace: Trace, workers: int, folder: str | Path,
-                  snapshot_every: int = WORKER_SNAPSHOT, crash_after: dict[int, int] | None = None) -> Served:
+def serve_workers(
+    sampler: LiveSampler,
+    trace: Trace,
+    workers: int,
+    folder: str | Path,
+    snapshot_every: int = WORKER_SNAPSHOT,
+    crash_after: dict[int, int] | None = None,
+) -> Served:
     """`trace` served by `workers` processes (worker w takes requests w, w + K, ...), their saved
     sketches merged. `crash_after` {worker: n} makes worker w exit abruptly after n requests (tests)."""
     if workers < 1:
@@ -84,8 +90,10 @@ def serve_workers(sampler: LiveSampler, trace: Trace, workers: int, folder: str 
         state, log_path = folder / f"worker-{w}.json", folder / f"worker-{w}.log"
         state.unlink(missing_ok=True)
         crash = (crash_after or {}).get(w)
-        code = (f"from opscope.drive.serve import _worker; "
-                f"_worker({str(spec)!r}, {w}, {workers}, {str(state)!r}, {crash!r})")
+        code = (
+            f"from opscope.drive.serve import _worker; "
+            f"_worker({str(spec)!r}, {w}, {workers}, {str(state)!r}, {crash!r})"
+        )
         with open(log_path, "wb") as err:  # a separate interpreter: no re-import of the caller's main module
             procs.append((subprocess.Popen([sys.executable, "-c", code], stdout=err, stderr=err), state, log_path))
     for p, _, _ in procs:
@@ -99,9 +107,16 @@ def serve_workers(sampler: LiveSampler, trace: Trace, workers: int, folder: str 
             merged = merged.merge(saved)
         outcome = WorkerOutcome(w, p.returncode, share, saved.calls if saved else 0)
         if p.returncode != 0:
-            log.warning("live: worker %d stopped (exit code %s): merged the %d calls of its last snapshot, %d of its "
-                        "%d requests are not in the report (its log: %s)", w, p.returncode, outcome.calls_saved,
-                        share - outcome.calls_saved, share, log_path)
+            log.warning(
+                "live: worker %d stopped (exit code %s): merged the %d calls of its last snapshot, %d of its "
+                "%d requests are not in the report (its log: %s)",
+                w,
+                p.returncode,
+                outcome.calls_saved,
+                share - outcome.calls_saved,
+                share,
+                log_path,
+            )
         outcomes.append(outcome)
     if not any(o.calls_saved for o in outcomes):
         raise OpscopeError(f"live: no worker saved any sketch (logs: {folder}/worker-*.log)")
@@ -116,9 +131,15 @@ def _write_spec(sampler: LiveSampler, trace: Trace, folder: Path, snapshot_every
     arrays = {f"pool_{j}_{a}": x for j, entry in enumerate(trace.pool) for a, x in enumerate(entry)}
     np.savez(folder / "trace.npz", order=trace.order, **arrays)
     (folder / "labels.json").write_text(json.dumps(trace.labels))
-    return {"folder": str(folder), "target": sampler.target, "every": sampler.every, "name": sampler.name,
-            "snapshot_every": snapshot_every, "fingerprint_inputs": sampler.fingerprint_inputs,
-            "arity": len(trace.pool[0]) if trace.pool else 0}
+    return {
+        "folder": str(folder),
+        "target": sampler.target,
+        "every": sampler.every,
+        "name": sampler.name,
+        "snapshot_every": snapshot_every,
+        "fingerprint_inputs": sampler.fingerprint_inputs,
+        "arity": len(trace.pool[0]) if trace.pool else 0,
+    }
 
 
 def _load_trace(folder: Path, arity: int) -> Trace:
@@ -134,9 +155,17 @@ def _worker(spec_path: str, w: int, workers: int, state: str, crash_after: int |
     folder = Path(spec["folder"])
     target = get_target(spec["target"])
     tapped, plain = (load(CompiledModule((folder / f"{k}.vmfb").read_bytes(), target, ())) for k in ("tapped", "plain"))
-    sampler = LiveSampler(Manifest.load(folder / "manifest.json"), tapped, plain, spec["every"], target=target.name,
-                          name=spec["name"], fingerprint_inputs=spec["fingerprint_inputs"], state=state,
-                          snapshot_every=spec["snapshot_every"])
+    sampler = LiveSampler(
+        Manifest.load(folder / "manifest.json"),
+        tapped,
+        plain,
+        spec["every"],
+        target=target.name,
+        name=spec["name"],
+        fingerprint_inputs=spec["fingerprint_inputs"],
+        state=state,
+        snapshot_every=spec["snapshot_every"],
+    )
     trace = _load_trace(folder, spec["arity"])
     for n, (inputs, label) in enumerate(trace.requests(w, workers), 1):
         sampler(*inputs, label=label)

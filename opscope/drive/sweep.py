@@ -84,8 +84,13 @@ def sweep(
         result.skipped = sorted(r.run_id for r in runs if r.run_id in done)
         todo = [r for r in runs if r.run_id not in done]
         models: dict[tuple[int, int, int], InstrumentedModel] = {}
-        bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc=f"sweep {target}", unit="run",
-                   disable=None if progress is None else not progress)
+        bar = tqdm(
+            total=len(runs),
+            initial=len(runs) - len(todo),
+            desc=f"sweep {target}",
+            unit="run",
+            disable=None if progress is None else not progress,
+        )
         with bar:
             for run in todo:
                 model = models.get(run.shape)

@@ -11,18 +11,18 @@ request is), so a report can be checked against the exact recurrence.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 from iree.compiler import ir
 
+from opscope.drive.inputs import generate
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments
 from opscope.ir.loading import new_context, parse_module
 from opscope.models.demo import mlp_module
 from opscope.models.source import ModelSource, open_model
-from opscope.drive.inputs import generate
 
 DEMO_REQUESTS, DEMO_POOL, DEMO_EVERY, DEMO_SEED = 500, 8, 5, 0x11FE  # the reference's opscope-live
 DEMO_LAYERS, DEMO_WIDTH, DEMO_ROWS = 4, 64, 16
@@ -52,7 +52,7 @@ class Trace:
     def exact_sampled_recurrence(self, every: int, workers: int = 1) -> float:
         """The truth of the reference's estimate: 1 − distinct/samples over the sampled requests (each of
         `workers` serves every `workers`-th request and samples its own calls N, 2N, ...)."""
-        sampled = np.concatenate([self.order[w::workers][every - 1::every] for w in range(workers)])
+        sampled = np.concatenate([self.order[w::workers][every - 1 :: every] for w in range(workers)])
         return 1.0 - len(np.unique(sampled)) / len(sampled) if len(sampled) else 0.0
 
 
@@ -69,8 +69,9 @@ def zipf_order(pool: int, requests: int, s: float, seed: int = 0) -> np.ndarray:
     return rng.choice(pool, size=requests, p=p / p.sum())
 
 
-def demo_trace(requests: int = DEMO_REQUESTS, pool: int = DEMO_POOL, seed: int = DEMO_SEED,
-               zipf: float = 0.0) -> tuple[str, Trace]:
+def demo_trace(
+    requests: int = DEMO_REQUESTS, pool: int = DEMO_POOL, seed: int = DEMO_SEED, zipf: float = 0.0
+) -> tuple[str, Trace]:
     """The reference's live demo: a 4-layer matmul→relu MLP on [16, 64] (weights built in), a pool of
     random inputs replayed uniformly; returns (MLIR text, trace)."""
     module = mlp_module(DEMO_LAYERS, DEMO_WIDTH, DEMO_ROWS, weights="globals")
@@ -78,8 +79,12 @@ def demo_trace(requests: int = DEMO_REQUESTS, pool: int = DEMO_POOL, seed: int =
     inputs = [[rng.standard_normal((DEMO_ROWS, DEMO_WIDTH)).astype(np.float32)] for _ in range(pool)]
     order = zipf_order(pool, requests, zipf, seed)
     what = "uniformly" if zipf == 0 else f"Zipf s={zipf:g}"
-    return module, Trace(inputs, [f"input #{i}" for i in range(pool)], order,
-                         f"{requests} requests over a pool of {pool} random [16,64] inputs, drawn {what}")
+    return module, Trace(
+        inputs,
+        [f"input #{i}" for i in range(pool)],
+        order,
+        f"{requests} requests over a pool of {pool} random [16,64] inputs, drawn {what}",
+    )
 
 
 def model_trace(source, requests: int, pool: int, zipf: float, seed: int = 0) -> tuple[ModelSource, Trace]:
@@ -103,5 +108,10 @@ def model_trace(source, requests: int, pool: int, zipf: float, seed: int = 0) ->
         inputs = list(generate(args, pool, seed))
         labels = [f"generated input #{i}" for i in range(pool)]
     what = "uniformly" if zipf == 0 else f"Zipf s={zipf:g}"
-    return model, Trace(inputs, labels, order, f"{requests} requests over a pool of {pool} inputs ({labels[0][:40]}"
-                        f"{'…' if len(labels[0]) > 40 else ''}, ...), drawn {what}")
+    return model, Trace(
+        inputs,
+        labels,
+        order,
+        f"{requests} requests over a pool of {pool} inputs ({labels[0][:40]}"
+        f"{'…' if len(labels[0]) > 40 else ''}, ...), drawn {what}",
+    )

@@ -11,8 +11,9 @@ ExportedProgram), an in-memory `ir.Module`, a
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from iree.compiler import ir
 
@@ -83,7 +84,9 @@ def _load(module: str, function: str, extra: str | None) -> Callable[..., ir.Mod
     except ImportError as e:
         if extra is None or (e.name or "").startswith("opscope"):
             raise
-        raise OpscopeError(f"importing {extra} models needs the {extra} extra: pip install 'opscope[{extra}]'") from None
+        raise OpscopeError(
+            f"importing {extra} models needs the {extra} extra: pip install 'opscope[{extra}]'"
+        ) from None
     return getattr(mod, function)
 
 

@@ -10,8 +10,9 @@ the fallback when the artifact is newer than IREE's VHLO.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from iree.compiler import ir
 
@@ -49,14 +50,13 @@ def import_jax(
     except Exception as e:  # jax's tracing errors are many types; the message is what helps
         raise OpscopeError(
             f"jax could not trace {label}: {type(e).__name__}: {_short(e)} "
-            "(check that example_args match its signature and that it is jit-compatible)") from None
+            "(check that example_args match its signature and that it is jit-compatible)"
+        ) from None
     module = parse_module(text, context or new_context(), label)
     return lower_stablehlo(module)
 
 
-def import_jax_export(
-    source: Any, *, name: str | None = None, context: ir.Context | None = None
-) -> ir.Module:
+def import_jax_export(source: Any, *, name: str | None = None, context: ir.Context | None = None) -> ir.Module:
     """Lower a `jax.export.Exported`, its `serialize()` bytes or a `.jaxexport` file to linalg."""
     jax = require_jax()
     label = name or (str(source) if isinstance(source, (str, Path)) else "<jax.export>")
@@ -71,7 +71,8 @@ def import_jax_export(
         except Exception as e:  # flatbuffers raises assorted types on garbage
             raise OpscopeError(
                 f"{label} is not a jax.export serialization ({type(e).__name__}: {_short(e)}); "
-                "write one with jax.export.export(jax.jit(f))(*args).serialize()") from None
+                "write one with jax.export.export(jax.jit(f))(*args).serialize()"
+            ) from None
     else:
         exported = source
     ctx = context or new_context()

@@ -66,7 +66,7 @@ def default_opset(model) -> int:
 
 def upgrade_opset(model, label: str, target: int = MIN_OPSET):
     """Phase upgrade: convert to `target` when the model's opset is older; else return it unchanged."""
-    onnx = require_onnx()
+    require_onnx()
     if default_opset(model) >= target:
         return model
     from onnx import version_converter
@@ -141,7 +141,7 @@ def legacy_scope(name: str) -> str:
     """
     parts: list[str] = []
     for folder in (p for p in name.split("/")[1:-1] if p):
-        rest = folder[len(parts[-1]) + 1:] if parts and folder.startswith(parts[-1] + ".") else ""
+        rest = folder[len(parts[-1]) + 1 :] if parts and folder.startswith(parts[-1] + ".") else ""
         if rest and all(atom.isdigit() for atom in rest.split(".")):
             parts[-1] = folder
         else:

@@ -32,11 +32,17 @@ KINDS = {"LSTM": 4, "GRU": 3, "RNN": 1}  # op type → gates
 SCOPE_KEY = "opscope.scope"
 # ONNX's activation names (case-insensitive) → (spelling, default alpha, default beta); None: takes none.
 _ACTIVATIONS: dict[str, tuple[str, float | None, float | None]] = {
-    "sigmoid": ("Sigmoid", None, None), "tanh": ("Tanh", None, None), "relu": ("Relu", None, None),
-    "softsign": ("Softsign", None, None), "softplus": ("Softplus", None, None),
-    "hardsigmoid": ("HardSigmoid", 0.2, 0.5), "leakyrelu": ("LeakyRelu", 0.01, None),
-    "thresholdedrelu": ("ThresholdedRelu", 1.0, None), "elu": ("Elu", 1.0, None),
-    "scaledtanh": ("ScaledTanh", 1.0, 1.0), "affine": ("Affine", 1.0, 0.0),
+    "sigmoid": ("Sigmoid", None, None),
+    "tanh": ("Tanh", None, None),
+    "relu": ("Relu", None, None),
+    "softsign": ("Softsign", None, None),
+    "softplus": ("Softplus", None, None),
+    "hardsigmoid": ("HardSigmoid", 0.2, 0.5),
+    "leakyrelu": ("LeakyRelu", 0.01, None),
+    "thresholdedrelu": ("ThresholdedRelu", 1.0, None),
+    "elu": ("Elu", 1.0, None),
+    "scaledtanh": ("ScaledTanh", 1.0, 1.0),
+    "affine": ("Affine", 1.0, 0.0),
 }
 _DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
 
@@ -68,8 +74,9 @@ def unroll_recurrent(model, scope_of, label: str) -> int:
         refusal = _unsupported(node, shapes)
         if refusal:
             reason, fix = refusal
-            raise OpscopeError(f"{label}: {node.op_type} node '{node.name}' at {base} cannot be unrolled: {reason}; "
-                               f"try: {fix}")
+            raise OpscopeError(
+                f"{label}: {node.op_type} node '{node.name}' at {base} cannot be unrolled: {reason}; try: {fix}"
+            )
         layer = layers.get(base, 0)
         layers[base] = layer + 1
         builder = _Builder(helper, inits, taken, node.name or node.output[0])
@@ -119,8 +126,10 @@ def _unsupported(node, shapes) -> tuple[str, str] | None:
     """Why `node` cannot be unrolled here and what to do, or None."""
     attrs = _attrs(node)
     if _input(node, 4):
-        return ("it has sequence_lens (sequences of different lengths)",
-                "export it on full-length sequences, without pack_padded_sequence")
+        return (
+            "it has sequence_lens (sequences of different lengths)",
+            "export it on full-length sequences, without pack_padded_sequence",
+        )
     x = shapes.get(node.input[0])
     layout = int(attrs.get("layout", 0))
     if not x or len(x) != 3 or x[1 - layout] is None or x[layout] is None:
@@ -128,8 +137,10 @@ def _unsupported(node, shapes) -> tuple[str, str] | None:
     for a in attrs.get("activations", ()):
         name = a.decode() if isinstance(a, bytes) else a
         if name.lower() not in _ACTIVATIONS:
-            return (f"activation {name} is not an ONNX RNN activation",
-                    f"use one of {', '.join(v[0] for v in _ACTIVATIONS.values())}")
+            return (
+                f"activation {name} is not an ONNX RNN activation",
+                f"use one of {', '.join(v[0] for v in _ACTIVATIONS.values())}",
+            )
     if "hidden_size" not in attrs and not shapes.get(node.input[2]):
         return "its hidden size is unknown", "set hidden_size on the node"
     return None
@@ -235,12 +246,12 @@ def _unroll(b: _Builder, node, base: str, layer: int, shapes) -> None:
     ys, finals_h, finals_c = [], [], []
     for d in range(dirs):
         reverse = direction == "reverse" or d == 1
-        f_act, *rest = acts[d * per_dir:(d + 1) * per_dir]
+        f_act, *rest = acts[d * per_dir : (d + 1) * per_dir]
         w = b.transposed(b.slice_direction(node.input[1], d))  # [I, G·H]
         r = b.slice_direction(node.input[2], d)  # [G·H, H]
         bias = b.slice_direction(_input(node, 3), d) if _input(node, 3) else None  # [2·G·H]
 
-        def state(i: int) -> str:
+        def state(i: int, d: int = d) -> str:
             name = _input(node, i)
             if name:
                 return b.slice_direction(name, d, axis=1 if layout else 0)  # [B, H]
@@ -261,11 +272,18 @@ def _unroll(b: _Builder, node, base: str, layer: int, shapes) -> None:
                 rb, rb_h = b.op("Split", [rb, b.const(np.array([2 * hidden, hidden], np.int64), "split")], 2, axis=0)
         else:
             r, r_h = b.transposed(r), None
-        peep = (b.op("Split", [b.slice_direction(_input(node, 7), d), b.const(np.array([hidden] * 3, np.int64),
-                                                                                "split")], 3, axis=0)
-                if kind == "LSTM" and _input(node, 7) else None)
+        peep = (
+            b.op(
+                "Split",
+                [b.slice_direction(_input(node, 7), d), b.const(np.array([hidden] * 3, np.int64), "split")],
+                3,
+                axis=0,
+            )
+            if kind == "LSTM" and _input(node, 7)
+            else None
+        )
         by_time: dict[int, str] = {}
-        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        for t in range(steps - 1, -1, -1) if reverse else range(steps):
             b.scope = step_scope(base, layer, d == 1, t)
             xt = b.one("Gather", xw, b.const(np.array(t, np.int64), "index"), axis=0)  # [B, G·H]
             hr = b.one("MatMul", h, r)  # [B, G·H]: the recurrent projection, a site
@@ -279,8 +297,11 @@ def _unroll(b: _Builder, node, base: str, layer: int, shapes) -> None:
                 h = _act(b, f_act, _clip(b, b.one("Add", xt, hr), clip))
             by_time[t] = h
         b.scope = base
-        seq = b.one("Concat", *[b.one("Unsqueeze", by_time[t], b.const(np.array([0], np.int64), "axes"))
-                                for t in range(steps)], axis=0)  # [T, B, H]
+        seq = b.one(
+            "Concat",
+            *[b.one("Unsqueeze", by_time[t], b.const(np.array([0], np.int64), "axes")) for t in range(steps)],
+            axis=0,
+        )  # [T, B, H]
         ys.append(b.one("Unsqueeze", seq, b.const(np.array([1], np.int64), "axes")))  # [T, 1, B, H]
         finals_h.append(b.one("Unsqueeze", h, b.const(np.array([0], np.int64), "axes")))
         if c is not None:
@@ -327,8 +348,9 @@ def _clip(b: _Builder, x: str, clip) -> str:
 def _lstm_step(b, xt, hr, c, hidden, f, rest, clip, peep, input_forget):
     """ONNX's LSTM equations (gates i, o, f, c): returns (H_t, C_t)."""
     g, h_act = rest
-    gi, go, gf, gc = b.op("Split", [b.one("Add", xt, hr), b.const(np.array([hidden] * 4, np.int64), "split")], 4,
-                          axis=1)
+    gi, go, gf, gc = b.op(
+        "Split", [b.one("Add", xt, hr), b.const(np.array([hidden] * 4, np.int64), "split")], 4, axis=1
+    )
     if peep is not None:
         gi = b.one("Add", gi, b.one("Mul", peep[0], c))
         gf = b.one("Add", gf, b.one("Mul", peep[2], c))

@@ -54,13 +54,15 @@ def lower_stablehlo(module: ir.Module) -> ir.Module:
         if (m := _ILLEGAL.search(msg)) and "illegal" in msg:
             raise OpscopeError(
                 f"unsupported op '{m.group(1)}' at {where}: IREE's StableHLO input pipeline cannot "
-                f"lower it to linalg{repro}") from None
+                f"lower it to linalg{repro}"
+            ) from None
         raise OpscopeError(f"lowering StableHLO to linalg failed at {where}: {msg}{repro}") from None
     left = first_stablehlo_op(module)
     if left is not None:
         raise OpscopeError(
             f"unsupported op '{left.name}' at {describe_location(left.location)} is left after "
-            f"lowering StableHLO to linalg{_reproducer(run.input)}")
+            f"lowering StableHLO to linalg{_reproducer(run.input)}"
+        )
     rename_jax_sites(module)
     if "sym_name" in module.operation.attributes:  # `module @jit_f`: IREE would name the VM module jit_f
         del module.operation.attributes["sym_name"]

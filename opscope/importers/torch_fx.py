@@ -21,7 +21,7 @@ import logging
 import re
 import warnings
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from iree.compiler import ir
@@ -55,9 +55,9 @@ _MATMUL_OPS = ("aten.linear", "aten.mm", "aten.addmm", "aten.matmul", "aten.bmm"
 
 _TRY = {
     "cache_utils": "export with use_cache=False (model.config.use_cache = False, or use_cache=False in "
-                   "example_kwargs) and pass an explicit attention_mask",
+    "example_kwargs) and pass an explicit attention_mask",
     "not a known type": "return tensors, or tuples, lists and dicts of them, from forward(); or register the "
-                        "output type with torch.utils._pytree.register_pytree_node",
+    "output type with torch.utils._pytree.register_pytree_node",
     "data-dependent": "make the shape static or guard it with torch._check",
     "Dynamic control flow": "replace Python control flow on tensor values with torch.cond or torch.where",
     "Unsupported": "simplify forward() or pass example inputs exactly as the model is called",
@@ -124,8 +124,9 @@ def _decomposition_table(names: Iterable[str], label: str = "") -> dict:
         try:
             op = getattr(getattr(getattr(torch.ops, ns), packet), overload)
         except AttributeError:
-            raise OpscopeError(f"{label + ': ' if label else ''}unknown decomposition '{name}': "
-                               "expected namespace.op.overload") from None
+            raise OpscopeError(
+                f"{label + ': ' if label else ''}unknown decomposition '{name}': expected namespace.op.overload"
+            ) from None
         fn = _torch_decomposition(op)
         if fn is not None:
             table[op] = fn
@@ -177,8 +178,13 @@ def _unknown_ops(prog, context: ir.Context) -> list:
     found = []
     for node in prog.graph.nodes:
         t = node.target
-        if (node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and t not in found
-                and t not in rewritten and not context.is_registered_operation(f"torch.{op_name(t)}")):
+        if (
+            node.op == "call_function"
+            and isinstance(t, torch._ops.OpOverload)
+            and t not in found
+            and t not in rewritten
+            and not context.is_registered_operation(f"torch.{op_name(t)}")
+        ):
             found.append(t)
     return found
 
@@ -200,9 +206,11 @@ def _run_decompositions(prog, table: dict, label: str):
         return prog.run_decompositions(dict(table))
     except Exception as e:  # torch raises many types; all become one line
         ops = ", ".join(sorted(str(op) for op in table))
-        raise OpscopeError(f"{label}: decomposing ({ops}) failed: {_short(e)}; try: add the op that message "
-                           "names to `decompositions` too, or keep DEFAULT_DECOMPOSITIONS (they cover BatchNorm, "
-                           "LSTM and GRU)") from None
+        raise OpscopeError(
+            f"{label}: decomposing ({ops}) failed: {_short(e)}; try: add the op that message "
+            "names to `decompositions` too, or keep DEFAULT_DECOMPOSITIONS (they cover BatchNorm, "
+            "LSTM and GRU)"
+        ) from None
     finally:
         torch.backends.mkldnn.enabled = mkldnn
 
@@ -225,8 +233,11 @@ def _decompose(prog, table: dict, label: str):
     result = _run_decompositions(prog, table, label) if table else prog
     added: dict = {}
     for _ in range(DECOMPOSE_ROUNDS):
-        extra = {op: fn for op in _unknown_ops(result, context)
-                 if op not in table and op not in added and (fn := _torch_decomposition(op)) is not None}
+        extra = {
+            op: fn
+            for op in _unknown_ops(result, context)
+            if op not in table and op not in added and (fn := _torch_decomposition(op)) is not None
+        }
         if not extra:
             break
         try:
@@ -279,7 +290,8 @@ def check_program(prog, label: str) -> None:
             raise OpscopeError(
                 f"{label}: unsupported op '{op_name(node.target)}' at {node_place(node)}: torch-mlir has no "
                 "lowering for it and torch has no decomposition into ops it lowers; try: compute it outside "
-                "the model and pass the result as an input, or rewrite that line with other torch ops")
+                "the model and pass the result as an input, or rewrite that line with other torch ops"
+            )
 
 
 def node_place(node) -> str:
@@ -339,8 +351,9 @@ def _export(model, example_args: tuple, example_kwargs: dict | None, label: str)
         # nn.LSTM/GRU/RNN re-assign their `_flat_weights` list in forward: torch's export notices, harmlessly
         warnings.filterwarnings("ignore", category=UserWarning, message=r"(?s).*_flat_weights.*register_buffer")
         try:
-            return torch.export.export(model, tuple(example_args), _ordered_kwargs(model, example_kwargs or {}),
-                                       strict=False)
+            return torch.export.export(
+                model, tuple(example_args), _ordered_kwargs(model, example_kwargs or {}), strict=False
+            )
         except Exception as e:  # torch raises many types; all become one line
             raise OpscopeError(f"{label}: torch.export failed: {_short(e)}; try: {_hint(e)}") from None
 
@@ -364,18 +377,28 @@ class _ImportFailure(Exception):
 
     @property
     def decomposable(self) -> bool:
-        return (self.node is not None and hasattr(self.node.target, "_schema")
-                and _torch_decomposition(self.node.target) is not None)
+        return (
+            self.node is not None
+            and hasattr(self.node.target, "_schema")
+            and _torch_decomposition(self.node.target) is not None
+        )
 
     def message(self, label: str) -> str:
         """One line: the op, its module and line, the importer's words and what to do."""
         if self.node is None or not hasattr(self.node.target, "_schema"):
-            return (f"{label}: the FX importer failed: {_short(self.error)}; try: simplify forward() where the "
-                    "model's line points, or file an issue with torch-mlir")
-        fix = (f"decompositions=(*DEFAULT_DECOMPOSITIONS, '{self.node.target}')" if self.decomposable else
-               "compute it outside the model and pass the result as an input, or rewrite that line with other ops")
-        return (f"{label}: the FX importer failed on '{op_name(self.node.target)}' at {node_place(self.node)}: "
-                f"{_short(self.error)}; try: {fix}")
+            return (
+                f"{label}: the FX importer failed: {_short(self.error)}; try: simplify forward() where the "
+                "model's line points, or file an issue with torch-mlir"
+            )
+        fix = (
+            f"decompositions=(*DEFAULT_DECOMPOSITIONS, '{self.node.target}')"
+            if self.decomposable
+            else "compute it outside the model and pass the result as an input, or rewrite that line with other ops"
+        )
+        return (
+            f"{label}: the FX importer failed on '{op_name(self.node.target)}' at {node_place(self.node)}: "
+            f"{_short(self.error)}; try: {fix}"
+        )
 
 
 def _fx_import(prog, context: ir.Context | None, label: str) -> ir.Module:
@@ -445,8 +468,9 @@ def import_torch(
         raise OpscopeError(f"{label}: {e}") from None
 
 
-def import_exported_file(path, name: str | None = None,
-                         decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS) -> ir.Module:
+def import_exported_file(
+    path, name: str | None = None, decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS
+) -> ir.Module:
     """A `.pt2` file (`torch.export.save` of an ExportedProgram) → the canonical linalg module."""
     label = name or str(path)
     module = _import_decomposed(load_exported_file(path, label), decompositions, None, label)
@@ -513,4 +537,3 @@ def _hint(e: BaseException) -> str:
         if key.lower() in text.lower():
             return hint
     return "call the model once eagerly with the same inputs, then simplify forward() where the message points"
-

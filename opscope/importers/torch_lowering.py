@@ -141,9 +141,11 @@ def _refuse_unknown(module: ir.Module, allow_onnx: bool) -> None:
     if found:
         op = found[0]
         label = _op_label(op).removeprefix("torch.")
-        hint = ("torch-mlir's onnx-to-torch has no pattern for it (at this opset); replace the node"
-                if label.startswith("onnx.") else
-                "torch-mlir has no lowering for it; decompose it before export (`decompositions=`) or avoid it")
+        hint = (
+            "torch-mlir's onnx-to-torch has no pattern for it (at this opset); replace the node"
+            if label.startswith("onnx.")
+            else "torch-mlir has no lowering for it; decompose it before export (`decompositions=`) or avoid it"
+        )
         raise OpscopeError(f"unsupported op '{label}' at {describe_location(op.location)}: {hint}")
 
 
@@ -166,15 +168,16 @@ def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
     """
     run = run_phase(module, pipeline)
     if run.failed:
-        msg = run.message.split(": %")[0].split(": \"")[0][:200]
+        msg = run.message.split(": %")[0].split(': "')[0][:200]
         where = describe_location(run.location) if run.location else "an unknown location"
         path = save_input(run.input, "opscope-torch-", pipeline)
-        repro = f"; reproducer: iree-opt --pass-pipeline=\"$(cat {path}.pipeline)\" {path}" if path else ""
+        repro = f'; reproducer: iree-opt --pass-pipeline="$(cat {path}.pipeline)" {path}' if path else ""
         operator = _operator_at(run.input, run.location) if "'torch.operator'" in msg else None
         if operator and operator.startswith("onnx."):
             raise OpscopeError(
                 f"unsupported op '{operator}' at {where}: torch-mlir's onnx-to-torch has no pattern for it (at this "
-                f"opset); try: replace the node with equivalent ONNX ops{repro}") from None
+                f"opset); try: replace the node with equivalent ONNX ops{repro}"
+            ) from None
         raise OpscopeError(f"torch lowering phase '{name}' failed at {where}: {msg}{repro}") from None
 
 

@@ -17,10 +17,16 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 
-VIEWS = frozenset({
-    "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.reshape", "tensor.extract_slice",
-    "tensor.bitcast",
-})
+VIEWS = frozenset(
+    {
+        "tensor.expand_shape",
+        "tensor.collapse_shape",
+        "tensor.cast",
+        "tensor.reshape",
+        "tensor.extract_slice",
+        "tensor.bitcast",
+    }
+)
 CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 
 
@@ -77,7 +83,8 @@ def function_args(module: ir.Module, function: str | None = None) -> list[tuple[
             raise OpscopeError(
                 f"argument {i} ({t}) has a dynamic dim ({dims}): drivers feed static shapes; export the model "
                 "with static shapes (torch.export without dynamic_shapes, a fixed ONNX input shape, concrete "
-                "JAX example arguments)")
+                "JAX example arguments)"
+            )
         args.append((tuple(t.shape), str(t.element_type)))
     return args
 

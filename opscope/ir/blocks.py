@@ -37,8 +37,9 @@ def choose_blocks(pass_name: str, module, spec: str, *, everything_if_empty: boo
     if not items or items == ["*"]:
         if items or everything_if_empty:
             return blocks
-        raise OpscopeError(f"{pass_name}: name the blocks to rewrite with blocks=<names or ordinals> "
-                           f"(valid: {_valid(blocks)})")
+        raise OpscopeError(
+            f"{pass_name}: name the blocks to rewrite with blocks=<names or ordinals> (valid: {_valid(blocks)})"
+        )
     by_name = {b.name: i for i, b in enumerate(blocks)}
     chosen: set[int] = set()
     for item in items:
@@ -80,8 +81,7 @@ def erase_dead(block: ir.Block) -> int:
 
 def _dead(op: ir.Operation) -> bool:
     """A tensor-only op none of whose results is read."""
-    return (len(op.results) > 0 and op.name.startswith(PURE_DIALECTS)
-            and all(not list(r.uses) for r in op.results))
+    return len(op.results) > 0 and op.name.startswith(PURE_DIALECTS) and all(not list(r.uses) for r in op.results)
 
 
 def verify_or_refuse(pass_name: str, module, what: str) -> None:

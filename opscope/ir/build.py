@@ -26,12 +26,21 @@ def to_f32(v: ir.Value) -> ir.Value:
     return cast_float(v, ir.F32Type.get())
 
 
-def generic(result: ir.Type, ins: Sequence[ir.Value], out: ir.Value, maps: Sequence[ir.AffineMap],
-            iters: Sequence[str], body: Callable, ip: ir.InsertionPoint | None = None) -> ir.Value:
+def generic(
+    result: ir.Type,
+    ins: Sequence[ir.Value],
+    out: ir.Value,
+    maps: Sequence[ir.AffineMap],
+    iters: Sequence[str],
+    body: Callable,
+    ip: ir.InsertionPoint | None = None,
+) -> ir.Value:
     """One `linalg.generic` with a single result; `body(*block_args)` (called inside the block)
     returns what it yields. `ip` None: the innermost insertion point of the context."""
     op = linalg.GenericOp(
-        [result], list(ins), [out],
+        [result],
+        list(ins),
+        [out],
         ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
         ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
         ip=ip,

@@ -128,8 +128,9 @@ def _reads_data(value: ir.Value, depth: int) -> bool:
     return any(_reads_data(o, depth + 1) for o in [*op.operands, *captures(op)])
 
 
-def defining_ops(values: Iterable[ir.Value], is_input: Callable[[ir.Value], bool] = lambda v: False,
-                 ready: Iterable[ir.Value] = ()) -> tuple[list[ir.Value], list[ir.Operation]]:
+def defining_ops(
+    values: Iterable[ir.Value], is_input: Callable[[ir.Value], bool] = lambda v: False, ready: Iterable[ir.Value] = ()
+) -> tuple[list[ir.Value], list[ir.Operation]]:
     """What computes `values`, to copy it elsewhere: (the inputs, in first-use order; the ops,
     operands first, each once). A value `is_input` accepts is taken as an input, not followed;
     values in `ready` (already available there) are neither. Regions' outer reads count as operands."""

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
-from typing import Callable
 
 from iree.compiler import ir
 
@@ -92,8 +92,12 @@ class Found:
     notes: list[str] = field(default_factory=list)
 
 
-def find_dynamics_sites(module, kinds: tuple[str, ...] = (SOFTMAX, ATTENTION, ROUTING, RESIDUAL),
-                        every_add: bool = False, taken: set[str] | None = None) -> Found:
+def find_dynamics_sites(
+    module,
+    kinds: tuple[str, ...] = (SOFTMAX, ATTENTION, ROUTING, RESIDUAL),
+    every_add: bool = False,
+    taken: set[str] | None = None,
+) -> Found:
     """Every inference-dynamics site of `module`'s functions, in IR order, with unique names
     (also unique against `taken`, the matmul sites' names)."""
     graph = build_graph(module)
@@ -133,8 +137,14 @@ def find_dynamics_sites(module, kinds: tuple[str, ...] = (SOFTMAX, ATTENTION, RO
     return found
 
 
-def select_sites(pass_name: str, module, kinds: tuple[str, ...], pattern: str,
-                 keep: Callable[[DynamicsSite], bool] | None, every_add: bool = False) -> list[DynamicsSite]:
+def select_sites(
+    pass_name: str,
+    module,
+    kinds: tuple[str, ...],
+    pattern: str,
+    keep: Callable[[DynamicsSite], bool] | None,
+    every_add: bool = False,
+) -> list[DynamicsSite]:
     """The dynamics sites of `kinds` an inject pass taps: named apart from the matmul sites,
     filtered by the name regex `pattern` and `keep`; every skipped op is logged with why."""
     try:
@@ -145,8 +155,7 @@ def select_sites(pass_name: str, module, kinds: tuple[str, ...], pattern: str,
     found = find_dynamics_sites(module, kinds, every_add=every_add, taken=taken)
     for note in found.notes:
         log.warning("%s: %s", pass_name, note)
-    return [s for s in found.sites
-            if (regex is None or regex.search(s.name)) and (keep is None or keep(s))]
+    return [s for s in found.sites if (regex is None or regex.search(s.name)) and (keep is None or keep(s))]
 
 
 def attention_stats(entropy: bool = True) -> tuple[str, ...]:
@@ -154,8 +163,9 @@ def attention_stats(entropy: bool = True) -> tuple[str, ...]:
     return ("attn_qmax", "attn_krecv") + (("attn_entropy",) if entropy else ())
 
 
-def insert_stats(site: DynamicsSite, operands, kinds: tuple[str, ...], ip: ir.InsertionPoint,
-                 options: dict | None = None) -> None:
+def insert_stats(
+    site: DynamicsSite, operands, kinds: tuple[str, ...], ip: ir.InsertionPoint, options: dict | None = None
+) -> None:
     """One `opscope.stat` of `operands` (a value, or a tuple of them) per statistic in `kinds`,
     in that order from `ip`, named, roled and located as `site`."""
     for kind in kinds:
@@ -209,8 +219,10 @@ def _softmax(op, graph: OpGraph, node: int, raw: list, notes: list[str]) -> None
     else:
         return
     if not _static_float(probs) or probs.type.rank < 2:
-        notes.append(f"softmax at {_where(op)} skipped: its probabilities {probs.type} are not a static float "
-                     "tensor of rank >= 2")
+        notes.append(
+            f"softmax at {_where(op)} skipped: its probabilities {probs.type} are not a static float "
+            "tensor of rank >= 2"
+        )
         return
     if _scores_of_attention(graph, node):
         raw.append((SOFTMAX, op, (probs,), _attn_shape(list(probs.type.shape)), "softmax", "attention"))
@@ -301,8 +313,11 @@ def _leading_slice(op: ir.Operation, dim: int) -> bool:
     offsets = ir.DenseI64ArrayAttr(op.attributes["static_offsets"])
     sizes = ir.DenseI64ArrayAttr(op.attributes["static_sizes"])
     src = op.operands[0].type.shape
-    return (all(o == 0 for o in offsets) and sizes[dim] < src[dim]
-            and all(sizes[d] == src[d] for d in range(len(src)) if d != dim))
+    return (
+        all(o == 0 for o in offsets)
+        and sizes[dim] < src[dim]
+        and all(sizes[d] == src[d] for d in range(len(src)) if d != dim)
+    )
 
 
 def _route(op, indices: ir.Value, experts: int, k: int, raw: list, notes: list[str]) -> None:
@@ -311,15 +326,18 @@ def _route(op, indices: ir.Value, experts: int, k: int, raw: list, notes: list[s
         notes.append(f"top-k at {_where(op)} skipped: no static expert count (the chosen axis is dynamic)")
         return
     if not ty.has_static_shape:
-        notes.append(f"top-k at {_where(op)} skipped: its indices {ty} have a dynamic shape (stat kernels are "
-                     "static-shaped: specialize the shapes first)")
+        notes.append(
+            f"top-k at {_where(op)} skipped: its indices {ty} have a dynamic shape (stat kernels are "
+            "static-shaped: specialize the shapes first)"
+        )
         return
     tokens = prod(ty.shape) // k
     raw.append((ROUTING, op, (indices,), (1, tokens, k, experts), "topk", ""))
 
 
-def _residual(op, graph: OpGraph, node: int, skips: dict[int, int], every_add: bool, raw: list,
-              notes: list[str]) -> None:
+def _residual(
+    op, graph: OpGraph, node: int, skips: dict[int, int], every_add: bool, raw: list, notes: list[str]
+) -> None:
     """A residual add (or, with `every_add`, any add of two same-typed data tensors)."""
     head, body = label_body(graph.labels[node])
     if not ((head == "generic" and body == {"addf"}) or op.name == "arith.addf"):
@@ -343,12 +361,22 @@ def _residual(op, graph: OpGraph, node: int, skips: dict[int, int], every_add: b
             return
         block = _block_kind(graph, node, skips[node])
     if h.type != delta.type or h.type != op.results[0].type or not _static_float(h):
-        notes.append(f"residual add at {_where(op)} skipped: operands {h.type} and {delta.type} are not two "
-                     "static float tensors of the result's type")
+        notes.append(
+            f"residual add at {_where(op)} skipped: operands {h.type} and {delta.type} are not two "
+            "static float tensors of the result's type"
+        )
         return
     shape = list(h.type.shape)
-    raw.append((RESIDUAL, op, (h, delta), (1, prod(shape[:-1]) if len(shape) > 1 else 1, 0, shape[-1] if shape else 1),
-                block, block))
+    raw.append(
+        (
+            RESIDUAL,
+            op,
+            (h, delta),
+            (1, prod(shape[:-1]) if len(shape) > 1 else 1, 0, shape[-1] if shape else 1),
+            block,
+            block,
+        )
+    )
 
 
 def _block_kind(graph: OpGraph, node: int, skip: int) -> str:
@@ -375,14 +403,20 @@ def _block_kind(graph: OpGraph, node: int, skip: int) -> str:
 def _threshold_mask(graph: OpGraph, n: int) -> bool:
     """A top-k written as a threshold mask of two computed tensors (`x >= kth ? w : 0`)."""
     head, body = label_body(graph.labels[n])
-    return head == "generic" and {"cmpf", "select"} <= body and sum(
-        not graph.leaf[i] for i in dict.fromkeys(graph.inputs[n])) >= 2
+    return (
+        head == "generic"
+        and {"cmpf", "select"} <= body
+        and sum(not graph.leaf[i] for i in dict.fromkeys(graph.inputs[n])) >= 2
+    )
 
 
 def _softmaxish(label: str) -> bool:
     head, body = label_body(label)
-    return head == "softmax" or (head == "reduce" and "maximumf" in body) or (
-        head == "generic" and "exp" in body and "negf" not in body)
+    return (
+        head == "softmax"
+        or (head == "reduce" and "maximumf" in body)
+        or (head == "generic" and "exp" in body and "negf" not in body)
+    )
 
 
 def _products_of_computed(graph: OpGraph, n: int) -> bool:

@@ -39,22 +39,69 @@ FOR = "scf.for"
 WHILE = "scf.while"
 INT_CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 
-FLOAT_OPS = frozenset({
-    "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.negf",
-    "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.cmpf",
-})
-INT_OPS = frozenset({
-    "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.ceildivsi",
-    "arith.ceildivui", "arith.floordivsi", "arith.remsi", "arith.remui", "arith.maxsi", "arith.maxui",
-    "arith.minsi", "arith.minui", "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi",
-    "arith.shrui", "arith.cmpi",
-})
-FREE_OPS = frozenset({
-    "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
-    "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui",
-    "arith.bitcast", "arith.select", "arith.constant", "linalg.yield", "linalg.index",
-    "iree_linalg_ext.yield", "tensor.extract", "cf.assert",
-})
+FLOAT_OPS = frozenset(
+    {
+        "arith.addf",
+        "arith.subf",
+        "arith.mulf",
+        "arith.divf",
+        "arith.remf",
+        "arith.negf",
+        "arith.maximumf",
+        "arith.minimumf",
+        "arith.maxnumf",
+        "arith.minnumf",
+        "arith.cmpf",
+    }
+)
+INT_OPS = frozenset(
+    {
+        "arith.addi",
+        "arith.subi",
+        "arith.muli",
+        "arith.divsi",
+        "arith.divui",
+        "arith.ceildivsi",
+        "arith.ceildivui",
+        "arith.floordivsi",
+        "arith.remsi",
+        "arith.remui",
+        "arith.maxsi",
+        "arith.maxui",
+        "arith.minsi",
+        "arith.minui",
+        "arith.andi",
+        "arith.ori",
+        "arith.xori",
+        "arith.shli",
+        "arith.shrsi",
+        "arith.shrui",
+        "arith.cmpi",
+    }
+)
+FREE_OPS = frozenset(
+    {
+        "arith.extf",
+        "arith.truncf",
+        "arith.sitofp",
+        "arith.uitofp",
+        "arith.fptosi",
+        "arith.fptoui",
+        "arith.extsi",
+        "arith.extui",
+        "arith.trunci",
+        "arith.index_cast",
+        "arith.index_castui",
+        "arith.bitcast",
+        "arith.select",
+        "arith.constant",
+        "linalg.yield",
+        "linalg.index",
+        "iree_linalg_ext.yield",
+        "tensor.extract",
+        "cf.assert",
+    }
+)
 TWO_FLOP_OPS = frozenset({"math.fma"})
 
 
@@ -173,8 +220,10 @@ def attention_dims(op: ir.Operation) -> tuple[int, int, int, int, int] | None:
     maps = indexing_maps(op.attributes["indexing_maps"])
     operands = list(op.operands)
     n_out = len(op.results) or 1
-    q, k, v, o = (set(e.position for e in maps[i].results if isinstance(e, ir.AffineDimExpr))
-                  for i in (0, 1, 2, len(operands) - n_out))
+    q, k, v, o = (
+        set(e.position for e in maps[i].results if isinstance(e, ir.AffineDimExpr))
+        for i in (0, 1, 2, len(operands) - n_out)
+    )
     sizes = loop_sizes(maps, operands)
     groups = (q & k & v & o, (q & o) - k - v, (q & k) - v - o, (k & v) - q - o, (v & o) - q - k)
     dims = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from opscope.errors import OpscopeError
 from opscope.ir.manifest import Manifest
@@ -31,13 +31,19 @@ def parse_taps(spec: str | Iterable[str] | None) -> tuple[str, ...]:
         return TAPS
     unknown = [w for w in words if w not in TAPS]
     if unknown or not words:
-        raise OpscopeError(f"unknown taps {', '.join(unknown) or '(none given)'}: choose from all, {', '.join(TAPS)} "
-                           "(comma-separated)")
+        raise OpscopeError(
+            f"unknown taps {', '.join(unknown) or '(none given)'}: choose from all, {', '.join(TAPS)} (comma-separated)"
+        )
     return tuple(t for t in TAPS if t in words)
 
 
-def tap_passes(config: StatConfig = StatConfig(), taps: str | Iterable[str] | None = TAPS, sites: str = "",
-               keep: Callable[[Site], bool] | None = None, every_add: bool = False) -> tuple:
+def tap_passes(
+    config: StatConfig = StatConfig(),
+    taps: str | Iterable[str] | None = TAPS,
+    sites: str = "",
+    keep: Callable[[Site], bool] | None = None,
+    every_add: bool = False,
+) -> tuple:
     """The inject passes of `taps`, in one pipeline's order (all before `lower-opscope`);
     `sites` (a name regex) selects among every kind, `keep` (a predicate on `Site`) among
     the matmul and convolution sites."""
@@ -98,6 +104,17 @@ def inject_matmul_stats(
     `inject_matmul_stats(module, config, **get_target("llvm-cpu").layout)`. `weights_once` moves the
     weights' statistics into `@<function>$weights` (`split-weight-stats`).
     """
-    return inject_stats(module, config, ("matmul",), keep=keep, sites=sites, weights_once=weights_once, pack=pack,
-                        outline=outline, batch=batch, hoist_constants=hoist_constants, hist_counts=hist_counts,
-                        row_lanes=row_lanes)
+    return inject_stats(
+        module,
+        config,
+        ("matmul",),
+        keep=keep,
+        sites=sites,
+        weights_once=weights_once,
+        pack=pack,
+        outline=outline,
+        batch=batch,
+        hoist_constants=hoist_constants,
+        hist_counts=hist_counts,
+        row_lanes=row_lanes,
+    )

@@ -101,7 +101,7 @@ def op_label(op) -> str:
         return f"{head}<{','.join(body)}>"
     for prefix in SHORT_DIALECTS:
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 

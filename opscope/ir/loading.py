@@ -33,7 +33,7 @@ def parse_module(source: str | bytes, context: ir.Context | None = None, name: s
         if diags:
             d = diags[0]
             loc = str(d.location)
-            loc = loc.replace('loc("-":', f"loc(\"{name}\":") if loc.startswith('loc("-":') else loc
+            loc = loc.replace('loc("-":', f'loc("{name}":') if loc.startswith('loc("-":') else loc
             raise OpscopeError(f"malformed MLIR at {_short_loc(loc, name)}: {d.message}") from None
         raise OpscopeError(f"malformed MLIR in {name}: {str(e).splitlines()[0]}") from None
     except UnicodeDecodeError:

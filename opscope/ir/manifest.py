@@ -8,8 +8,8 @@ as a JSON sidecar and decodes a run's outputs into (site, role, stat, idx, value
 
 from __future__ import annotations
 
-import json
 import dataclasses
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -62,18 +62,26 @@ class Manifest:
 
     # -- reading the IR ------------------------------------------------------------------
     @classmethod
-    def from_module(cls, module, function: str | None = None) -> "Manifest":
+    def from_module(cls, module, function: str | None = None) -> Manifest:
         """Read the manifest of `function` (default: the public function with statistics)."""
-        fns = [op.operation for op in module.operation.regions[0].blocks[0].operations if op.operation.name == "func.func"]
-        public = [f for f in fns if "sym_visibility" not in f.attributes
-                  or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"]
+        fns = [
+            op.operation for op in module.operation.regions[0].blocks[0].operations if op.operation.name == "func.func"
+        ]
+        public = [
+            f
+            for f in fns
+            if "sym_visibility" not in f.attributes or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"
+        ]
         if function is not None:
             chosen = [f for f in fns if ir.StringAttr(f.attributes["sym_name"]).value == function]
             if not chosen:
                 raise OpscopeError(f"no function @{function} in the module")
         else:
-            chosen = [f for f in public if "res_attrs" in f.attributes and _has_stats(f)
-                      and not _name(f).endswith(WEIGHTS_SUFFIX)] or public[:1]
+            chosen = [
+                f
+                for f in public
+                if "res_attrs" in f.attributes and _has_stats(f) and not _name(f).endswith(WEIGHTS_SUFFIX)
+            ] or public[:1]
             if not chosen:
                 raise OpscopeError("the module has no public function")
         manifest = cls._from_function(chosen[0])
@@ -82,12 +90,19 @@ class Manifest:
             manifest = manifest._with_weights(cls._from_function(weights[0]))
         return manifest
 
-    def _with_weights(self, weights: "Manifest") -> "Manifest":
+    def _with_weights(self, weights: Manifest) -> Manifest:
         """This call's manifest, followed by the results of its weights' function (called once)."""
         moved = [dataclasses.replace(e, result=e.result + self.num_results) for e in weights.entries]
-        return Manifest(self.function, self.num_results + weights.num_results, self.num_original_results,
-                        _reference_order(self.entries + moved, self.sites), self.sites, list(self.flags),
-                        weights.function, weights.num_results)
+        return Manifest(
+            self.function,
+            self.num_results + weights.num_results,
+            self.num_original_results,
+            _reference_order(self.entries + moved, self.sites),
+            self.sites,
+            list(self.flags),
+            weights.function,
+            weights.num_results,
+        )
 
     @property
     def call_results(self) -> int:
@@ -95,7 +110,7 @@ class Manifest:
         return self.num_results - self.weights_results
 
     @classmethod
-    def _from_function(cls, fn) -> "Manifest":
+    def _from_function(cls, fn) -> Manifest:
         name = ir.StringAttr(fn.attributes["sym_name"]).value
         fty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         n_results = len(fty.results)
@@ -112,10 +127,13 @@ class Manifest:
         if "opscope.sites" in fn.attributes:
             for attr in ir.ArrayAttr(fn.attributes["opscope.sites"]):
                 d = ir.DictAttr(attr)
-                sites.append(SiteInfo(
-                    ir.StringAttr(d["name"]).value, ir.StringAttr(d["kind"]).value,
-                    *(ir.IntegerAttr(d[k]).value for k in ("batch", "m", "k", "n", "flops")),
-                ))
+                sites.append(
+                    SiteInfo(
+                        ir.StringAttr(d["name"]).value,
+                        ir.StringAttr(d["kind"]).value,
+                        *(ir.IntegerAttr(d[k]).value for k in ("batch", "m", "k", "n", "flops")),
+                    )
+                )
         return cls(name, n_results, first_stat, _reference_order(entries, sites), sites)
 
     # -- JSON sidecar --------------------------------------------------------------------
@@ -123,19 +141,24 @@ class Manifest:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         d = json.loads(text)
         return cls(
-            d["function"], d["num_results"], d["num_original_results"],
-            [StatEntry(**e) for e in d["entries"]], [SiteInfo(**s) for s in d["sites"]],
-            list(d.get("flags", [])), d.get("weights_function", ""), int(d.get("weights_results", 0)),
+            d["function"],
+            d["num_results"],
+            d["num_original_results"],
+            [StatEntry(**e) for e in d["entries"]],
+            [SiteInfo(**s) for s in d["sites"]],
+            list(d.get("flags", [])),
+            d.get("weights_function", ""),
+            int(d.get("weights_results", 0)),
         )
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json())
 
     @classmethod
-    def load(cls, path: str | Path) -> "Manifest":
+    def load(cls, path: str | Path) -> Manifest:
         p = Path(path)
         if not p.exists():
             raise OpscopeError(f"no such manifest: {p}")
@@ -148,9 +171,7 @@ class Manifest:
     def values(self, outputs: list[np.ndarray]) -> dict[tuple[str, str, str], np.ndarray]:
         """(site, role, stat) -> the statistic's values, from one run's outputs."""
         if len(outputs) != self.num_results:
-            raise OpscopeError(
-                f"expected {self.num_results} outputs for @{self.function}, got {len(outputs)}"
-            )
+            raise OpscopeError(f"expected {self.num_results} outputs for @{self.function}, got {len(outputs)}")
         out = {}
         for e in self.entries:
             flat = np.asarray(outputs[e.result]).reshape(-1)
@@ -177,10 +198,15 @@ def add_site_rows(fn, rows: list[SiteInfo]) -> None:
         if row.name in known:
             continue
         known.add(row.name)
-        table.append(ir.DictAttr.get({
-            "name": ir.StringAttr.get(row.name), "kind": ir.StringAttr.get(row.kind),
-            **{k: ir.IntegerAttr.get(i64, getattr(row, k)) for k in ("batch", "m", "k", "n", "flops")},
-        }))
+        table.append(
+            ir.DictAttr.get(
+                {
+                    "name": ir.StringAttr.get(row.name),
+                    "kind": ir.StringAttr.get(row.kind),
+                    **{k: ir.IntegerAttr.get(i64, getattr(row, k)) for k in ("batch", "m", "k", "n", "flops")},
+                }
+            )
+        )
     fn.attributes["opscope.sites"] = ir.ArrayAttr.get(table)
 
 
@@ -189,8 +215,10 @@ def site_names(module) -> set[str]:
     names = set()
     for op in module.operation.regions[0].blocks[0].operations:
         if op.operation.name == "func.func" and "opscope.sites" in op.operation.attributes:
-            names |= {ir.StringAttr(ir.DictAttr(d)["name"]).value
-                      for d in ir.ArrayAttr(op.operation.attributes["opscope.sites"])}
+            names |= {
+                ir.StringAttr(ir.DictAttr(d)["name"]).value
+                for d in ir.ArrayAttr(op.operation.attributes["opscope.sites"])
+            }
     return names
 
 
@@ -208,10 +236,14 @@ def _reference_order(entries: list[StatEntry], sites: list[SiteInfo]) -> list[St
     for e in entries:
         first_seen.setdefault(e.site, len(first_seen))
     roles = {"lhs": 0, "rhs": 1, "out": 2}
-    return sorted(entries, key=lambda e: (
-        site_rank.get(e.site, len(site_rank) + first_seen[e.site]), roles.get(e.role, 3),
-        order.index(e.stat) if e.stat in order else len(order),
-    ))
+    return sorted(
+        entries,
+        key=lambda e: (
+            site_rank.get(e.site, len(site_rank) + first_seen[e.site]),
+            roles.get(e.role, 3),
+            order.index(e.stat) if e.stat in order else len(order),
+        ),
+    )
 
 
 def _length(ty: ir.Type) -> int:
@@ -227,17 +259,30 @@ def _entries_of(idx: int, d: ir.DictAttr, length: int = 0) -> list[StatEntry]:
         out = []
         for attr in ir.ArrayAttr(d["opscope.pack"]):
             e = ir.DictAttr(attr)
-            out.append(StatEntry(
-                idx, ir.IntegerAttr(e["offset"]).value, ir.IntegerAttr(e["length"]).value,
-                ir.StringAttr(e["site"]).value, ir.StringAttr(e["role"]).value,
-                ir.StringAttr(e["stat"]).value, ir.IntegerAttr(e["numel"]).value,
-            ))
+            out.append(
+                StatEntry(
+                    idx,
+                    ir.IntegerAttr(e["offset"]).value,
+                    ir.IntegerAttr(e["length"]).value,
+                    ir.StringAttr(e["site"]).value,
+                    ir.StringAttr(e["role"]).value,
+                    ir.StringAttr(e["stat"]).value,
+                    ir.IntegerAttr(e["numel"]).value,
+                )
+            )
         return out
     if "opscope.stat" in d:
-        return [StatEntry(
-            idx, 0, length, ir.StringAttr(d["opscope.site"]).value, ir.StringAttr(d["opscope.role"]).value,
-            ir.StringAttr(d["opscope.stat"]).value, ir.IntegerAttr(d["opscope.numel"]).value,
-        )]
+        return [
+            StatEntry(
+                idx,
+                0,
+                length,
+                ir.StringAttr(d["opscope.site"]).value,
+                ir.StringAttr(d["opscope.role"]).value,
+                ir.StringAttr(d["opscope.stat"]).value,
+                ir.IntegerAttr(d["opscope.numel"]).value,
+            )
+        ]
     return []
 
 

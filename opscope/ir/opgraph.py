@@ -36,8 +36,17 @@ from opscope.ir.sites import location_name
 ARG, WEIGHT, CONST = "in", "w", "k"
 LEAF_LABELS = frozenset({ARG, WEIGHT, CONST})
 FUNCTION_OPS = ("func.func", "util.func")
-VIEW_OPS = frozenset({"tensor.expand_shape", "tensor.collapse_shape", "tensor.reshape", "tensor.cast",
-                      "tensor.extract_slice", "linalg.transpose", "linalg.broadcast"})
+VIEW_OPS = frozenset(
+    {
+        "tensor.expand_shape",
+        "tensor.collapse_shape",
+        "tensor.reshape",
+        "tensor.cast",
+        "tensor.extract_slice",
+        "linalg.transpose",
+        "linalg.broadcast",
+    }
+)
 DPS_PREFIXES = ("linalg.", "iree_linalg_ext.")
 NOT_A_USE = frozenset({"tensor.dim"})  # shape queries read no data
 
@@ -72,8 +81,9 @@ class OpGraph:
         return out
 
 
-def from_edges(labels: list[str], inputs: list[list[int]], sites: list[str] | None = None,
-               escapes: set[int] | None = None) -> OpGraph:
+def from_edges(
+    labels: list[str], inputs: list[list[int]], sites: list[str] | None = None, escapes: set[int] | None = None
+) -> OpGraph:
     """A hand-made graph (the reference's `idx label in0 in1 ...` dump); `in`/`w`/`k` labels are leaves."""
     if len(inputs) != len(labels):
         raise ValueError(f"{len(labels)} labels but {len(inputs)} input lists")
@@ -82,8 +92,13 @@ def from_edges(labels: list[str], inputs: list[list[int]], sites: list[str] | No
         if bad:
             raise ValueError(f"node {node} reads unknown node(s) {bad}")
     names = sites or [f"{label}#{i}" for i, label in enumerate(labels)]
-    return OpGraph(tuple(labels), tuple(tuple(i) for i in inputs), tuple(names),
-                   tuple(label in LEAF_LABELS for label in labels), frozenset(escapes or ()))
+    return OpGraph(
+        tuple(labels),
+        tuple(tuple(i) for i in inputs),
+        tuple(names),
+        tuple(label in LEAF_LABELS for label in labels),
+        frozenset(escapes or ()),
+    )
 
 
 def build_graph(module: ir.Module | ir.Operation) -> OpGraph:
@@ -146,14 +161,22 @@ class _Builder:
                         self.node_of[arg] = self._add(ARG, (), self._arg_name(arg), leaf=True)
                 for op in block.operations:
                     self._visit(op.operation)
-        return OpGraph(tuple(self.labels), tuple(self.inputs), tuple(self.sites), tuple(self.leaf),
-                       frozenset(self.escapes), tuple(self.op_of), dict(self.node_of))
+        return OpGraph(
+            tuple(self.labels),
+            tuple(self.inputs),
+            tuple(self.sites),
+            tuple(self.leaf),
+            frozenset(self.escapes),
+            tuple(self.op_of),
+            dict(self.node_of),
+        )
 
     def _arg_name(self, arg: ir.BlockArgument) -> str:
         return location_name(arg.location) or f"%arg{arg.arg_number}"
 
-    def _add(self, label: str, inputs: tuple[int, ...], site: str, leaf: bool = False,
-             op: ir.Operation | None = None) -> int:
+    def _add(
+        self, label: str, inputs: tuple[int, ...], site: str, leaf: bool = False, op: ir.Operation | None = None
+    ) -> int:
         self.labels.append(label)
         self.op_of.append(op)
         self.inputs.append(inputs)
@@ -187,8 +210,9 @@ class _Builder:
             self._escape(op)
             return
         ins = self._semantic_inputs(op, captured)
-        if op.name in VIEW_OPS or (len(ins) == 1 and len(results) == 1 and op.name == "linalg.generic"
-                                   and op_label(op) == "generic<copy>"):
+        if op.name in VIEW_OPS or (
+            len(ins) == 1 and len(results) == 1 and op.name == "linalg.generic" and op_label(op) == "generic<copy>"
+        ):
             if ins:
                 self.node_of[results[0]] = ins[0]
                 return

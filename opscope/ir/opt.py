@@ -92,13 +92,13 @@ class Expected:
     text: str
 
     def __str__(self) -> str:
-        return f"expected error{' @unknown' if self.line is None else ''} \"{self.text}\""
+        return f'expected error{" @unknown" if self.line is None else ""} "{self.text}"'
 
 
 def _expected(text: str, name: str) -> tuple[list[Expected], list[str]]:
     """Every expected-error of `text` (a chunk, padded to keep the file's line numbers),
     and one problem line per directive that cannot be checked."""
-    comments = [line[len(_code(line)) + 2:] for line in text.splitlines()]  # "" where none
+    comments = [line[len(_code(line)) + 2 :] for line in text.splitlines()]  # "" where none
     plain = [not DIRECTIVE.match(c) for c in comments]
     out, problems = [], []
     for i, comment in enumerate(comments, 1):
@@ -106,12 +106,15 @@ def _expected(text: str, name: str) -> tuple[list[Expected], list[str]]:
             continue
         m = EXPECTED.match(comment)
         if m is None or not m.group(3).strip():
-            problems.append(f"{name}:{i}: error: malformed directive: write "
-                            "'// expected-error [@+N|@-N|@above|@below|@unknown] {{text}}' with a non-empty text")
+            problems.append(
+                f"{name}:{i}: error: malformed directive: write "
+                "'// expected-error [@+N|@-N|@above|@below|@unknown] {{text}}' with a non-empty text"
+            )
             continue
         if m.group(1) != "error":
-            problems.append(f"{name}:{i}: error: expected-{m.group(1)} cannot be checked: "
-                            "opscope-opt produces only errors")
+            problems.append(
+                f"{name}:{i}: error: expected-{m.group(1)} cannot be checked: opscope-opt produces only errors"
+            )
             continue
         where = m.group(2) or "+0"
         if where == "unknown":
@@ -267,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             # location (default printing has no debug info), site names included.
             if len(outputs) != 1:
                 raise OpscopeError(
-                    f"--emit-bytecode writes one module, but {name} has {len(outputs)} "
-                    "(drop --split-input-file)"
+                    f"--emit-bytecode writes one module, but {name} has {len(outputs)} (drop --split-input-file)"
                 )
             from opscope.ir.loading import module_bytecode
 

@@ -70,7 +70,11 @@ def _parse_options(pass_name: str, cls: type, text: str) -> dict[str, Any]:
 
 
 def _convert(pass_name: str, key: str, f: dataclasses.Field, raw: str) -> Any:
-    ty = f.type if not isinstance(f.type, str) else {"int": int, "float": float, "bool": bool, "str": str}.get(f.type, str)
+    ty = (
+        f.type
+        if not isinstance(f.type, str)
+        else {"int": int, "float": float, "bool": bool, "str": str}.get(f.type, str)
+    )
     if raw.startswith(("'", '"')) and raw.endswith(raw[0]) and len(raw) >= 2:
         raw = raw[1:-1]
     try:
@@ -85,9 +89,7 @@ def _convert(pass_name: str, key: str, f: dataclasses.Field, raw: str) -> Any:
             return float(raw)
         return raw
     except ValueError:
-        raise OpscopeError(
-            f"{pass_name}: option '{key}' expects {getattr(ty, '__name__', ty)}, got '{raw}'"
-        ) from None
+        raise OpscopeError(f"{pass_name}: option '{key}' expects {getattr(ty, '__name__', ty)}, got '{raw}'") from None
 
 
 def format_option(value: Any) -> str:
@@ -222,7 +224,7 @@ def run_pipeline(
         except Exception as e:  # MLIRError from pass failures or verifier errors
             for a in adapters:
                 if a.error is not None:
-                    raise a.error
+                    raise a.error from None
             detail = errors[0] if errors else str(e).strip().splitlines()[0]
             raise OpscopeError(f"pipeline '{pipeline}' failed: {detail}") from None
         finally:

@@ -77,8 +77,9 @@ def select_sites(pass_name: str, module, pattern: str, keep: Callable[[Site], bo
     every = find_sites(module.operation)
     if regex and every and not any(regex.search(s.name) for s in every):
         names = [s.name for s in every]
-        listed = ", ".join(names[:MOST_NAMES]) + (f" and {len(names) - MOST_NAMES} more (`opscope sites MODEL` "
-                                                  "lists them)" if len(names) > MOST_NAMES else "")
+        listed = ", ".join(names[:MOST_NAMES]) + (
+            f" and {len(names) - MOST_NAMES} more (`opscope sites MODEL` lists them)" if len(names) > MOST_NAMES else ""
+        )
         raise OpscopeError(f"{pass_name}: sites='{pattern}' names no matmul site of this module (valid: {listed})")
     for site in every:
         if (regex and not regex.search(site.name)) or (keep is not None and not keep(site)):
@@ -226,8 +227,14 @@ class RoundTrips:
         self.bits = bits
         self._built: dict = {}
 
-    def get(self, value: ir.Value, reduced: Sequence[int], loc: ir.Location, ip: ir.InsertionPoint,
-            group: tuple[tuple[int, ...], int] | None = None) -> tuple[ir.Value, bool]:
+    def get(
+        self,
+        value: ir.Value,
+        reduced: Sequence[int],
+        loc: ir.Location,
+        ip: ir.InsertionPoint,
+        group: tuple[tuple[int, ...], int] | None = None,
+    ) -> tuple[ir.Value, bool]:
         """(the round trip of `value`, whether it was built now); with `group` = (K dims, g),
         K is split into groups of g and `reduced` lists the other dims sharing a scale."""
         key = (value, tuple(reduced), group)
@@ -241,8 +248,7 @@ class RoundTrips:
         return out, True
 
 
-def fake_quant(x: ir.Value, reduced: Sequence[int], bits: int, *, loc: ir.Location,
-               ip: ir.InsertionPoint) -> ir.Value:
+def fake_quant(x: ir.Value, reduced: Sequence[int], bits: int, *, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
     """The symmetric round trip of `x` with one scale per index of its dims not in `reduced`
     (amax over `reduced`): two linalg.generics inserted at `ip`, located at `loc`."""
     ty = ir.RankedTensorType(x.type)
@@ -274,12 +280,21 @@ def fake_quant(x: ir.Value, reduced: Sequence[int], bits: int, *, loc: ir.Locati
             return y if elem == f32 else arith.truncf(elem, y)
 
         out_empty = tensor.EmptyOp(list(ty.shape), elem, ip=ip)
-        return generic(ty, [x, amax], out_empty.result, [ident, scale_map, ident], ["parallel"] * rank,
-                        round_trip_body, ip)
+        return generic(
+            ty, [x, amax], out_empty.result, [ident, scale_map, ident], ["parallel"] * rank, round_trip_body, ip
+        )
 
 
-def grouped_fake_quant(x: ir.Value, k_dims: Sequence[int], group: int, bits: int, *, loc: ir.Location,
-                       ip: ir.InsertionPoint, shared: Sequence[int] = ()) -> ir.Value:
+def grouped_fake_quant(
+    x: ir.Value,
+    k_dims: Sequence[int],
+    group: int,
+    bits: int,
+    *,
+    loc: ir.Location,
+    ip: ir.InsertionPoint,
+    shared: Sequence[int] = (),
+) -> ir.Value:
     """The round trip of `x` with one scale per (index of its other dims, group of `group`
     consecutive elements of its flattened K dims `k_dims`, which must be adjacent and hold a
     multiple of `group` elements): K is reshaped to [K/group, group], and back. Dims in
@@ -290,8 +305,8 @@ def grouped_fake_quant(x: ir.Value, k_dims: Sequence[int], group: int, bits: int
     k = 1
     for d in range(first, last + 1):
         k *= shape[d]
-    flat = shape[:first] + [k] + shape[last + 1:]
-    split = shape[:first] + [k // group, group] + shape[last + 1:]
+    flat = shape[:first] + [k] + shape[last + 1 :]
+    split = shape[:first] + [k // group, group] + shape[last + 1 :]
     reduced = [first + 1] + [d if d < first else d - (last - first) + 1 for d in shared]
     with loc:
         v = x

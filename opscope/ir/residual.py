@@ -14,8 +14,21 @@ from __future__ import annotations
 
 from opscope.ir.opgraph import ARG, OpGraph
 
-CONTRACTIONS = ("matmul", "batch_matmul", "matvec", "vecmat", "batch_matvec", "batch_vecmat", "dot",
-                "dot_general", "mmt4d", "batch_mmt4d", "batch_reduce_matmul", "conv", "contract")
+CONTRACTIONS = (
+    "matmul",
+    "batch_matmul",
+    "matvec",
+    "vecmat",
+    "batch_matvec",
+    "batch_vecmat",
+    "dot",
+    "dot_general",
+    "mmt4d",
+    "batch_mmt4d",
+    "batch_reduce_matmul",
+    "conv",
+    "contract",
+)
 
 
 def label_body(label: str) -> tuple[str, set[str]]:
@@ -27,8 +40,11 @@ def label_body(label: str) -> tuple[str, set[str]]:
 def is_contraction(label: str) -> bool:
     """A matmul-like or convolution op (a block's work), fused attention included."""
     head, _ = label_body(label)
-    return head in CONTRACTIONS or head.startswith(("conv", "batch_matmul", "matmul", "depthwise_conv")) \
+    return (
+        head in CONTRACTIONS
+        or head.startswith(("conv", "batch_matmul", "matmul", "depthwise_conv"))
         or head in ("attention", "online_attention")
+    )
 
 
 def skip_connections(graph: OpGraph) -> dict[int, int]:

@@ -168,8 +168,12 @@ def _dot_general_site(op: ir.Operation):
 
 def _conv_site(op: ir.Operation):
     """A linalg convolution as its im2col GEMM, with each operand's channel dims."""
-    if not op.name.startswith("linalg.") or op.name.startswith("linalg.pooling") or not _multiplies(op) \
-            or not linalg.isa_convolution_op(op):
+    if (
+        not op.name.startswith("linalg.")
+        or op.name.startswith("linalg.pooling")
+        or not _multiplies(op)
+        or not linalg.isa_convolution_op(op)
+    ):
         return None  # pooling implements the convolution interface too: it multiplies nothing
     view = op.opview
     ins, outs = list(view.inputs), list(view.outputs)
@@ -191,8 +195,11 @@ def _conv_site(op: ir.Operation):
     k, n = size(ichan, dims.filter_loop), size(ochan)
     values = {"lhs": _unpadded(ins[0]), "rhs": ins[1], "out": op.results[0]}
     channels = {}
-    for role, amap, loops in (("lhs", maps[0], depth + ichan), ("rhs", maps[1], depth + ochan),
-                              ("out", maps[2], depth + ochan)):
+    for role, amap, loops in (
+        ("lhs", maps[0], depth + ichan),
+        ("rhs", maps[1], depth + ochan),
+        ("out", maps[2], depth + ochan),
+    ):
         found = _result_positions(amap, loops)
         if found and found != (len(amap.results) - 1,):
             channels[role] = found
@@ -204,8 +211,10 @@ def _multiplies(op: ir.Operation) -> bool:
     """The op's body multiplies (a convolution's multiply-accumulate; a pooling's max or sum does not)."""
     if not op.regions or not len(op.regions[0].blocks):
         return False
-    return any(inner.operation.name in ("arith.mulf", "arith.muli", "complex.mul")
-               for inner in op.regions[0].blocks[0].operations)
+    return any(
+        inner.operation.name in ("arith.mulf", "arith.muli", "complex.mul")
+        for inner in op.regions[0].blocks[0].operations
+    )
 
 
 def _result_positions(amap: ir.AffineMap, loops: list[int]) -> tuple[int, ...]:

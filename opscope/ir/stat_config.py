@@ -19,7 +19,6 @@ from opscope.ir.sites import ROLES
 STAT_ORDER: tuple[str, ...] = STAT_KINDS
 
 
-
 @dataclass(frozen=True)
 class StatConfig:
     """Which sketches to append per tapped tensor (the reference's defaults)."""
@@ -41,23 +40,22 @@ class StatConfig:
         if self.hist_bins < 0:
             raise OpscopeError(f"StatConfig: hist_bins must be >= 0, got {self.hist_bins}")
         if not self.hist_normalize and self.hist_bins and not self.hist_min < self.hist_max:
-            raise OpscopeError(
-                f"StatConfig: hist_min ({self.hist_min}) must be below hist_max ({self.hist_max})"
-            )
+            raise OpscopeError(f"StatConfig: hist_min ({self.hist_min}) must be below hist_max ({self.hist_max})")
 
     @classmethod
-    def lean(cls) -> "StatConfig":
+    def lean(cls) -> StatConfig:
         """The whole-model config the reference's DeepSeek recorder uses (no histogram)."""
         return cls(hist_bins=0, hist_normalize=False, per_position=False, adjacency=False)
 
     @classmethod
-    def live(cls) -> "StatConfig":
+    def live(cls) -> StatConfig:
         """What live sampling folds (`opscope.drive.live`): the seven scalars and the elemsig fingerprint of
         each matmul's lhs only (weights are constant, outputs are the next site's lhs), one read of it."""
-        return cls(hist_bins=0, hist_normalize=False, per_channel=False, per_position=False, adjacency=False,
-                   roles=("lhs",))
+        return cls(
+            hist_bins=0, hist_normalize=False, per_channel=False, per_position=False, adjacency=False, roles=("lhs",)
+        )
 
-    def replace(self, **changes) -> "StatConfig":
+    def replace(self, **changes) -> StatConfig:
         return dataclasses.replace(self, **changes)
 
     @property
@@ -74,8 +72,9 @@ class StatRequest:
     length: int
 
 
-def plan_stats(shape: tuple[int, ...], config: StatConfig,
-               channel_dims: tuple[int, ...] | None = None) -> list[StatRequest]:
+def plan_stats(
+    shape: tuple[int, ...], config: StatConfig, channel_dims: tuple[int, ...] | None = None
+) -> list[StatRequest]:
     """The sketches a tensor of `shape` gets under `config`, in the reference's order; a
     tensor whose channels are `channel_dims` is planned as read channel-last (`channel_view`)."""
     _, shape = channel_view(tuple(shape), channel_dims)

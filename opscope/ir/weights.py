@@ -48,7 +48,7 @@ ELEMENT_TYPES = ("f32", "f16", "bf16", "f64")
 _NUMPY = {"f32": "<f4", "f16": "<f2", "f64": "<f8", "bf16": "<u2"}  # how each is stored, little-endian
 _NAME_TOKEN = r'"(?:[^"\\]|\\.)*"|[^\s:>"]+'  # a resource name as MLIR prints it: bare or quoted
 _RESOURCE_REF = re.compile(rf"dense_resource<({_NAME_TOKEN})>")
-_BLOB_KEY = re.compile(rb'[\s,]*(' + _NAME_TOKEN.encode() + rb')\s*:\s*"0x')  # its hex runs to the next quote
+_BLOB_KEY = re.compile(rb"[\s,]*(" + _NAME_TOKEN.encode() + rb')\s*:\s*"0x')  # its hex runs to the next quote
 _NUMBER = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
 
 
@@ -75,8 +75,10 @@ class Weight:
     @property
     def matrix_shape(self) -> tuple[int, int]:
         """(out, K): the other dims' sizes multiplied, then the K dims' sizes multiplied."""
-        return (prod(n for d, n in enumerate(self.shape) if d not in self.k_dims),
-                prod(self.shape[d] for d in self.k_dims))
+        return (
+            prod(n for d, n in enumerate(self.shape) if d not in self.k_dims),
+            prod(self.shape[d] for d in self.k_dims),
+        )
 
     def matrix(self) -> np.ndarray:
         """The weight as a float32 [out, K] matrix: the other dims first (flattened, in
@@ -87,9 +89,11 @@ class Weight:
         """The inverse of `matrix()`: an [out, K] matrix back in the stored layout, as a new float32 array."""
         m = np.asarray(m)
         if m.shape != self.matrix_shape:
-            raise OpscopeError(f"weight '{self.name}': a replacement must be its [out, K] matrix of shape "
-                               f"{_shape(self.matrix_shape)} (stored {_shape(self.shape)}, K dims "
-                               f"{list(self.k_dims)}), got {_shape(m.shape)}")
+            raise OpscopeError(
+                f"weight '{self.name}': a replacement must be its [out, K] matrix of shape "
+                f"{_shape(self.matrix_shape)} (stored {_shape(self.shape)}, K dims "
+                f"{list(self.k_dims)}), got {_shape(m.shape)}"
+            )
         order = self._order()
         m = m.astype(np.float32, copy=False).reshape([self.shape[d] for d in order])
         return np.array(m.transpose(np.argsort(order)), order="C")  # a copy: never the caller's memory
@@ -104,8 +108,9 @@ def read_weights(module: ir.Module, sites: str = "", inputs: Sequence[np.ndarray
     with module.context:
         found = _find(module, sites, arguments=inputs is not None, who="read_weights")
         blobs = _ResourceBlobs(module) if any(f.is_resource for f in found) else None
-        return [Weight(f.name, f.sites, f.shape, f.element_type, f.k_dims, f.source, _read(f, blobs, inputs))
-                for f in found]
+        return [
+            Weight(f.name, f.sites, f.shape, f.element_type, f.k_dims, f.source, _read(f, blobs, inputs)) for f in found
+        ]
 
 
 def replace_weights(module: ir.Module, new: Mapping[str, np.ndarray]) -> None:
@@ -126,8 +131,9 @@ def replace_weights(module: ir.Module, new: Mapping[str, np.ndarray]) -> None:
         module.operation.verify()
 
 
-def read_stored(module: ir.Module, values: Sequence[ir.Value],
-                names: Sequence[str]) -> list[tuple[tuple, np.ndarray] | str]:
+def read_stored(
+    module: ir.Module, values: Sequence[ir.Value], names: Sequence[str]
+) -> list[tuple[tuple, np.ndarray] | str]:
     """Each tensor of `values` (where `copy_source` ends) as (a key naming its storage: every
     load of one global shares it, its float32 values in its stored shape) when it is a stored
     weight, else why not; `names` name them in errors. For a pass that reads weights itself
@@ -198,7 +204,8 @@ def _find(module: ir.Module, pattern: str, arguments: bool, who: str) -> list[_F
             why, item = _locate(site, globals_, arguments)
             if why is not None:
                 (log.info if why.startswith("its rhs is computed") else log.warning)(
-                    "%s: skipping site '%s' at %s: %s", who, site.name, site.location, why)
+                    "%s: skipping site '%s' at %s: %s", who, site.name, site.location, why
+                )
                 continue
             key, value, source, attr, k_dims, chain = item
             entry = found.setdefault((key, k_dims), _Found(site.name, value, source, attr, k_dims))
@@ -226,8 +233,14 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
     if isinstance(value, ir.BlockArgument):
         func = site.op.parent
         arg = ir.BlockArgument(value).arg_number
-        return None, (("argument", ir.StringAttr(func.attributes["sym_name"]).value, arg), value, "argument",
-                      None, k_dims, chain)
+        return None, (
+            ("argument", ir.StringAttr(func.attributes["sym_name"]).value, arg),
+            value,
+            "argument",
+            None,
+            k_dims,
+            chain,
+        )
     stored = _storage(value, globals_)
     if isinstance(stored, str):
         return stored, None
@@ -237,8 +250,11 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
 
 def _globals(module: ir.Module) -> dict[str, ir.Operation]:
     """The module's `util.global`s by symbol."""
-    return {ir.StringAttr(op.attributes["sym_name"]).value: op
-            for op in (o.operation for o in module.body.operations) if op.name == "util.global"}
+    return {
+        ir.StringAttr(op.attributes["sym_name"]).value: op
+        for op in (o.operation for o in module.body.operations)
+        if op.name == "util.global"
+    }
 
 
 def _storage(value: ir.Value, globals_: dict[str, ir.Operation]) -> tuple[tuple, str, ir.Attribute] | str:
@@ -280,8 +296,9 @@ def _read(f: _Found, blobs: _ResourceBlobs | None, inputs: Sequence[np.ndarray] 
     return _values(f.attr, f.shape, f.element_type, f.name, blobs)
 
 
-def _values(attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name: str,
-            blobs: _ResourceBlobs | None) -> np.ndarray:
+def _values(
+    attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name: str, blobs: _ResourceBlobs | None
+) -> np.ndarray:
     """The float32 values of a stored tensor's dense or dense_resource attribute, in `shape`."""
     resource = _resource(attr)
     if resource is not None:
@@ -289,9 +306,11 @@ def _values(attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name:
         numel = prod(shape)
         item = np.dtype(_NUMPY[element_type]).itemsize
         if len(raw) != numel * item:
-            raise OpscopeError(f"weight '{name}': its dense_resource blob {resource} holds {len(raw)} bytes, but "
-                               f"{_shape(shape)} {element_type} needs {numel * item}: the module is damaged, "
-                               "re-export it")
+            raise OpscopeError(
+                f"weight '{name}': its dense_resource blob {resource} holds {len(raw)} bytes, but "
+                f"{_shape(shape)} {element_type} needs {numel * item}: the module is damaged, "
+                "re-export it"
+            )
         return _decode(np.frombuffer(raw, dtype=_NUMPY[element_type]), element_type).reshape(shape)
     if element_type == "bf16":  # the bindings give no buffer for bf16: read its printed form
         return _bf16_from_text(str(attr), shape, name)
@@ -301,12 +320,16 @@ def _values(attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name:
 def _argument(f: _Found, inputs: Sequence[np.ndarray]) -> np.ndarray:
     arg = ir.BlockArgument(f.value).arg_number
     if arg >= len(inputs):
-        raise OpscopeError(f"read_weights: weight '{f.name}' is argument #{arg} of its function, but "
-                           f"{len(inputs)} inputs were given: pass every argument, in order")
+        raise OpscopeError(
+            f"read_weights: weight '{f.name}' is argument #{arg} of its function, but "
+            f"{len(inputs)} inputs were given: pass every argument, in order"
+        )
     x = np.asarray(inputs[arg])
     if tuple(x.shape) != f.shape:
-        raise OpscopeError(f"read_weights: weight '{f.name}' is argument #{arg} of shape {_shape(f.shape)}, but "
-                           f"input #{arg} has shape {_shape(x.shape)}: pass the function's arguments in order")
+        raise OpscopeError(
+            f"read_weights: weight '{f.name}' is argument #{arg} of shape {_shape(f.shape)}, but "
+            f"input #{arg} has shape {_shape(x.shape)}: pass the function's arguments in order"
+        )
     if x.dtype.name == "bfloat16":
         return _decode(np.asarray(x, order="C").view(np.uint16), "bf16")
     return np.array(x, dtype=np.float32)
@@ -322,10 +345,10 @@ def _decode(x: np.ndarray, element_type: str) -> np.ndarray:
 def _bf16_from_text(text: str, shape: tuple[int, ...], name: str) -> np.ndarray:
     """A bf16 `dense<…>` attribute's values from its printed form: `"0x…"` raw little-endian
     bits (more than 100 elements) or a list of numbers (decimal, or hex bits for NaN/inf)."""
-    body = text[text.index("<") + 1:text.rindex(" : ")].rstrip(">")
+    body = text[text.index("<") + 1 : text.rindex(" : ")].rstrip(">")
     numel = prod(shape)
     if body.startswith('"0x'):
-        bits = np.frombuffer(binascii.unhexlify(body[3:body.index('"', 1)]), dtype="<u2")
+        bits = np.frombuffer(binascii.unhexlify(body[3 : body.index('"', 1)]), dtype="<u2")
     else:
         tokens = _NUMBER.findall(body)
         hexes = np.array([t.startswith("0x") for t in tokens], dtype=bool)
@@ -373,10 +396,12 @@ class _ResourceBlobs:
     def data(self, resource: str, weight: str) -> bytes:
         """The blob's data (after its 4-byte alignment)."""
         if resource not in self.spans:
-            raise OpscopeError(f"weight '{weight}': its dense_resource blob {resource} is not in the module "
-                               "(elided when it was printed?): load the module from a file that holds its weights")
+            raise OpscopeError(
+                f"weight '{weight}': its dense_resource blob {resource} is not in the module "
+                "(elided when it was printed?): load the module from a file that holds its weights"
+            )
         begin, end = self.spans[resource]
-        return binascii.unhexlify(self.text[begin + 8:end])
+        return binascii.unhexlify(self.text[begin + 8 : end])
 
 
 # -------------------------------------------------------------------------------------- replacing
@@ -406,8 +431,7 @@ def resource_attr(values: np.ndarray, ty: ir.RankedTensorType, name: str) -> ir.
     """A `dense_resource` attribute of type `ty` holding float32 `values` (of `ty`'s shape) in
     `ty`'s element type (bf16 rounded to nearest even), its blob named after `name`. The
     blob keeps the array it is given: `values` must be the caller's own (a fresh array)."""
-    return ir.DenseResourceElementsAttr.get_from_buffer(_encode(values, str(ty.element_type)),
-                                                        _resource_name(name), ty)
+    return ir.DenseResourceElementsAttr.get_from_buffer(_encode(values, str(ty.element_type)), _resource_name(name), ty)
 
 
 def _encode(values: np.ndarray, element_type: str) -> np.ndarray:

@@ -8,7 +8,7 @@ by first appearance in the table (the recorder's site and role order).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import polars as pl
 
@@ -19,8 +19,10 @@ SERIES: tuple[str, ...] = ("run_id", "backend", "dist", "site")
 
 def appearance_order(df: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Per key column, its values numbered in order of first appearance (the tie order of every list)."""
-    return {c: df.select(pl.col(c).unique(maintain_order=True).cast(pl.String))
-            .with_row_index(f"_{c}_order") for c in ("backend", "dist", "site", "role")}
+    return {
+        c: df.select(pl.col(c).unique(maintain_order=True).cast(pl.String)).with_row_index(f"_{c}_order")
+        for c in ("backend", "dist", "site", "role")
+    }
 
 
 def order_by(frame: pl.DataFrame, order: dict[str, pl.DataFrame], cols: Iterable[str]) -> pl.DataFrame:

@@ -43,51 +43,114 @@ def _fit(text: str, width: int = 48) -> str:
     if len(text) <= width:
         return text
     keep = width - 1
-    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2) :]
 
 
-SIGNAL_HEAD = ["backend", "dist", "site", "role", "obs", "density", "zchan", "outlier", "histtop", "pos_cv",
-               "adj", "suggested exploit"]
-CROSS_HEAD = ["run", "backend", "dist", "site", "role", "steps", "l1 mean", "l1 cv", "sumsq cv", "elemsig cv",
-              "verdict"]
-OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save",
-            "recommendation"]
+SIGNAL_HEAD = [
+    "backend",
+    "dist",
+    "site",
+    "role",
+    "obs",
+    "density",
+    "zchan",
+    "outlier",
+    "histtop",
+    "pos_cv",
+    "adj",
+    "suggested exploit",
+]
+CROSS_HEAD = [
+    "run",
+    "backend",
+    "dist",
+    "site",
+    "role",
+    "steps",
+    "l1 mean",
+    "l1 cv",
+    "sumsq cv",
+    "elemsig cv",
+    "verdict",
+]
+OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save", "recommendation"]
 AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
-DENSE_NOTE = ("dense: none of the six sketch signals fired; low rank, for one, is not observable in "
-              "sketches (it needs a deep dump).")
+DENSE_NOTE = (
+    "dense: none of the six sketch signals fired; low rank, for one, is not observable in "
+    "sketches (it needs a deep dump)."
+)
 
 
 def _signal_rows(report: MineReport) -> list[list[str]]:
-    return [[r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["observations"]),
-             _num(r["density"], ".3f"), _num(r["zchan"], ".3f"), _num(r["outlier"], ".2f"),
-             _num(r["histtop"], ".3f"),
-             _num(r["pos_cv"], ".2f"), _num(r["adj"], ".2f"), r["suggestion"]]
-            for r in report.signals.iter_rows(named=True)]
+    return [
+        [
+            r["backend"],
+            r["dist"],
+            _fit(r["site"]),
+            r["role"],
+            str(r["observations"]),
+            _num(r["density"], ".3f"),
+            _num(r["zchan"], ".3f"),
+            _num(r["outlier"], ".2f"),
+            _num(r["histtop"], ".3f"),
+            _num(r["pos_cv"], ".2f"),
+            _num(r["adj"], ".2f"),
+            r["suggestion"],
+        ]
+        for r in report.signals.iter_rows(named=True)
+    ]
 
 
 def _cross_rows(report: MineReport) -> list[list[str]]:
-    return [[str(r["run_id"]), r["backend"], r["dist"], _fit(r["site"]), r["role"], str(r["steps"]),
-             _num(r["l1_mean"], ".5g"), _num(r["l1_cv"], ".2e"), _num(r["sumsq_cv"], ".2e"),
-             _num(r["elemsig_cv"], ".2e"), r["verdict"]]
-            for r in report.cross_step.iter_rows(named=True)]
+    return [
+        [
+            str(r["run_id"]),
+            r["backend"],
+            r["dist"],
+            _fit(r["site"]),
+            r["role"],
+            str(r["steps"]),
+            _num(r["l1_mean"], ".5g"),
+            _num(r["l1_cv"], ".2e"),
+            _num(r["sumsq_cv"], ".2e"),
+            _num(r["elemsig_cv"], ".2e"),
+            r["verdict"],
+        ]
+        for r in report.cross_step.iter_rows(named=True)
+    ]
 
 
 def _opp_rows(report: MineReport) -> list[list[str]]:
-    return [[str(r["run_id"]), r["backend"], r["dist"], _fit(r["site"]), str(r["steps"]),
-             _num(r["gflops"], ".3f"), _pct(r["cost_share"]), _pct(r["recur"], ".0f"),
-             _num(r["drift"], ".3f"), _pct(r["savings"]), r["recommendation"]]
-            for r in report.opportunities.iter_rows(named=True)]
+    return [
+        [
+            str(r["run_id"]),
+            r["backend"],
+            r["dist"],
+            _fit(r["site"]),
+            str(r["steps"]),
+            _num(r["gflops"], ".3f"),
+            _pct(r["cost_share"]),
+            _pct(r["recur"], ".0f"),
+            _num(r["drift"], ".3f"),
+            _pct(r["savings"]),
+            r["recommendation"],
+        ]
+        for r in report.opportunities.iter_rows(named=True)
+    ]
 
 
 def _agg_rows(report: MineReport) -> list[list[str]]:
-    return [[str(r["run_id"]), r["backend"], r["dist"], str(r["sites"]), _pct(r["savings"])]
-            for r in report.aggregate.iter_rows(named=True)]
+    return [
+        [str(r["run_id"]), r["backend"], r["dist"], str(r["sites"]), _pct(r["savings"])]
+        for r in report.aggregate.iter_rows(named=True)
+    ]
 
 
 def _summary(report: MineReport) -> str:
     c = report.counts
-    parts = [f"{report.rows:,} rows"] + [f"{c[k]} {k if c[k] != 1 else k[:-1]}"
-                                         for k in ("runs", "steps", "backends", "dists", "sites") if k in c]
+    parts = [f"{report.rows:,} rows"] + [
+        f"{c[k]} {k if c[k] != 1 else k[:-1]}" for k in ("runs", "steps", "backends", "dists", "sites") if k in c
+    ]
     return ", ".join(parts)
 
 
@@ -128,17 +191,39 @@ def _costs_line(report: MineReport) -> str:
 class TextRenderer:
     """Aligned plain text for a terminal: numbers right-aligned, names left-aligned, '-' for no value."""
 
-    numeric = {"obs", "density", "zchan", "outlier", "histtop", "pos_cv", "adj", "run", "steps", "l1 mean", "l1 cv",
-               "GFLOP", "%cost", "recur", "drift", "save", "sites", "recoverable", "sumsq cv", "elemsig cv",
-               *render_dynamics.NUMERIC}
+    numeric = {
+        "obs",
+        "density",
+        "zchan",
+        "outlier",
+        "histtop",
+        "pos_cv",
+        "adj",
+        "run",
+        "steps",
+        "l1 mean",
+        "l1 cv",
+        "GFLOP",
+        "%cost",
+        "recur",
+        "drift",
+        "save",
+        "sites",
+        "recoverable",
+        "sumsq cv",
+        "elemsig cv",
+        *render_dynamics.NUMERIC,
+    }
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
         last = len(head) - 1
 
         def line(cells):
-            out = [c.rjust(w) if head[i] in self.numeric else (c if i == last else c.ljust(w))
-                   for i, (c, w) in enumerate(zip(cells, widths))]
+            out = [
+                c.rjust(w) if head[i] in self.numeric else (c if i == last else c.ljust(w))
+                for i, (c, w) in enumerate(zip(cells, widths))
+            ]
             return "  ".join(out).rstrip()
 
         return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
@@ -150,8 +235,11 @@ class TextRenderer:
             out += ["", coverage_line(report, kinds=len(report.coverage))]
         out.append("")
         out.append("Value signals per (backend, dist, site, role), mean over observations (run × step):")
-        out.append(self.table(SIGNAL_HEAD, _signal_rows(report)) if report.signals.height
-                   else "  (no keys with value sketches)")
+        out.append(
+            self.table(SIGNAL_HEAD, _signal_rows(report))
+            if report.signals.height
+            else "  (no keys with value sketches)"
+        )
         if report.signals.height and (report.signals["exploit"] == DENSE).any():
             out.append(DENSE_NOTE)
         out.append("")
@@ -159,25 +247,42 @@ class TextRenderer:
         if not report.ranked.height:
             out.append("  (none — all sites look dense/structureless to the current sketches)")
         for r in report.ranked.iter_rows(named=True):
-            out.append(f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
-                       f"{r['suggestion']}")
+            out.append(
+                f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
+                f"{r['suggestion']}"
+            )
         if report.dynamics is not None:
             out += ["", textwrap.fill("Inference dynamics (" + render_dynamics.LEGEND + ")", 120)]
             for title, text in render_dynamics.tables(report.dynamics, self.table):
                 out += ["", title + ":", text]
         if report.cross_step is not None:
-            out += ["", f"Cross-step temporal analysis ({report.steps} steps; l1, sumsq and elemsig per run, "
-                    f"ordered by step; a verdict needs {MIN_STEPS_STATIONARY} steps):"]
-            out.append(self.table(CROSS_HEAD, _cross_rows(report)) if report.cross_step.height
-                       else "  (no series with two or more steps)")
+            out += [
+                "",
+                f"Cross-step temporal analysis ({report.steps} steps; l1, sumsq and elemsig per run, "
+                f"ordered by step; a verdict needs {MIN_STEPS_STATIONARY} steps):",
+            ]
+            out.append(
+                self.table(CROSS_HEAD, _cross_rows(report))
+                if report.cross_step.height
+                else "  (no series with two or more steps)"
+            )
         if report.opportunities is not None:
-            out += ["", f"Temporal opportunities (lhs fingerprints per run; an action needs {MIN_STEPS_REUSE} steps; "
-                    f"{_costs_line(report)}):"]
-            out.append(self.table(OPP_HEAD, _opp_rows(report)) if report.opportunities.height
-                       else "  (no lhs series with two or more steps)")
+            out += [
+                "",
+                f"Temporal opportunities (lhs fingerprints per run; an action needs {MIN_STEPS_REUSE} steps; "
+                f"{_costs_line(report)}):",
+            ]
+            out.append(
+                self.table(OPP_HEAD, _opp_rows(report))
+                if report.opportunities.height
+                else "  (no lhs series with two or more steps)"
+            )
             if report.aggregate is not None and report.aggregate.height:
-                out += ["", "Aggregate recoverable compute (Σ cost-share × reuse) per run:",
-                        self.table(AGG_HEAD, _agg_rows(report))]
+                out += [
+                    "",
+                    "Aggregate recoverable compute (Σ cost-share × reuse) per run:",
+                    self.table(AGG_HEAD, _agg_rows(report)),
+                ]
         return "\n".join(out) + "\n"
 
 
@@ -186,24 +291,48 @@ class MarkdownRenderer:
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
         esc = [[c.replace("|", "\\|") for c in r] for r in [head] + rows]
-        return "\n".join(["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(r) + " |" for r in esc[1:]])
+        return "\n".join(
+            ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(r) + " |" for r in esc[1:]]
+        )
 
     def render(self, report: MineReport) -> str:
         out = ["# opscope mine", "", _summary(report), ""]
         out += [f"> note: {n}" for n in report.notes] + ([""] if report.notes else [])
         if report.coverage is not None:
-            out += ["## Coverage", "", coverage_line(report, kinds=0), "",
-                    self.table(["what", "FLOPs", "share of the module"],
-                               [[w, f"{f:,}", _pct(s)] for w, f, s in report.coverage.iter_rows()]), ""]
+            out += [
+                "## Coverage",
+                "",
+                coverage_line(report, kinds=0),
+                "",
+                self.table(
+                    ["what", "FLOPs", "share of the module"],
+                    [[w, f"{f:,}", _pct(s)] for w, f, s in report.coverage.iter_rows()],
+                ),
+                "",
+            ]
         out += ["## Value signals", "", self.table(SIGNAL_HEAD, _signal_rows(report)), ""]
         if report.signals.height and (report.signals["exploit"] == DENSE).any():
             out += [DENSE_NOTE, ""]
         out += ["## Ranked exploitable sites", ""]
         if report.ranked.height:
-            out.append(self.table(["rank", "score", "backend", "dist", "site", "role", "exploit"],
-                                  [[str(r["rank"]), f"{r['score']:.2f}", r["backend"], r["dist"], r["site"],
-                                    r["role"], r["suggestion"]] for r in report.ranked.iter_rows(named=True)]))
+            out.append(
+                self.table(
+                    ["rank", "score", "backend", "dist", "site", "role", "exploit"],
+                    [
+                        [
+                            str(r["rank"]),
+                            f"{r['score']:.2f}",
+                            r["backend"],
+                            r["dist"],
+                            r["site"],
+                            r["role"],
+                            r["suggestion"],
+                        ]
+                        for r in report.ranked.iter_rows(named=True)
+                    ],
+                )
+            )
         else:
             out.append("(none — all sites look dense/structureless to the current sketches)")
         out.append("")
@@ -212,16 +341,25 @@ class MarkdownRenderer:
             for title, text in render_dynamics.tables(report.dynamics, self.table, heads=True):
                 out += [f"### {title}", "", text, ""]
         if report.cross_step is not None:
-            out += [f"## Cross-step temporal analysis ({report.steps} steps)", "",
-                    f"l1, sumsq and elemsig per run; a verdict needs {MIN_STEPS_STATIONARY} steps.", "",
-                    self.table(CROSS_HEAD, _cross_rows(report)), ""]
+            out += [
+                f"## Cross-step temporal analysis ({report.steps} steps)",
+                "",
+                f"l1, sumsq and elemsig per run; a verdict needs {MIN_STEPS_STATIONARY} steps.",
+                "",
+                self.table(CROSS_HEAD, _cross_rows(report)),
+                "",
+            ]
         if report.opportunities is not None:
-            out += ["## Temporal opportunities", "",
-                    f"{_costs_line(report)}; an action needs {MIN_STEPS_REUSE} steps.", "",
-                    self.table(OPP_HEAD, _opp_rows(report)), ""]
+            out += [
+                "## Temporal opportunities",
+                "",
+                f"{_costs_line(report)}; an action needs {MIN_STEPS_REUSE} steps.",
+                "",
+                self.table(OPP_HEAD, _opp_rows(report)),
+                "",
+            ]
             if report.aggregate is not None:
-                out += ["### Aggregate recoverable compute per run", "",
-                        self.table(AGG_HEAD, _agg_rows(report)), ""]
+                out += ["### Aggregate recoverable compute per run", "", self.table(AGG_HEAD, _agg_rows(report)), ""]
         return "\n".join(out)
 
 
@@ -229,14 +367,21 @@ def _records(frame: pl.DataFrame | None) -> list[dict] | None:
     """Frame rows as JSON-safe dicts: non-finite floats become null."""
     if frame is None:
         return None
-    return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-            for r in frame.to_dicts()]
+    return [
+        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+        for r in frame.to_dicts()
+    ]
 
 
 def dynamics_records(d: DynamicsReport) -> dict[str, list[dict]]:
     """The dynamics tables as JSON-safe records, by table name."""
-    return {"attention": _records(d.attention), "heads": _records(d.heads), "routing": _records(d.routing),
-            "gates": _records(d.gates), "residual": _records(d.residual)}
+    return {
+        "attention": _records(d.attention),
+        "heads": _records(d.heads),
+        "routing": _records(d.routing),
+        "gates": _records(d.gates),
+        "residual": _records(d.residual),
+    }
 
 
 class JsonRenderer:
@@ -275,16 +420,21 @@ def _stationary_line(report: MineReport) -> str:
     cross = report.cross_step
     judged = cross.filter(pl.col("stationary").is_not_null())
     if not judged.height:
-        return (f"Across {report.steps} steps: {too_few(cross['steps'].max(), MIN_STEPS_STATIONARY)} to say which "
-                f"of {cross.height} tensors are stationary.")
+        return (
+            f"Across {report.steps} steps: {too_few(cross['steps'].max(), MIN_STEPS_STATIONARY)} to say which "
+            f"of {cross.height} tensors are stationary."
+        )
     st = judged.filter(pl.col("stationary"))
     roles = st.group_by("role", maintain_order=True).agg(pl.len()).rows()
     weak = st.filter(~pl.col("basis").str.contains("elemsig")).height
-    return (f"Across {report.steps} steps: {st.height} of {judged.height} tensors are stationary "
-            "(precompute / prepack): " + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
-            + (f" ({weak} of them without a usable elemsig fingerprint)" if weak else "")
-            + f"; {judged.height - st.height} change from step to step."
-            + _too_few(cross.height - judged.height, cross, MIN_STEPS_STATIONARY))
+    return (
+        f"Across {report.steps} steps: {st.height} of {judged.height} tensors are stationary "
+        "(precompute / prepack): "
+        + (", ".join(f"{n} {role}" for role, n in roles) if roles else "none")
+        + (f" ({weak} of them without a usable elemsig fingerprint)" if weak else "")
+        + f"; {judged.height - st.height} change from step to step."
+        + _too_few(cross.height - judged.height, cross, MIN_STEPS_STATIONARY)
+    )
 
 
 class FindingsRenderer:
@@ -301,16 +451,20 @@ class FindingsRenderer:
 
         line = coverage_line(report)
         out = ([line, ""] if line else []) + [
-            f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"]
-        out += [f"  {r['rank']:>3}. [{r['score']:.2f}] {where(r)}: {r['suggestion']}"
-                for r in report.ranked.head(self.top).iter_rows(named=True)]
+            f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"
+        ]
+        out += [
+            f"  {r['rank']:>3}. [{r['score']:.2f}] {where(r)}: {r['suggestion']}"
+            for r in report.ranked.head(self.top).iter_rows(named=True)
+        ]
         if report.ranked.height > self.top:
             out.append(f"       ... {report.ranked.height - self.top} more in the full report")
         if not report.ranked.height:
             out.append("  (none: every tapped tensor looks dense to the current sketches)")
         if report.dynamics is not None:
-            out += [""] + [textwrap.fill(line, 120, subsequent_indent="  ") for line in
-                           render_dynamics.summary(report.dynamics)]
+            out += [""] + [
+                textwrap.fill(line, 120, subsequent_indent="  ") for line in render_dynamics.summary(report.dynamics)
+            ]
         if report.cross_step is not None and report.cross_step.height:
             out += ["", _stationary_line(report)]
         if report.opportunities is not None and report.opportunities.height:
@@ -319,16 +473,24 @@ class FindingsRenderer:
             useful = judged.filter(pl.col("action") != NO_REUSE)
             few = _too_few(opps.height - judged.height, opps, MIN_STEPS_REUSE)
             if not judged.height:
-                out += ["", f"Temporal reuse: {too_few(opps['steps'].max(), MIN_STEPS_REUSE)} to judge memoize "
-                        "or delta-compute for any site's input."]
+                out += [
+                    "",
+                    f"Temporal reuse: {too_few(opps['steps'].max(), MIN_STEPS_REUSE)} to judge memoize "
+                    "or delta-compute for any site's input.",
+                ]
             elif not useful.height:
-                out += ["", f"No site's input repeats or drifts slowly across the {report.steps} steps: "
-                        "nothing to memoize or delta-compute." + few]
+                out += [
+                    "",
+                    f"No site's input repeats or drifts slowly across the {report.steps} steps: "
+                    "nothing to memoize or delta-compute." + few,
+                ]
             else:
                 out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
                 for r in useful.head(5).iter_rows(named=True):
-                    out.append(f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
-                               f"(saves {_pct(r['savings'])})")
+                    out.append(
+                        f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
+                        f"(saves {_pct(r['savings'])})"
+                    )
                 if report.aggregate is not None:
                     total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
                     out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
@@ -337,8 +499,12 @@ class FindingsRenderer:
         return "\n".join(out) + "\n"
 
 
-RENDERERS: dict[str, type] = {"text": TextRenderer, "markdown": MarkdownRenderer, "json": JsonRenderer,
-                              "findings": FindingsRenderer}
+RENDERERS: dict[str, type] = {
+    "text": TextRenderer,
+    "markdown": MarkdownRenderer,
+    "json": JsonRenderer,
+    "findings": FindingsRenderer,
+}
 
 
 def render(report: MineReport, name: str = "text") -> str:

@@ -8,9 +8,9 @@ sidecars. A report renders as text, Markdown or JSON (`opscope.mining.render`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import polars as pl
 
@@ -56,8 +56,13 @@ class MineReport:
         return render(self, "markdown")
 
 
-def mine(df: pl.DataFrame, site_costs: dict[str, int] | None = None, *,
-         notes: Iterable[str] = (), costs_source: str | None = None) -> MineReport:
+def mine(
+    df: pl.DataFrame,
+    site_costs: dict[str, int] | None = None,
+    *,
+    notes: Iterable[str] = (),
+    costs_source: str | None = None,
+) -> MineReport:
     """Mine a tidy frame: signals and exploits per key, ranked list, and the multi-step sections."""
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
@@ -68,8 +73,12 @@ def mine(df: pl.DataFrame, site_costs: dict[str, int] | None = None, *,
     steps = df["step"].n_unique() if df.height else 0
     counts = {"rows": df.height, "steps": steps}
     if df.height:
-        counts.update({c: df[k].n_unique() for c, k in (("runs", "run_id"), ("backends", "backend"),
-                                                         ("dists", "dist"), ("sites", "site"))})
+        counts.update(
+            {
+                c: df[k].n_unique()
+                for c, k in (("runs", "run_id"), ("backends", "backend"), ("dists", "dist"), ("sites", "site"))
+            }
+        )
     cross = opps = agg = None
     if steps > 1:
         cross = cross_step(df, order)
@@ -79,10 +88,20 @@ def mine(df: pl.DataFrame, site_costs: dict[str, int] | None = None, *,
     if cov is not None:
         counts["module_flops"] = site_costs[MODULE_ROW]
         counts["unknown_ops"] = site_costs.get(UNKNOWN_ROW, 0)
-    return MineReport(rows=df.height, steps=steps, signals=signals, ranked=rank(signals),
-                      cross_step=cross, opportunities=opps, aggregate=agg, coverage=cov, counts=counts,
-                      costs_source=costs_source, notes=tuple(notes),
-                      dynamics=mine_dynamics(df) if has_dynamics(df) else None)
+    return MineReport(
+        rows=df.height,
+        steps=steps,
+        signals=signals,
+        ranked=rank(signals),
+        cross_step=cross,
+        opportunities=opps,
+        aggregate=agg,
+        coverage=cov,
+        counts=counts,
+        costs_source=costs_source,
+        notes=tuple(notes),
+        dynamics=mine_dynamics(df) if has_dynamics(df) else None,
+    )
 
 
 def coverage(site_costs: dict[str, int] | None) -> pl.DataFrame | None:
@@ -94,16 +113,20 @@ def coverage(site_costs: dict[str, int] | None) -> pl.DataFrame | None:
     if not module:
         return None
     tapped = sum(f for s, f in costs.items() if is_site_row(s))
-    untapped = sorted(((s.removeprefix(UNTAPPED_PREFIX), f) for s, f in costs.items()
-                       if s.startswith(UNTAPPED_PREFIX)), key=lambda kv: (-kv[1], kv[0]))
+    untapped = sorted(
+        ((s.removeprefix(UNTAPPED_PREFIX), f) for s, f in costs.items() if s.startswith(UNTAPPED_PREFIX)),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
     rows = [("tapped sites", tapped), *untapped]
-    return pl.DataFrame({"what": [w for w, _ in rows], "flops": [f for _, f in rows],
-                         "share": [f / module for _, f in rows]},
-                        schema={"what": pl.String, "flops": pl.Int64, "share": pl.Float64})
+    return pl.DataFrame(
+        {"what": [w for w, _ in rows], "flops": [f for _, f in rows], "share": [f / module for _, f in rows]},
+        schema={"what": pl.String, "flops": pl.Int64, "share": pl.Float64},
+    )
 
 
-def mine_paths(spec: str | Path | Iterable[str | Path],
-               costs: str | Path | Mapping[str, int] | None = None) -> MineReport:
+def mine_paths(
+    spec: str | Path | Iterable[str | Path], costs: str | Path | Mapping[str, int] | None = None
+) -> MineReport:
     """Read tidy files (file, dir, glob or list) and mine them. `costs` is a `site,flops`
     sidecar or a site → FLOPs mapping; when None, the sidecars beside the files are read."""
     notes: list[str] = []
@@ -118,7 +141,9 @@ def mine_paths(spec: str | Path | Iterable[str | Path],
         for src in sources:
             for site, flops in read_site_costs(src).items():
                 if site in site_costs and site_costs[site] != flops:
-                    notes.append(f"{src}: site {site!r} has {flops} FLOPs, {site_costs[site]} in an earlier "
-                                 f"sidecar; the first is kept")
+                    notes.append(
+                        f"{src}: site {site!r} has {flops} FLOPs, {site_costs[site]} in an earlier "
+                        f"sidecar; the first is kept"
+                    )
                 site_costs.setdefault(site, flops)
     return mine(df, site_costs, notes=notes, costs_source=", ".join(str(s) for s in sources) or None)

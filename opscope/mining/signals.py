@@ -16,14 +16,14 @@ import polars as pl
 from opscope.mining.keys import KEY, OBSERVATION, appearance_order, order_by
 
 # Rule cascade thresholds (§4.2), first match wins.
-DENSITY_SPARSE = 0.5        # nnz/numel below this: sparse GEMM
-ZERO_CHANNELS = 0.05        # share of channels all zero in a tensor at or above this: channel skip
-OUTLIER_RATIO = 6.0         # channel peak/mean above this: per-channel int quant
-HISTTOP_SPIKY = 0.25        # mass in the fullest histogram bin above this: quantize/LUT
-ADJ_COHERENT = 0.5          # adjacent-row Δ energy / row energy below this: delta compute
-POS_CV_STRUCTURED = 0.75    # row-energy coefficient of variation above this: positional
-OUTLIER_SCORE_FULL = 30.0   # outlier ratio that scores 1
-POS_CV_SCORE_FULL = 3.0     # pos_cv that scores 1
+DENSITY_SPARSE = 0.5  # nnz/numel below this: sparse GEMM
+ZERO_CHANNELS = 0.05  # share of channels all zero in a tensor at or above this: channel skip
+OUTLIER_RATIO = 6.0  # channel peak/mean above this: per-channel int quant
+HISTTOP_SPIKY = 0.25  # mass in the fullest histogram bin above this: quantize/LUT
+ADJ_COHERENT = 0.5  # adjacent-row Δ energy / row energy below this: delta compute
+POS_CV_STRUCTURED = 0.75  # row-energy coefficient of variation above this: positional
+OUTLIER_SCORE_FULL = 30.0  # outlier ratio that scores 1
+POS_CV_SCORE_FULL = 3.0  # pos_cv that scores 1
 # Guards of the signal formulas (the reference's).
 CHAN_MEAN_MIN = 1e-9
 CV_MEAN_MIN = 1e-12
@@ -34,8 +34,7 @@ SIGNAL_STATS: tuple[str, ...] = ("nnz", "chan_maxabs", "hist", "pos_sumsq", "adj
 
 SPARSE_GEMM, CHANNEL_SKIP, CHANNEL_QUANT = "sparse-gemm", "channel-skip", "channel-quant"
 QUANTIZE_LUT, DELTA_COMPUTE, POSITIONAL, DENSE = "quantize-lut", "delta-compute", "positional", "dense"
-EXPLOITS: tuple[str, ...] = (SPARSE_GEMM, CHANNEL_SKIP, CHANNEL_QUANT, QUANTIZE_LUT, DELTA_COMPUTE, POSITIONAL,
-                             DENSE)
+EXPLOITS: tuple[str, ...] = (SPARSE_GEMM, CHANNEL_SKIP, CHANNEL_QUANT, QUANTIZE_LUT, DELTA_COMPUTE, POSITIONAL, DENSE)
 
 
 def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
@@ -52,18 +51,27 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
         .with_columns(_run=pl.struct(vector).rle_id())
         .filter(s.is_in(SIGNAL_STATS))
         .group_by("_run")
-        .agg(*(pl.col(c).first() for c in vector), n=pl.len(), total=v.sum(), top=v.max(),
-             m2=v.var(ddof=0) * pl.len(), first=v.first(), numel=pl.col("numel").first(),
-             zeros=(v == 0).sum())
+        .agg(
+            *(pl.col(c).first() for c in vector),
+            n=pl.len(),
+            total=v.sum(),
+            top=v.max(),
+            m2=v.var(ddof=0) * pl.len(),
+            first=v.first(),
+            numel=pl.col("numel").first(),
+            zeros=(v == 0).sum(),
+        )
         .with_columns(run_mean=pl.col("total") / pl.col("n"))
     )
     n_all, total_all = pl.col("n").sum(), pl.col("total").sum()
-    per_stat = (
-        runs.group_by(vector)
-        .agg(first=pl.col("first").sort_by("_run").first(), numel=pl.col("numel").sort_by("_run").first(),
-             total=total_all, top=pl.col("top").max(), avg=total_all / n_all, zshare=pl.col("zeros").sum() / n_all,
-             sd=((pl.col("m2").sum() + (pl.col("n") * (pl.col("run_mean") - total_all / n_all) ** 2).sum())
-                 / n_all).sqrt())
+    per_stat = runs.group_by(vector).agg(
+        first=pl.col("first").sort_by("_run").first(),
+        numel=pl.col("numel").sort_by("_run").first(),
+        total=total_all,
+        top=pl.col("top").max(),
+        avg=total_all / n_all,
+        zshare=pl.col("zeros").sum() / n_all,
+        sd=((pl.col("m2").sum() + (pl.col("n") * (pl.col("run_mean") - total_all / n_all) ** 2).sum()) / n_all).sqrt(),
     )
     first, total, top, avg, sd = (pl.col(c) for c in ("first", "total", "top", "avg", "sd"))
     per_obs = (
@@ -73,13 +81,19 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
             zchan=pl.col("zshare").filter(s == "chan_maxabs").first(),
             outlier=pl.when(avg > CHAN_MEAN_MIN).then(top / avg).filter(s == "chan_maxabs").first(),
             histtop=pl.when(total > 0).then(top / total).filter(s == "hist").first(),
-            pos_cv=pl.when(avg.abs() < CV_MEAN_MIN).then(0.0).otherwise(sd / avg.abs())
-            .filter(s == "pos_sumsq").first(),
+            pos_cv=pl.when(avg.abs() < CV_MEAN_MIN)
+            .then(0.0)
+            .otherwise(sd / avg.abs())
+            .filter(s == "pos_sumsq")
+            .first(),
             pos_mean=avg.filter(s == "pos_sumsq").first(),
             adj_mean=avg.filter(s == "adj_sumsq").first(),
         )
-        .with_columns(adj=pl.when((pl.col("pos_mean") > POS_MEAN_MIN) & pl.col("adj_mean").is_not_null())
-                      .then(pl.col("adj_mean") / pl.col("pos_mean")))
+        .with_columns(
+            adj=pl.when((pl.col("pos_mean") > POS_MEAN_MIN) & pl.col("adj_mean").is_not_null()).then(
+                pl.col("adj_mean") / pl.col("pos_mean")
+            )
+        )
     )
     per_key = (
         per_obs.group_by(KEY)
@@ -106,8 +120,7 @@ def classify(signals: pl.DataFrame) -> pl.DataFrame:
     exploit, score = pl.when(rules[0][0]).then(pl.lit(rules[0][1])), pl.when(rules[0][0]).then(rules[0][2])
     for cond, name, sc in rules[1:]:
         exploit, score = exploit.when(cond).then(pl.lit(name)), score.when(cond).then(sc)
-    out = signals.with_columns(exploit=exploit.otherwise(pl.lit(DENSE)),
-                               score=score.otherwise(0.0).cast(pl.Float64))
+    out = signals.with_columns(exploit=exploit.otherwise(pl.lit(DENSE)), score=score.otherwise(0.0).cast(pl.Float64))
     texts = [suggestion(r["exploit"], r) for r in out.select("exploit", *SIGNALS).iter_rows(named=True)]
     return out.with_columns(suggestion=pl.Series(texts, dtype=pl.String))
 
@@ -117,8 +130,9 @@ def suggestion(exploit: str, sig: dict[str, float | None]) -> str:
     if exploit == SPARSE_GEMM:
         return f"sparse-GEMM (skip {(1 - sig['density']) * 100:.0f}% zeros)"
     if exploit == CHANNEL_SKIP:
-        return (f"channel-skip ({sig['zchan'] * 100:.0f}% of channels all zero: structured sparsity"
-                + (f", density {sig['density']:.2f})" if sig["density"] is not None else ")"))
+        return f"channel-skip ({sig['zchan'] * 100:.0f}% of channels all zero: structured sparsity" + (
+            f", density {sig['density']:.2f})" if sig["density"] is not None else ")"
+        )
     if exploit == CHANNEL_QUANT:
         return f"per-channel int quant (outlier {sig['outlier']:.1f}×)"
     if exploit == QUANTIZE_LUT:
@@ -132,7 +146,9 @@ def suggestion(exploit: str, sig: dict[str, float | None]) -> str:
 
 def rank(signals: pl.DataFrame) -> pl.DataFrame:
     """Keys with a positive score, best first; ties keep the signals' (appearance) order."""
-    ranked = (signals.with_row_index("_pos").filter(pl.col("score") > 0)
-              .sort(["score", "_pos"], descending=[True, False]))
-    return ranked.select(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"),
-                         *KEY, "exploit", "score", "suggestion")
+    ranked = (
+        signals.with_row_index("_pos").filter(pl.col("score") > 0).sort(["score", "_pos"], descending=[True, False])
+    )
+    return ranked.select(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"), *KEY, "exploit", "score", "suggestion"
+    )

@@ -35,10 +35,10 @@ from opscope.mining.signals import CV_MEAN_MIN, DELTA_COMPUTE
 from opscope.record.recorder import MODULE_ROW, is_site_row
 
 # Cross-step and temporal thresholds (§4.2, §3.10).
-STATIONARY_CV = 1e-4        # l1, sumsq and elemsig cv across steps all below this: stationary
-MATCH_THRESH = 1e-3         # fingerprint distance below this: a repeat
-MEMOIZE_RECUR = 0.2         # repeat fraction above this: memoize
-DELTA_DRIFT = 0.3           # mean step-to-step distance below this: delta compute
+STATIONARY_CV = 1e-4  # l1, sumsq and elemsig cv across steps all below this: stationary
+MATCH_THRESH = 1e-3  # fingerprint distance below this: a repeat
+MEMOIZE_RECUR = 0.2  # repeat fraction above this: memoize
+DELTA_DRIFT = 0.3  # mean step-to-step distance below this: delta compute
 FP_EPS = 1e-9
 
 # The fewest steps a verdict is drawn from (docs/mining.md, "How many steps a verdict needs").
@@ -71,15 +71,20 @@ def _elemsig_spread(df: pl.DataFrame) -> pl.LazyFrame:
     null when every sample is zero (it then says nothing about change)."""
     v = pl.col("value").cast(pl.Float64)
     return (
-        df.lazy().filter(pl.col("stat") == ELEMSIG)
+        df.lazy()
+        .filter(pl.col("stat") == ELEMSIG)
         .group_by(["run_id", *KEY, "idx"])
         .agg(var=v.var(ddof=0), absmean=v.abs().mean(), n=pl.col("step").n_unique())
         .group_by(["run_id", *KEY])
-        .agg(sig_steps=pl.col("n").min().cast(pl.Int64), spread=pl.col("var").mean().sqrt(),
-             scale=pl.col("absmean").mean())
+        .agg(
+            sig_steps=pl.col("n").min().cast(pl.Int64),
+            spread=pl.col("var").mean().sqrt(),
+            scale=pl.col("absmean").mean(),
+        )
         .with_columns(pl.col(c).cast(pl.String) for c in KEY)
-        .with_columns(elemsig_cv=pl.when(pl.col("scale") < CV_MEAN_MIN).then(None)
-                      .otherwise(pl.col("spread") / pl.col("scale")))
+        .with_columns(
+            elemsig_cv=pl.when(pl.col("scale") < CV_MEAN_MIN).then(None).otherwise(pl.col("spread") / pl.col("scale"))
+        )
         .select("run_id", *KEY, "sig_steps", "elemsig_cv")
     )
 
@@ -95,20 +100,33 @@ def cross_step(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -
     order = order if order is not None else appearance_order(df)
     v, stat = pl.col("value").cast(pl.Float64), pl.col("stat")
     series = (
-        df.lazy().filter(stat.is_in(["l1", "sumsq"]))
+        df.lazy()
+        .filter(stat.is_in(["l1", "sumsq"]))
         .group_by(["run_id", *KEY])
-        .agg(steps=pl.col("step").filter(stat == "l1").n_unique().cast(pl.Int64),
-             l1_mean=v.filter(stat == "l1").mean(), l1_sd=v.filter(stat == "l1").std(ddof=0),
-             sq_mean=v.filter(stat == "sumsq").mean(), sq_sd=v.filter(stat == "sumsq").std(ddof=0))
+        .agg(
+            steps=pl.col("step").filter(stat == "l1").n_unique().cast(pl.Int64),
+            l1_mean=v.filter(stat == "l1").mean(),
+            l1_sd=v.filter(stat == "l1").std(ddof=0),
+            sq_mean=v.filter(stat == "sumsq").mean(),
+            sq_sd=v.filter(stat == "sumsq").std(ddof=0),
+        )
         .filter(pl.col("steps") > 1)
         .with_columns(pl.col(c).cast(pl.String) for c in KEY)
         .join(_elemsig_spread(df), on=["run_id", *KEY], how="left")
-        .with_columns(l1_cv=_cv("l1_mean", "l1_sd"), sumsq_cv=_cv("sq_mean", "sq_sd"),
-                      elemsig_cv=pl.when(pl.col("sig_steps") >= pl.col("steps")).then(pl.col("elemsig_cv")))
-        .with_columns(stationary=pl.when(pl.col("steps") < MIN_STEPS_STATIONARY).then(None).otherwise(
-            (pl.col("l1_cv") < STATIONARY_CV)
-            & (pl.col("sumsq_cv").is_null() | (pl.col("sumsq_cv") < STATIONARY_CV))
-            & (pl.col("elemsig_cv").is_null() | (pl.col("elemsig_cv") < STATIONARY_CV))))
+        .with_columns(
+            l1_cv=_cv("l1_mean", "l1_sd"),
+            sumsq_cv=_cv("sq_mean", "sq_sd"),
+            elemsig_cv=pl.when(pl.col("sig_steps") >= pl.col("steps")).then(pl.col("elemsig_cv")),
+        )
+        .with_columns(
+            stationary=pl.when(pl.col("steps") < MIN_STEPS_STATIONARY)
+            .then(None)
+            .otherwise(
+                (pl.col("l1_cv") < STATIONARY_CV)
+                & (pl.col("sumsq_cv").is_null() | (pl.col("sumsq_cv") < STATIONARY_CV))
+                & (pl.col("elemsig_cv").is_null() | (pl.col("elemsig_cv") < STATIONARY_CV))
+            )
+        )
         .collect()
     )
     series = order_by(series, order, KEY).sort(["run_id", *(f"_{c}_order" for c in KEY)])
@@ -123,11 +141,19 @@ def cross_step(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None) -
             why = "" if sig is not None else f" ({b} only: {_no_elemsig(n, sig_steps)})"
             verdict.append(f"stationary across steps{why} → precompute / prepack")
         else:
-            verdict.append(f"drifting (l1 cv {cv:.2g}, sumsq cv {_g(sq)}, elemsig cv {_g(sig)}) "
-                           "→ temporal coherence")
-    return series.select("run_id", *KEY, "steps", "l1_mean", "l1_cv", "sumsq_cv", "elemsig_cv",
-                         pl.Series("basis", basis, dtype=pl.String), "stationary",
-                         pl.Series("verdict", verdict, dtype=pl.String))
+            verdict.append(f"drifting (l1 cv {cv:.2g}, sumsq cv {_g(sq)}, elemsig cv {_g(sig)}) → temporal coherence")
+    return series.select(
+        "run_id",
+        *KEY,
+        "steps",
+        "l1_mean",
+        "l1_cv",
+        "sumsq_cv",
+        "elemsig_cv",
+        pl.Series("basis", basis, dtype=pl.String),
+        "stationary",
+        pl.Series("verdict", verdict, dtype=pl.String),
+    )
 
 
 def _no_elemsig(steps: int, sig_steps: int | None) -> str:
@@ -176,8 +202,9 @@ def _distances(vectors: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np
     return dist, norms
 
 
-def recurrence(vectors: np.ndarray, lengths: np.ndarray, guard: np.ndarray | None = None,
-               guard_lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def recurrence(
+    vectors: np.ndarray, lengths: np.ndarray, guard: np.ndarray | None = None, guard_lengths: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """recur and drift of a batch of step series `vectors[B, n, d]` (zero-padded to d; `lengths[B, n]`).
 
     recur = fraction of steps i ≥ 1 whose fingerprint is within MATCH_THRESH of an earlier one
@@ -219,8 +246,11 @@ def moment_guards(df: pl.DataFrame, fps: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.col(c).cast(pl.String) for c in ("backend", "dist", "site"))
         .collect()
     )
-    return (fps.select(fkey).join(mom, on=fkey, how="left", maintain_order="left")
-            .with_columns(pl.col("guard").fill_null(pl.lit([], dtype=pl.List(pl.Float64)))))
+    return (
+        fps.select(fkey)
+        .join(mom, on=fkey, how="left", maintain_order="left")
+        .with_columns(pl.col("guard").fill_null(pl.lit([], dtype=pl.List(pl.Float64))))
+    )
 
 
 def _padded(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -236,8 +266,9 @@ def _padded(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
-def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
-                  order: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+def opportunities(
+    df: pl.DataFrame, site_costs: dict[str, int] | None = None, order: dict[str, pl.DataFrame] | None = None
+) -> pl.DataFrame:
     """§3.10 per (run_id, backend, dist, site) with ≥ 2 steps: recur, drift, action and cost-weighted savings.
 
     Below MIN_STEPS_REUSE steps recur and drift are still measured, but `action`, `reuse`
@@ -256,38 +287,64 @@ def opportunities(df: pl.DataFrame, site_costs: dict[str, int] | None = None,
         ids = np.flatnonzero(counts == n)
         chunk = max(1, 4_000_000 // int(n * n + n * flat.shape[1]))
         for lo in range(0, len(ids), chunk):
-            part = ids[lo:lo + chunk]
+            part = ids[lo : lo + chunk]
             take = starts[part, None] + np.arange(n)
             recur[part], drift[part] = recurrence(flat[take], lengths[take], gflat[take], glengths[take])
 
     keys = fps.select(SERIES).unique(maintain_order=True) if len(counts) else fps.select(SERIES).head(0)
-    res = keys.with_columns(steps=pl.Series(counts, dtype=pl.Int64), recur=pl.Series(recur),
-                            drift=pl.Series(drift)).filter(pl.col("steps") >= 2)
+    res = keys.with_columns(
+        steps=pl.Series(counts, dtype=pl.Int64), recur=pl.Series(recur), drift=pl.Series(drift)
+    ).filter(pl.col("steps") >= 2)
     all_costs = site_costs or {}
     costs = {s: f for s, f in all_costs.items() if is_site_row(s)}
     # Shares of the whole module when the sidecar says its FLOPs, else of the sites listed.
     total = max(all_costs.get(MODULE_ROW) or sum(costs.values()), 1)
-    cost_frame = pl.DataFrame({"site": list(costs), "flops": list(costs.values())},
-                              schema={"site": pl.String, "flops": pl.Int64})
+    cost_frame = pl.DataFrame(
+        {"site": list(costs), "flops": list(costs.values())}, schema={"site": pl.String, "flops": pl.Int64}
+    )
     rec, dr, few = pl.col("recur"), pl.col("drift"), pl.col("steps") < MIN_STEPS_REUSE
     res = (
         res.join(cost_frame, on="site", how="left")
         .with_columns(flops=pl.col("flops").fill_null(0))
-        .with_columns(gflops=pl.col("flops") / 1e9, cost_share=pl.col("flops") / total,
-                      action=pl.when(few).then(pl.lit(None, dtype=pl.String))
-                      .when(rec > MEMOIZE_RECUR).then(pl.lit(MEMOIZE))
-                      .when(dr < DELTA_DRIFT).then(pl.lit(DELTA_COMPUTE)).otherwise(pl.lit(NO_REUSE)),
-                      reuse=pl.when(few).then(pl.lit(None, dtype=pl.Float64))
-                      .when(rec > MEMOIZE_RECUR).then(rec)
-                      .when(dr < DELTA_DRIFT).then((1.0 - dr).clip(0.0, 1.0)).otherwise(0.0))
+        .with_columns(
+            gflops=pl.col("flops") / 1e9,
+            cost_share=pl.col("flops") / total,
+            action=pl.when(few)
+            .then(pl.lit(None, dtype=pl.String))
+            .when(rec > MEMOIZE_RECUR)
+            .then(pl.lit(MEMOIZE))
+            .when(dr < DELTA_DRIFT)
+            .then(pl.lit(DELTA_COMPUTE))
+            .otherwise(pl.lit(NO_REUSE)),
+            reuse=pl.when(few)
+            .then(pl.lit(None, dtype=pl.Float64))
+            .when(rec > MEMOIZE_RECUR)
+            .then(rec)
+            .when(dr < DELTA_DRIFT)
+            .then((1.0 - dr).clip(0.0, 1.0))
+            .otherwise(0.0),
+        )
         .with_columns(savings=pl.col("cost_share") * pl.col("reuse"))
     )
     res = order_by(res, order, ("backend", "dist", "site")).sort(
         ["savings", "reuse", "run_id", "_backend_order", "_dist_order", "_site_order"],
-        descending=[True, True, False, False, False, False], nulls_last=True)
+        descending=[True, True, False, False, False, False],
+        nulls_last=True,
+    )
     text = [recommendation(a, r, d, n) for a, r, d, n in res.select("action", "recur", "drift", "steps").iter_rows()]
-    return res.select(*SERIES, "steps", "flops", "gflops", "cost_share", "recur", "drift", "action",
-                      "reuse", "savings", pl.Series("recommendation", text, dtype=pl.String))
+    return res.select(
+        *SERIES,
+        "steps",
+        "flops",
+        "gflops",
+        "cost_share",
+        "recur",
+        "drift",
+        "action",
+        "reuse",
+        "savings",
+        pl.Series("recommendation", text, dtype=pl.String),
+    )
 
 
 def recommendation(action: str | None, recur: float, drift: float, steps: int = MIN_STEPS_REUSE) -> str:
@@ -308,6 +365,7 @@ def aggregate(opps: pl.DataFrame, order: dict[str, pl.DataFrame]) -> pl.DataFram
     steps), null when none has one."""
     sav = pl.col("savings")
     agg = opps.group_by(["run_id", "backend", "dist"]).agg(
-        sites=pl.len().cast(pl.Int64), savings=pl.when(sav.is_not_null().any()).then(sav.sum()))
+        sites=pl.len().cast(pl.Int64), savings=pl.when(sav.is_not_null().any()).then(sav.sum())
+    )
     agg = order_by(agg, order, ("backend", "dist")).sort(["run_id", "_backend_order", "_dist_order"])
     return agg.select("run_id", "backend", "dist", "sites", "savings")

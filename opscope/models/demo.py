@@ -41,7 +41,9 @@ class _Builder:
         e, z, c = self.fresh(), self.fresh(), self.fresh()
         self.lines.append(f"{c} = arith.constant 0.000000e+00 : {self.dtype}")
         self.lines.append(f"{e} = tensor.empty() : {_t(shape, self.dtype)}")
-        self.lines.append(f"{z} = linalg.fill ins({c} : {self.dtype}) outs({e} : {_t(shape, self.dtype)}) -> {_t(shape, self.dtype)}")
+        self.lines.append(
+            f"{z} = linalg.fill ins({c} : {self.dtype}) outs({e} : {_t(shape, self.dtype)}) -> {_t(shape, self.dtype)}"
+        )
         return z
 
     def matmul(self, a: str, a_shape, b: str, b_shape, name: str, transpose_b: bool = False) -> tuple[str, tuple]:
@@ -51,18 +53,26 @@ class _Builder:
         r = self.fresh()
         maps = ""
         if transpose_b:
-            maps = ("indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
-                    "affine_map<(d0, d1, d2) -> (d0, d1)>] ")
+            maps = (
+                "indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
+                "affine_map<(d0, d1, d2) -> (d0, d1)>] "
+            )
         self.lines.append(
             f"{r} = linalg.matmul {maps}ins({a}, {b} : {_t(a_shape, self.dtype)}, {_t(b_shape, self.dtype)}) "
-            f"outs({z} : {_t((m, n), self.dtype)}) -> {_t((m, n), self.dtype)} loc(\"{name}\")"
+            f'outs({z} : {_t((m, n), self.dtype)}) -> {_t((m, n), self.dtype)} loc("{name}")'
         )
         return r, (m, n)
 
     def elementwise(self, body: list[str], ins: list[str], shape, name: str) -> str:
         ty = _t(shape, self.dtype)
         rank = len(shape)
-        ident = "affine_map<(" + ", ".join(f"d{i}" for i in range(rank)) + ") -> (" + ", ".join(f"d{i}" for i in range(rank)) + ")>"
+        ident = (
+            "affine_map<("
+            + ", ".join(f"d{i}" for i in range(rank))
+            + ") -> ("
+            + ", ".join(f"d{i}" for i in range(rank))
+            + ")>"
+        )
         e, r = self.fresh(), self.fresh()
         self.lines.append(f"{e} = tensor.empty() : {ty}")
         args = ", ".join(f"%in{i}: {self.dtype}" for i in range(len(ins)))
@@ -71,24 +81,33 @@ class _Builder:
             f"{r} = linalg.generic {{indexing_maps = [{', '.join([ident] * (len(ins) + 1))}], "
             f"iterator_types = [{iters}]}} ins({', '.join(ins)} : {', '.join([ty] * len(ins))}) "
             f"outs({e} : {ty}) {{\n  ^bb0({args}, %out: {self.dtype}):\n    "
-            + "\n    ".join(body) + f"\n  }} -> {ty} loc(\"{name}\")"
+            + "\n    ".join(body)
+            + f'\n  }} -> {ty} loc("{name}")'
         )
         return r
 
     def relu(self, x: str, shape, name: str) -> str:
-        return self.elementwise([f"%z = arith.constant 0.000000e+00 : {self.dtype}",
-                                 f"%r = arith.maximumf %in0, %z : {self.dtype}", f"linalg.yield %r : {self.dtype}"],
-                                [x], shape, name)
+        return self.elementwise(
+            [
+                f"%z = arith.constant 0.000000e+00 : {self.dtype}",
+                f"%r = arith.maximumf %in0, %z : {self.dtype}",
+                f"linalg.yield %r : {self.dtype}",
+            ],
+            [x],
+            shape,
+            name,
+        )
 
     def add(self, a: str, b: str, shape, name: str) -> str:
-        return self.elementwise([f"%r = arith.addf %in0, %in1 : {self.dtype}", f"linalg.yield %r : {self.dtype}"],
-                                [a, b], shape, name)
+        return self.elementwise(
+            [f"%r = arith.addf %in0, %in1 : {self.dtype}", f"linalg.yield %r : {self.dtype}"], [a, b], shape, name
+        )
 
     def softmax(self, x: str, shape, name: str) -> str:
         e, r = self.fresh(), self.fresh()
         ty = _t(shape, self.dtype)
         self.lines.append(f"{e} = tensor.empty() : {ty}")
-        self.lines.append(f"{r} = linalg.softmax dimension(1) ins({x} : {ty}) outs({e} : {ty}) -> {ty} loc(\"{name}\")")
+        self.lines.append(f'{r} = linalg.softmax dimension(1) ins({x} : {ty}) outs({e} : {ty}) -> {ty} loc("{name}")')
         return r
 
     def module(self, result: str, result_shape) -> str:
@@ -98,10 +117,11 @@ class _Builder:
         sig = ", ".join(f"%{n}: {_t(s, self.dtype)}" for n, s in params)
         loads = [f"%{n} = util.global.load @{n} : {_t(s, self.dtype)}" for n, s in glob]
         body = "\n    ".join(loads + self.lines)
-        decls = "".join(f"  util.global private @{n} = dense_resource<{n}> : {_t(s, self.dtype)}\n"
-                        for n, s in glob)
-        text = (f"module {{\n{decls}  func.func @main({sig}) -> {_t(result_shape, self.dtype)} {{\n    {body}\n"
-                f"    return {result} : {_t(result_shape, self.dtype)}\n  }}\n}}\n")
+        decls = "".join(f"  util.global private @{n} = dense_resource<{n}> : {_t(s, self.dtype)}\n" for n, s in glob)
+        text = (
+            f"module {{\n{decls}  func.func @main({sig}) -> {_t(result_shape, self.dtype)} {{\n    {body}\n"
+            f"    return {result} : {_t(result_shape, self.dtype)}\n  }}\n}}\n"
+        )
         if glob:  # blobs: a little-endian u32 alignment, then the raw elements
             data = random_inputs([s for _, s in self.args], self.seed, _np_dtype(self.dtype))[1:]
             blobs = ",\n".join(f'      {n}: "0x04000000{a.tobytes().hex()}"' for (n, _), a in zip(glob, data))
@@ -117,8 +137,7 @@ def _np_dtype(dtype: str):
     return {"f32": np.float32, "f16": np.float16}[dtype]
 
 
-def matmul_module(m: int, k: int, n: int, dtype: str = "f32", name: str = "matmul",
-                  weights: str = "args") -> str:
+def matmul_module(m: int, k: int, n: int, dtype: str = "f32", name: str = "matmul", weights: str = "args") -> str:
     """One `linalg.matmul` [m,k] x [k,n] named `name` (the rhs is the weight)."""
     b = _Builder(dtype, weights)
     a, w = b.arg("lhs", (m, k)), b.arg("rhs", (k, n))
@@ -165,8 +184,9 @@ def _attention(b: _Builder, x: str, s: tuple[int, int], p: str) -> str:
     return b.add(x, o, s, f"{p}.attn.residual")
 
 
-def transformer_module(layers: int, d_model: int, seq: int, ffn: int | None = None, dtype: str = "f32",
-                       weights: str = "args") -> str:
+def transformer_module(
+    layers: int, d_model: int, seq: int, ffn: int | None = None, dtype: str = "f32", weights: str = "args"
+) -> str:
     """A single-head transformer-style stack: q/k/v, scores = q·kᵀ, softmax, ·v, o, relu FFN,
     residual adds; 8 matmul sites per layer (`layer{i}.attn.q`, ... `layer{i}.ffn.down`)."""
     ffn = ffn or 4 * d_model
@@ -232,46 +252,133 @@ def _moe(b: _Builder, x: str, s: tuple[int, int], p: str, experts: int, top_k: i
         b.lines.append(
             f"{out} = linalg.generic {{indexing_maps = [{', '.join(maps + [out_map])}], iterator_types = {iters}}} "
             f"ins({', '.join(ins)} : {', '.join(in_tys)}) outs({e} : {out_ty}) {{\n  ^bb0({args}):\n    "
-            + "\n    ".join(body) + f"\n  }} -> {out_ty} loc(\"{name}\")")
+            + "\n    ".join(body)
+            + f'\n  }} -> {out_ty} loc("{name}")'
+        )
         return out
 
     tg, tr = _t(gs, ty), _t((seq,), ty)
-    m1 = generic([g], [tg], [ident2], tr, row, red,
-                 [f"%r = arith.maximumf %in0, %acc : {ty}", f"linalg.yield %r : {ty}"], "0xFF800000", f"{p}.moe.top1")
+    m1 = generic(
+        [g],
+        [tg],
+        [ident2],
+        tr,
+        row,
+        red,
+        [f"%r = arith.maximumf %in0, %acc : {ty}", f"linalg.yield %r : {ty}"],
+        "0xFF800000",
+        f"{p}.moe.top1",
+    )
     thresh = m1
     if top_k == 2:
-        thresh = generic([g, m1], [tg, tr], [ident2, row], tr, row, red,
-                         [f"%ninf = arith.constant 0xFF800000 : {ty}", f"%lt = arith.cmpf olt, %in0, %in1 : {ty}",
-                          f"%c = arith.select %lt, %in0, %ninf : {ty}", f"%r = arith.maximumf %c, %acc : {ty}",
-                          f"linalg.yield %r : {ty}"], "0xFF800000", f"{p}.moe.top2")
-    mask = generic([g, thresh], [tg, tr], [ident2, row], tg, ident2, par,
-                   [f"%one = arith.constant 1.0 : {ty}", f"%zero = arith.constant 0.0 : {ty}",
-                    f"%ge = arith.cmpf oge, %in0, %in1 : {ty}", f"%r = arith.select %ge, %one, %zero : {ty}",
-                    f"linalg.yield %r : {ty}"], None, f"{p}.moe.route")
-    pexp = generic([g, m1, mask], [tg, tr, tg], [ident2, row, ident2], tg, ident2, par,
-                   [f"%d = arith.subf %in0, %in1 : {ty}", f"%e = math.exp %d : {ty}", f"%r = arith.mulf %e, %in2 : {ty}",
-                    f"linalg.yield %r : {ty}"], None, f"{p}.moe.exp")
-    denom = generic([pexp], [tg], [ident2], tr, row, red,
-                    [f"%r = arith.addf %in0, %acc : {ty}", f"linalg.yield %r : {ty}"], "0.0", f"{p}.moe.denom")
-    weights = generic([pexp, denom], [tg, tr], [ident2, row], tg, ident2, par,
-                      [f"%r = arith.divf %in0, %in1 : {ty}", f"linalg.yield %r : {ty}"], None, f"{p}.moe.weights")
+        thresh = generic(
+            [g, m1],
+            [tg, tr],
+            [ident2, row],
+            tr,
+            row,
+            red,
+            [
+                f"%ninf = arith.constant 0xFF800000 : {ty}",
+                f"%lt = arith.cmpf olt, %in0, %in1 : {ty}",
+                f"%c = arith.select %lt, %in0, %ninf : {ty}",
+                f"%r = arith.maximumf %c, %acc : {ty}",
+                f"linalg.yield %r : {ty}",
+            ],
+            "0xFF800000",
+            f"{p}.moe.top2",
+        )
+    mask = generic(
+        [g, thresh],
+        [tg, tr],
+        [ident2, row],
+        tg,
+        ident2,
+        par,
+        [
+            f"%one = arith.constant 1.0 : {ty}",
+            f"%zero = arith.constant 0.0 : {ty}",
+            f"%ge = arith.cmpf oge, %in0, %in1 : {ty}",
+            f"%r = arith.select %ge, %one, %zero : {ty}",
+            f"linalg.yield %r : {ty}",
+        ],
+        None,
+        f"{p}.moe.route",
+    )
+    pexp = generic(
+        [g, m1, mask],
+        [tg, tr, tg],
+        [ident2, row, ident2],
+        tg,
+        ident2,
+        par,
+        [
+            f"%d = arith.subf %in0, %in1 : {ty}",
+            f"%e = math.exp %d : {ty}",
+            f"%r = arith.mulf %e, %in2 : {ty}",
+            f"linalg.yield %r : {ty}",
+        ],
+        None,
+        f"{p}.moe.exp",
+    )
+    denom = generic(
+        [pexp],
+        [tg],
+        [ident2],
+        tr,
+        row,
+        red,
+        [f"%r = arith.addf %in0, %acc : {ty}", f"linalg.yield %r : {ty}"],
+        "0.0",
+        f"{p}.moe.denom",
+    )
+    weights = generic(
+        [pexp, denom],
+        [tg, tr],
+        [ident2, row],
+        tg,
+        ident2,
+        par,
+        [f"%r = arith.divf %in0, %in1 : {ty}", f"linalg.yield %r : {ty}"],
+        None,
+        f"{p}.moe.weights",
+    )
     es = (experts, seq, d)
     tes = _t(es, ty)
     d3 = "d0, d1, d2"
-    routed = generic([x, mask], [_t(s, ty), tg], [_map(d3, "d1, d2"), _map(d3, "d1, d0")], tes, _map(d3, d3),
-                     '["parallel", "parallel", "parallel"]',
-                     [f"%r = arith.mulf %in0, %in1 : {ty}", f"linalg.yield %r : {ty}"], None, f"{p}.moe.dispatch", d3)
+    routed = generic(
+        [x, mask],
+        [_t(s, ty), tg],
+        [_map(d3, "d1, d2"), _map(d3, "d1, d0")],
+        tes,
+        _map(d3, d3),
+        '["parallel", "parallel", "parallel"]',
+        [f"%r = arith.mulf %in0, %in1 : {ty}", f"linalg.yield %r : {ty}"],
+        None,
+        f"{p}.moe.dispatch",
+        d3,
+    )
     z = b.fresh()
     b.lines.append(f"{z}_c = arith.constant 0.0 : {ty}")
     b.lines.append(f"{z}_e = tensor.empty() : {tes}")
     b.lines.append(f"{z} = linalg.fill ins({z}_c : {ty}) outs({z}_e : {tes}) -> {tes}")
     ye = b.fresh()
-    b.lines.append(f"{ye} = linalg.batch_matmul ins({routed}, {we} : {tes}, {_t((experts, d, d), ty)}) "
-                   f"outs({z} : {tes}) -> {tes} loc(\"{p}.moe.experts\")")
-    combined = generic([ye, weights], [tes, tg], [_map(d3, "d0, d1, d2"), _map(d3, "d1, d0")], _t(s, ty),
-                       _map(d3, "d1, d2"), '["reduction", "parallel", "parallel"]',
-                       [f"%m = arith.mulf %in0, %in1 : {ty}", f"%r = arith.addf %m, %acc : {ty}",
-                        f"linalg.yield %r : {ty}"], "0.0", f"{p}.moe.combine", d3)
+    b.lines.append(
+        f"{ye} = linalg.batch_matmul ins({routed}, {we} : {tes}, {_t((experts, d, d), ty)}) "
+        f'outs({z} : {tes}) -> {tes} loc("{p}.moe.experts")'
+    )
+    combined = generic(
+        [ye, weights],
+        [tes, tg],
+        [_map(d3, "d0, d1, d2"), _map(d3, "d1, d0")],
+        _t(s, ty),
+        _map(d3, "d1, d2"),
+        '["reduction", "parallel", "parallel"]',
+        [f"%m = arith.mulf %in0, %in1 : {ty}", f"%r = arith.addf %m, %acc : {ty}", f"linalg.yield %r : {ty}"],
+        "0.0",
+        f"{p}.moe.combine",
+        d3,
+    )
     return b.add(x, combined, s, f"{p}.moe.residual")
 
 

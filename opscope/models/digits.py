@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -66,14 +66,17 @@ def train_digits() -> TrainedDigits:
     load_digits, convergence, split, mlp, limits = _require_sklearn()
     data = load_digits()
     x = (data.data / 16.0).astype(np.float32)  # 0..16 → [0,1], background exactly 0
-    x_train, x_test, y_train, y_test = split(x, data.target, test_size=TEST_FRACTION, random_state=SEED,
-                                             stratify=data.target)
+    x_train, x_test, y_train, y_test = split(
+        x, data.target, test_size=TEST_FRACTION, random_state=SEED, stratify=data.target
+    )
     clf = mlp(hidden_layer_sizes=(HIDDEN,), activation="relu", max_iter=MAX_ITER, random_state=SEED)
     with limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore", convergence)  # 200 Adam epochs reach ~97.6 %; more buys little
         clf.fit(x_train, y_train)
-    weights = tuple(np.ascontiguousarray(w, dtype=np.float32)
-                    for w in (clf.coefs_[0], clf.intercepts_[0], clf.coefs_[1], clf.intercepts_[1]))
+    weights = tuple(
+        np.ascontiguousarray(w, dtype=np.float32)
+        for w in (clf.coefs_[0], clf.intercepts_[0], clf.coefs_[1], clf.intercepts_[1])
+    )
     accuracy = float(np.mean(forward(x_test, weights).argmax(axis=1) == y_test))
     return TrainedDigits(weights, accuracy, x_test, y_test, x_train, y_train)
 
@@ -97,11 +100,11 @@ def _bias_add(b: _Builder, x: str, bias: str, shape: tuple[int, int], name: str)
     b.lines.append(f"{e} = tensor.empty() : {ty}")
     b.lines.append(
         f"{r} = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, "
-        f"affine_map<(d0, d1) -> (d0, d1)>], iterator_types = [\"parallel\", \"parallel\"]}} "
+        f'affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}} '
         f"ins({x}, {bias} : {ty}, {bty}) outs({e} : {ty}) {{\n"
         f"  ^bb0(%in0: {b.dtype}, %in1: {b.dtype}, %out: {b.dtype}):\n"
         f"    %r = arith.addf %in0, %in1 : {b.dtype}\n    linalg.yield %r : {b.dtype}\n"
-        f"  }} -> {ty} loc(\"{name}\")"
+        f'  }} -> {ty} loc("{name}")'
     )
     return r
 
@@ -129,8 +132,9 @@ def digit_images(count: int) -> np.ndarray:
     trained = train_digits()
     pool = np.concatenate([trained.x_test, trained.x_train])
     if count > len(pool):
-        raise OpscopeError(f"digits: {count} images asked for, the data set has {len(pool)}; "
-                           "use fewer steps or a smaller batch")
+        raise OpscopeError(
+            f"digits: {count} images asked for, the data set has {len(pool)}; use fewer steps or a smaller batch"
+        )
     return pool[:count]
 
 
@@ -147,4 +151,4 @@ def digits_batches(batch: int = BATCH, steps: int = 4) -> Iterator[list[np.ndarr
     images = digit_images(batch * steps)
     weights = train_digits().weights
     for t in range(steps):
-        yield [np.ascontiguousarray(images[t * batch:(t + 1) * batch]), *weights]
+        yield [np.ascontiguousarray(images[t * batch : (t + 1) * batch]), *weights]

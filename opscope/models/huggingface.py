@@ -25,8 +25,16 @@ from opscope.errors import OpscopeError
 TINY_SEQ = 8
 TINY_VOCAB = 128
 # The shape Llama and Mixtral share: 2 layers, d_model 32, 4 heads over 2 KV heads.
-TINY_DECODER = dict(vocab_size=TINY_VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
+TINY_DECODER = dict(
+    vocab_size=TINY_VOCAB,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    use_cache=False,
+)
 SAMPLE_SENTENCES = (
     "The quick brown fox jumps over the lazy dog.",
     "Compilers turn programs into fast machine code.",
@@ -63,8 +71,14 @@ def tiny_gpt2(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implement
     """GPT-2 with 2 layers, 4 heads, d_model 32 (its Conv1D projections are addmm matmuls)."""
     _, transformers = _require_transformers()
     cfg = transformers.GPT2Config(
-        vocab_size=TINY_VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4, use_cache=False,
-        bos_token_id=TINY_VOCAB - 1, eos_token_id=TINY_VOCAB - 1,
+        vocab_size=TINY_VOCAB,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        use_cache=False,
+        bos_token_id=TINY_VOCAB - 1,
+        eos_token_id=TINY_VOCAB - 1,
         attn_implementation=attn_implementation,
     )
     return _build(cfg, seed, batch, seq)
@@ -80,8 +94,9 @@ def tiny_llama(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implemen
 def tiny_mixtral(seed: int = 0, batch: int = 1, seq: int = TINY_SEQ, attn_implementation: str = "eager"):
     """Mixtral with 2 layers, 4 experts, top-2 routing, d_model 32; experts as batched matmuls."""
     _, transformers = _require_transformers()
-    cfg = transformers.MixtralConfig(**TINY_DECODER, num_local_experts=4, num_experts_per_tok=2,
-                                     attn_implementation=attn_implementation)
+    cfg = transformers.MixtralConfig(
+        **TINY_DECODER, num_local_experts=4, num_experts_per_tok=2, attn_implementation=attn_implementation
+    )
     return _build(cfg, seed, batch, seq, experts_implementation="batched_mm")
 
 
@@ -182,12 +197,15 @@ def smollm2_model(layers: int | None = None, attn_implementation: str = "eager")
     config = copy.deepcopy(_smollm2_config())
     if layers is not None:
         if not 1 <= layers <= config.num_hidden_layers:
-            raise OpscopeError(f"SmolLM2 has {config.num_hidden_layers} layers: layers must be 1 to "
-                               f"{config.num_hidden_layers}, got {layers}")
+            raise OpscopeError(
+                f"SmolLM2 has {config.num_hidden_layers} layers: layers must be 1 to "
+                f"{config.num_hidden_layers}, got {layers}"
+            )
         config.num_hidden_layers = layers
     config.use_cache = False
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, config=config, attn_implementation=attn_implementation)
+        str(path.parent), gguf_file=path.name, config=config, attn_implementation=attn_implementation
+    )
     return model.eval()
 
 

@@ -8,9 +8,10 @@ zoo name is a one-line error listing the zoo, before any expensive import.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 from iree.compiler import ir
@@ -59,8 +60,13 @@ def _is_mlir_text(text: str) -> bool:
     return "{" in text or "\n" in text
 
 
-def open_model(source: Source, steps: int = 1, name: str | None = None,
-               named: Callable[[str], None] | None = None, batch: int | None = None) -> ModelSource:
+def open_model(
+    source: Source,
+    steps: int = 1,
+    name: str | None = None,
+    named: Callable[[str], None] | None = None,
+    batch: int | None = None,
+) -> ModelSource:
     """Resolve `source` for `steps` calls: a zoo name (built with its inputs), a model file
     (imported to linalg: .mlir/.mlirbc, .onnx, .pt2, .jaxexport), MLIR text or bytecode, or
     an `ir.Module`. `name` overrides the name reports give it; `named(name)` is called as
@@ -80,8 +86,10 @@ def open_model(source: Source, steps: int = 1, name: str | None = None,
         if named is not None:
             named(label)
         return ModelSource(label, import_source(path))
-    raise OpscopeError(f"cannot open a {type(source).__name__} as a model: give a zoo name, a model file, "
-                       "MLIR text or bytecode, or an ir.Module")
+    raise OpscopeError(
+        f"cannot open a {type(source).__name__} as a model: give a zoo name, a model file, "
+        "MLIR text or bytecode, or an ir.Module"
+    )
 
 
 def _named(model: ModelSource, named: Callable[[str], None] | None) -> ModelSource:

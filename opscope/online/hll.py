@@ -75,6 +75,7 @@ class Hll:
     @classmethod
     def from_bytes(cls, data: bytes) -> Hll:
         """Parse `to_bytes` output; anything malformed is an OpscopeError."""
+
         def bad(why: str) -> OpscopeError:
             return OpscopeError(f"not an opscope HyperLogLog: {why}")
 

@@ -57,8 +57,10 @@ class FixedQuantiles:
     def merge(self, other: FixedQuantiles) -> FixedQuantiles:
         """A new sketch of both streams; the bin layouts must match."""
         if (self.lo, self.hi, self.nbins) != (other.lo, other.hi, other.nbins):
-            raise OpscopeError(f"cannot merge fixed quantiles over different bins: ({self.lo}, {self.hi}, "
-                               f"{self.nbins}) and ({other.lo}, {other.hi}, {other.nbins})")
+            raise OpscopeError(
+                f"cannot merge fixed quantiles over different bins: ({self.lo}, {self.hi}, "
+                f"{self.nbins}) and ({other.lo}, {other.hi}, {other.nbins})"
+            )
         out = FixedQuantiles(self.lo, self.hi, self.nbins)
         out.counts = self.counts + other.counts
         return out
@@ -74,8 +76,11 @@ class FixedQuantiles:
             raise OpscopeError("not opscope fixed quantiles: want a dict with exactly the keys lo, hi, nbins, counts")
         out = cls(d["lo"], d["hi"], d["nbins"])
         counts = d["counts"]
-        if not (isinstance(counts, list) and len(counts) == out.nbins
-                and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)):
+        if not (
+            isinstance(counts, list)
+            and len(counts) == out.nbins
+            and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+        ):
             raise OpscopeError(f"not opscope fixed quantiles: counts must be {out.nbins} non-negative ints")
         out.counts = np.array(counts, dtype=np.int64)
         return out

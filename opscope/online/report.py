@@ -113,8 +113,11 @@ def _recurrences(sk: StreamSketch) -> list[SiteRecurrence]:
             stream = _clamp(1.0 - min(d_in, distinct * d_in / d_in_sampled) / sk.fingerprinted)
         recur = s.recurrence()
         qs = tuple(float(q) for q in s.values.get_quantiles(list(QUANTILES))) if not s.values.is_empty() else ()
-        rows.append(SiteRecurrence(name, s.samples, distinct, recur, stream, qs,
-                                   _verdict(stream if stream is not None else recur)))
+        rows.append(
+            SiteRecurrence(
+                name, s.samples, distinct, recur, stream, qs, _verdict(stream if stream is not None else recur)
+            )
+        )
     rows.sort(key=lambda r: (-(r.stream if r.stream is not None else r.sampled), r.site))
     return rows
 
@@ -148,12 +151,23 @@ def _drift(sk: StreamSketch) -> list[SiteDrift]:
             (m1, v1), (m2, v2) = _moments(a, i), _moments(b, i)
             first.append(m1)
             last.append(m2)
-            big = abs(m2 - m1) > DENSITY_SHIFT if what == "density" else (
-                m1 > 0 and m2 > 0 and max(m1 / m2, m2 / m1) > SCALE_SHIFT)
+            big = (
+                abs(m2 - m1) > DENSITY_SHIFT
+                if what == "density"
+                else (m1 > 0 and m2 > 0 and max(m1 / m2, m2 / m1) > SCALE_SHIFT)
+            )
             if big and abs(m2 - m1) > DRIFT_Z * np.sqrt(v1 + v2):
                 moved.append(f"{what} {m1:.3g} → {m2:.3g}")
-        out.append(SiteDrift(name, tuple(first), tuple(last), int(a[0]), int(b[0]),
-                             "drifting: " + ", ".join(moved) if moved else "stable"))
+        out.append(
+            SiteDrift(
+                name,
+                tuple(first),
+                tuple(last),
+                int(a[0]),
+                int(b[0]),
+                "drifting: " + ", ".join(moved) if moved else "stable",
+            )
+        )
     return out
 
 
@@ -169,13 +183,18 @@ def _load_summary(role: str, stat: str, vec: np.ndarray, samples: int) -> tuple[
     order = np.argsort(-shares, kind="stable")
     if stat == "attn_krecv" and role != "gate":
         top = order[:4]
-        return (f"top-4 of {len(vec)} keys take {shares[top].sum():.0%} of the attention (keys "
-                f"{', '.join(str(int(i)) for i in top)}; uniform: {min(4, len(vec)) / len(vec):.0%})",
-                [float(x) for x in shares])
+        return (
+            f"top-4 of {len(vec)} keys take {shares[top].sum():.0%} of the attention (keys "
+            f"{', '.join(str(int(i)) for i in top)}; uniform: {min(4, len(vec)) / len(vec):.0%})",
+            [float(x) for x in shares],
+        )
     what = "gate probability" if stat == "attn_krecv" else "routed tokens"
     cold = [int(i) for i in np.flatnonzero(shares < 0.5 / len(vec))]
-    return (f"{what}: hottest expert {int(order[0])} takes {shares[order[0]]:.0%} (uniform {1 / len(vec):.0%}); "
-            + (f"cold experts {', '.join(map(str, cold))}" if cold else "no cold expert"), [float(x) for x in shares])
+    return (
+        f"{what}: hottest expert {int(order[0])} takes {shares[order[0]]:.0%} (uniform {1 / len(vec):.0%}); "
+        + (f"cold experts {', '.join(map(str, cold))}" if cold else "no cold expert"),
+        [float(x) for x in shares],
+    )
 
 
 def _loads(sk: StreamSketch) -> list[SiteLoad]:
@@ -193,24 +212,40 @@ def live_report(sketch: StreamSketch) -> LiveReport:
     """Everything the sketches say about the stream so far."""
     d_in = sketch.inputs.estimate() if sketch.fingerprinted else None
     recur_in = _clamp(1.0 - d_in / sketch.fingerprinted) if d_in is not None else None
-    return LiveReport(sketch.calls, sketch.samples, sketch.every, d_in, recur_in, _recurrences(sketch),
-                      _hot(sketch), _drift(sketch), _loads(sketch), [str(r) for r in sketch.requests.items])
+    return LiveReport(
+        sketch.calls,
+        sketch.samples,
+        sketch.every,
+        d_in,
+        recur_in,
+        _recurrences(sketch),
+        _hot(sketch),
+        _drift(sketch),
+        _loads(sketch),
+        [str(r) for r in sketch.requests.items],
+    )
 
 
 def render_text(r: LiveReport, top: int = TOP_SITES) -> str:
     """The report as the terminal shows it."""
     lines = [f"live: {r.calls} calls, {r.samples} sampled (1 in {r.every})"]
     if r.distinct_inputs is not None:
-        lines.append(f"  inputs: ≈ {r.distinct_inputs:.1f} distinct over every call → "
-                     f"{r.input_recurrence:.1%} of calls repeat an earlier one")
+        lines.append(
+            f"  inputs: ≈ {r.distinct_inputs:.1f} distinct over every call → "
+            f"{r.input_recurrence:.1%} of calls repeat an earlier one"
+        )
     if r.sites:
-        lines += ["", f"recurrence per site (top {min(top, len(r.sites))} of {len(r.sites)}; sampled: the reference's "
-                  "1 − distinct/samples; stream: over every call)",
-                  f"  {'site':<40} {'samples':>7} {'distinct':>8} {'sampled':>7} {'stream':>7}  verdict"]
+        lines += [
+            "",
+            f"recurrence per site (top {min(top, len(r.sites))} of {len(r.sites)}; sampled: the reference's "
+            "1 − distinct/samples; stream: over every call)",
+            f"  {'site':<40} {'samples':>7} {'distinct':>8} {'sampled':>7} {'stream':>7}  verdict",
+        ]
         for s in r.sites[:top]:
             stream = f"{s.stream:7.3f}" if s.stream is not None else f"{'-':>7}"
-            lines.append(f"  {s.site[:40]:<40} {s.samples:>7} {s.distinct:>8.1f} {s.sampled:>7.3f} {stream}  "
-                         f"{s.verdict}")
+            lines.append(
+                f"  {s.site[:40]:<40} {s.samples:>7} {s.distinct:>8.1f} {s.sampled:>7.3f} {stream}  {s.verdict}"
+            )
     else:
         lines.append("  no sampled call yet (the first sampled call is call number N)")
     if r.hot:
@@ -218,8 +253,10 @@ def render_text(r: LiveReport, top: int = TOP_SITES) -> str:
         lines += [f"  {h.calls:>6} calls ({h.share:5.1%})  {h.label[:90]}" for h in r.hot]
     drifting = [d for d in r.drift if d.verdict != "stable"]
     if r.drift:
-        lines += ["", f"drift (first third vs last third of the sampled calls): {len(drifting)} of {len(r.drift)} "
-                  "sites moved"]
+        lines += [
+            "",
+            f"drift (first third vs last third of the sampled calls): {len(drifting)} of {len(r.drift)} sites moved",
+        ]
         lines += [f"  {d.site[:40]:<40} {d.verdict}" for d in drifting[:top]]
     if r.loads:
         lines += ["", "attention and routing loads (sampled calls)"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from opscope.errors import OpscopeError
 from opscope.online.hashing import splitmix64
@@ -75,8 +76,10 @@ class Reservoir:
             raise OpscopeError("not an opscope reservoir: want a dict with exactly the keys k, seen, items")
         k, seen, items = d["k"], d["seen"], d["items"]
         if not (_is_int(k) and k >= 1 and _is_int(seen) and isinstance(items, list) and len(items) == min(seen, k)):
-            raise OpscopeError(f"not an opscope reservoir: k={k!r}, seen={seen!r} and {type(items).__name__} "
-                               "items disagree (want k >= 1 and len(items) == min(seen, k))")
+            raise OpscopeError(
+                f"not an opscope reservoir: k={k!r}, seen={seen!r} and {type(items).__name__} "
+                "items disagree (want k >= 1 and len(items) == min(seen, k))"
+            )
         out = cls(k)
         out.seen, out.items = seen, list(items)
         return out

@@ -45,8 +45,10 @@ class Drift:
             self._halve()
 
     def _halve(self) -> None:
-        self.epochs = [[a + b for a, b in zip(*self.epochs[i:i + 2])] if i + 1 < len(self.epochs)
-                       else self.epochs[i] for i in range(0, len(self.epochs), 2)]
+        self.epochs = [
+            [a + b for a, b in zip(*self.epochs[i : i + 2])] if i + 1 < len(self.epochs) else self.epochs[i]
+            for i in range(0, len(self.epochs), 2)
+        ]
         self.epoch_len *= 2
 
     def merge(self, other: Drift) -> Drift:
@@ -60,8 +62,10 @@ class Drift:
             b._halve()
         width = max(len(a.epochs), len(b.epochs))
         pad = [[0.0] * (1 + 2 * len(FIELDS))]
-        epochs = [[x + y for x, y in zip(ea, eb)] for ea, eb in
-                  zip(a.epochs + pad * (width - len(a.epochs)), b.epochs + pad * (width - len(b.epochs)))]
+        epochs = [
+            [x + y for x, y in zip(ea, eb)]
+            for ea, eb in zip(a.epochs + pad * (width - len(a.epochs)), b.epochs + pad * (width - len(b.epochs)))
+        ]
         out = Drift(a.epoch_len, epochs)
         while len(out.epochs) > EPOCHS:
             out._halve()
@@ -118,8 +122,14 @@ class SiteSketch:
         loads = {k: v.copy() for k, v in self.loads.items()}
         for k, v in other.loads.items():
             loads[k] = loads[k] + v if k in loads and loads[k].shape == v.shape else v.copy()
-        return SiteSketch(self.samples + other.samples, self.distinct.merge(other.distinct), values,
-                          self.drift.merge(other.drift), loads, self.load_samples + other.load_samples)
+        return SiteSketch(
+            self.samples + other.samples,
+            self.distinct.merge(other.distinct),
+            values,
+            self.drift.merge(other.drift),
+            loads,
+            self.load_samples + other.load_samples,
+        )
 
     def recurrence(self) -> float:
         """The reference's recurrence over the sampled calls: clamp(1 − distinct/samples, 0, 1)."""

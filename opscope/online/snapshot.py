@@ -36,21 +36,37 @@ def _bytes(text: str) -> bytes:
 
 
 def _site_dict(s: SiteSketch) -> dict[str, Any]:
-    return {"samples": s.samples, "distinct": _b64(s.distinct.to_bytes()), "values": _b64(s.values.serialize()),
-            "drift": {"epoch_len": s.drift.epoch_len, "epochs": s.drift.epochs},
-            "loads": {k: v.tolist() for k, v in s.loads.items()}, "load_samples": s.load_samples}
+    return {
+        "samples": s.samples,
+        "distinct": _b64(s.distinct.to_bytes()),
+        "values": _b64(s.values.serialize()),
+        "drift": {"epoch_len": s.drift.epoch_len, "epochs": s.drift.epochs},
+        "loads": {k: v.tolist() for k, v in s.loads.items()},
+        "load_samples": s.load_samples,
+    }
 
 
 def to_dict(sketch: StreamSketch) -> dict[str, Any]:
     """The sketch as JSON-able data."""
     return {
-        "format": FORMAT, "version": VERSION, "every": sketch.every, "calls": sketch.calls,
-        "samples": sketch.samples, "fingerprinted": sketch.fingerprinted,
-        "inputs": _b64(sketch.inputs.to_bytes()), "sampled_inputs": _b64(sketch.sampled_inputs.to_bytes()),
-        "hot": _b64(sketch.hot.serialize()), "labels": sketch.labels, "requests": sketch.requests.to_dict(),
+        "format": FORMAT,
+        "version": VERSION,
+        "every": sketch.every,
+        "calls": sketch.calls,
+        "samples": sketch.samples,
+        "fingerprinted": sketch.fingerprinted,
+        "inputs": _b64(sketch.inputs.to_bytes()),
+        "sampled_inputs": _b64(sketch.sampled_inputs.to_bytes()),
+        "hot": _b64(sketch.hot.serialize()),
+        "labels": sketch.labels,
+        "requests": sketch.requests.to_dict(),
         "sites": {name: _site_dict(s) for name, s in sketch.sites.items()},
-        "period": {"keys": [list(k) for k in sketch.period.keys], "lengths": list(sketch.period.lengths),
-                   "count": sketch.period.count, **{f: getattr(sketch.period, f).tolist() for f in PERIOD_ARRAYS}},
+        "period": {
+            "keys": [list(k) for k in sketch.period.keys],
+            "lengths": list(sketch.period.lengths),
+            "count": sketch.period.count,
+            **{f: getattr(sketch.period, f).tolist() for f in PERIOD_ARRAYS},
+        },
         "snapshots": sketch.snapshots,
     }
 
@@ -59,9 +75,14 @@ def _site(d: dict[str, Any]) -> SiteSketch:
     drift = Drift(int(d["drift"]["epoch_len"]), [[float(x) for x in e] for e in d["drift"]["epochs"]])
     if any(len(e) != 1 + 2 * len(FIELDS) for e in drift.epochs):
         raise ValueError("a drift epoch is not [samples, then the sum and sum of squares of density, rms, crest]")
-    return SiteSketch(int(d["samples"]), Hll.from_bytes(_bytes(d["distinct"])),
-                      datasketches.kll_floats_sketch.deserialize(_bytes(d["values"])), drift,
-                      {k: np.asarray(v, np.float64) for k, v in d["loads"].items()}, int(d["load_samples"]))
+    return SiteSketch(
+        int(d["samples"]),
+        Hll.from_bytes(_bytes(d["distinct"])),
+        datasketches.kll_floats_sketch.deserialize(_bytes(d["values"])),
+        drift,
+        {k: np.asarray(v, np.float64) for k, v in d["loads"].items()},
+        int(d["load_samples"]),
+    )
 
 
 def _period(d: dict[str, Any]) -> Period:
@@ -76,16 +97,23 @@ def _period(d: dict[str, Any]) -> Period:
 def from_dict(d: Any) -> StreamSketch:
     """A sketch from `to_dict`'s data; raises ValueError, KeyError or TypeError on anything else."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise ValueError(f"no '\"format\": \"{FORMAT}\"' field")
+        raise ValueError(f'no \'"format": "{FORMAT}"\' field')
     if d.get("version") != VERSION:
         raise ValueError(f"version {d.get('version')!r}, this opscope reads version {VERSION}")
     sketch = StreamSketch(
-        int(d["every"]), int(d["calls"]), int(d["samples"]), int(d["fingerprinted"]),
-        Hll.from_bytes(_bytes(d["inputs"])), Hll.from_bytes(_bytes(d["sampled_inputs"])),
+        int(d["every"]),
+        int(d["calls"]),
+        int(d["samples"]),
+        int(d["fingerprinted"]),
+        Hll.from_bytes(_bytes(d["inputs"])),
+        Hll.from_bytes(_bytes(d["sampled_inputs"])),
         datasketches.frequent_strings_sketch.deserialize(_bytes(d["hot"])),
-        {str(k): str(v) for k, v in d["labels"].items()}, Reservoir.from_dict(d["requests"]),
+        {str(k): str(v) for k, v in d["labels"].items()},
+        Reservoir.from_dict(d["requests"]),
         {str(name): _site(s) for name, s in d["sites"].items()},
-        _period(d["period"]), int(d["snapshots"]))
+        _period(d["period"]),
+        int(d["snapshots"]),
+    )
     if min(sketch.calls, sketch.samples, sketch.fingerprinted) < 0 or sketch.samples > sketch.calls:
         raise ValueError(f"counts out of range (calls {sketch.calls}, samples {sketch.samples})")
     return sketch
@@ -111,5 +139,6 @@ def load(path: str | Path) -> StreamSketch:
         raise OpscopeError(f"{path} is not a readable live snapshot ({e}); delete it or rerun what wrote it") from None
     except (ValueError, KeyError, TypeError, IndexError, RuntimeError, UnicodeDecodeError) as e:
         why = f"missing field {e}" if isinstance(e, KeyError) else str(e) or type(e).__name__
-        raise OpscopeError(f"{path} is not a readable live snapshot ({why}); "
-                           "delete it or rerun what wrote it") from None
+        raise OpscopeError(
+            f"{path} is not a readable live snapshot ({why}); delete it or rerun what wrote it"
+        ) from None

@@ -10,8 +10,8 @@ two workers' `StreamSketch`es merge into the sketch of both streams.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import datasketches
 import numpy as np
@@ -65,14 +65,28 @@ class Period:
 
     def merge(self, other: Period) -> Period:
         if not other.count:
-            return Period(self.keys, self.lengths, self.count, self.total.copy(), self.low.copy(), self.high.copy(),
-                          self.last.copy())
+            return Period(
+                self.keys,
+                self.lengths,
+                self.count,
+                self.total.copy(),
+                self.low.copy(),
+                self.high.copy(),
+                self.last.copy(),
+            )
         if not self.count:
             return other.merge(self)
         if other.keys != self.keys:
             raise OpscopeError("cannot merge live sketches of different models (their statistics differ)")
-        return Period(self.keys, self.lengths, self.count + other.count, self.total + other.total,
-                      np.minimum(self.low, other.low), np.maximum(self.high, other.high), other.last.copy())
+        return Period(
+            self.keys,
+            self.lengths,
+            self.count + other.count,
+            self.total + other.total,
+            np.minimum(self.low, other.low),
+            np.maximum(self.high, other.high),
+            other.last.copy(),
+        )
 
 
 @dataclass(frozen=True)
@@ -115,7 +129,8 @@ class StreamSketch:
     inputs: Hll = field(default_factory=lambda: Hll(HLL_P))  # every fingerprinted call
     sampled_inputs: Hll = field(default_factory=lambda: Hll(HLL_P))  # the sampled ones
     hot: datasketches.frequent_strings_sketch = field(
-        default_factory=lambda: datasketches.frequent_strings_sketch(HOT_LG_MAP))
+        default_factory=lambda: datasketches.frequent_strings_sketch(HOT_LG_MAP)
+    )
     labels: dict[str, str] = field(default_factory=dict)  # fingerprint (hex) -> label, for hot inputs
     requests: Reservoir = field(default_factory=lambda: Reservoir(RESERVOIR))
     sites: dict[str, SiteSketch] = field(default_factory=dict)
@@ -144,12 +159,19 @@ class StreamSketch:
 
     def _prune_labels(self) -> None:
         """Keep the labels of inputs the frequent-items sketch still tracks (bounded memory)."""
-        tracked = {item[0] for item in self.hot.get_frequent_items(
-            datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES, 0)}
+        tracked = {
+            item[0]
+            for item in self.hot.get_frequent_items(datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES, 0)
+        }
         self.labels = {k: v for k, v in self.labels.items() if k in tracked}
 
-    def fold_sample(self, values: Mapping[Key, np.ndarray], numel: Mapping[tuple[str, str], int],
-                    fingerprint: int | None = None, keys: Mapping[str, int] | None = None) -> None:
+    def fold_sample(
+        self,
+        values: Mapping[Key, np.ndarray],
+        numel: Mapping[tuple[str, str], int],
+        fingerprint: int | None = None,
+        keys: Mapping[str, int] | None = None,
+    ) -> None:
         """One sampled call's statistics, `(site, role, stat) -> values` as the manifest decodes them
         (`numel` per (site, role); `keys`: an attention site's key count, to fold its loads per key)."""
         self.samples += 1
@@ -166,8 +188,9 @@ class StreamSketch:
             for (site, _), fp, sig in zip(rows, fnv1a_f32_rows(sigs).tolist(), sigs):
                 self.sites.setdefault(site, SiteSketch()).fold_lhs(fp, sig, moments.get(site))
         for site, parts in layout.loads.items():
-            self.sites.setdefault(site, SiteSketch()).fold_loads({name: values[key] for name, key in parts},
-                                                                  (keys or {}).get(site, 0))
+            self.sites.setdefault(site, SiteSketch()).fold_loads(
+                {name: values[key] for name, key in parts}, (keys or {}).get(site, 0)
+            )
 
     @staticmethod
     def _moments(layout: _Layout, flat: np.ndarray) -> dict[str, tuple[float, float, float]]:
@@ -180,8 +203,10 @@ class StreamSketch:
         rms = np.sqrt(np.maximum(sumsq, 0.0) / numel)
         peak = np.maximum(np.abs(lo), np.abs(hi))
         crest = np.divide(peak, rms, out=np.zeros_like(rms), where=rms > 0)
-        return {site: (float(d), float(r), float(c)) for site, d, r, c in
-                zip(layout.moments, (nnz / numel).tolist(), rms.tolist(), crest.tolist())}
+        return {
+            site: (float(d), float(r), float(c))
+            for site, d, r, c in zip(layout.moments, (nnz / numel).tolist(), rms.tolist(), crest.tolist())
+        }
 
     def take_period(self) -> tuple[int, dict[Key, np.ndarray]]:
         """(step, values) of the period since the last snapshot, then a fresh period."""
@@ -205,10 +230,20 @@ class StreamSketch:
         sites = {name: s.merge(other.sites.get(name, empty)) for name, s in self.sites.items()}
         sites.update({name: s.merge(empty) for name, s in other.sites.items() if name not in sites})
         period = self.period.merge(other.period)
-        out = StreamSketch(self.every, self.calls + other.calls, self.samples + other.samples,
-                           self.fingerprinted + other.fingerprinted, self.inputs.merge(other.inputs),
-                           self.sampled_inputs.merge(other.sampled_inputs), hot, {**other.labels, **self.labels},
-                           self.requests.merge(other.requests), sites, period, max(self.snapshots, other.snapshots))
+        out = StreamSketch(
+            self.every,
+            self.calls + other.calls,
+            self.samples + other.samples,
+            self.fingerprinted + other.fingerprinted,
+            self.inputs.merge(other.inputs),
+            self.sampled_inputs.merge(other.sampled_inputs),
+            hot,
+            {**other.labels, **self.labels},
+            self.requests.merge(other.requests),
+            sites,
+            period,
+            max(self.snapshots, other.snapshots),
+        )
         if len(out.labels) > LABELS:
             out._prune_labels()
         return out

@@ -19,13 +19,12 @@ the population; the numbers differ from the reference's, the rules do not.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
 from opscope.probe.layers import LayerProfile
-
 
 ERRORS = ("sum", "squares", "energy")  # Σ rel_err (the reference), Σ rel_err², Σ ‖W − Ŵ‖²_F
 
@@ -67,8 +66,8 @@ def layer_error(p: LayerProfile, rel_err: float, error: str) -> float:
     if error == "sum":
         return rel_err
     if error == "squares":
-        return rel_err ** 2
-    return rel_err ** 2 * p.energy  # energy: ‖W − Ŵ‖²_F
+        return rel_err**2
+    return rel_err**2 * p.energy  # energy: ‖W − Ŵ‖²_F
 
 
 def _tables(layers: Sequence[LayerProfile], error: str = "sum") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -88,8 +87,13 @@ def _tables(layers: Sequence[LayerProfile], error: str = "sum") -> tuple[np.ndar
 
 def _allocation(layers: Sequence[LayerProfile], choice: Sequence[int], budget: float) -> Allocation:
     opts = [p.options[c] for p, c in zip(layers, choice)]
-    return Allocation(tuple(int(c) for c in choice), float(sum(o.rel_err for o in opts)),
-                      int(sum(o.bytes for o in opts)), int(sum(p.dense_bytes for p in layers)), budget)
+    return Allocation(
+        tuple(int(c) for c in choice),
+        float(sum(o.rel_err for o in opts)),
+        int(sum(o.bytes for o in opts)),
+        int(sum(p.dense_bytes for p in layers)),
+        budget,
+    )
 
 
 def _check(layers: Sequence[LayerProfile], budget_frac: float) -> None:
@@ -124,8 +128,13 @@ def greedy_allocate(layers: Sequence[LayerProfile], budget_frac: float, error: s
     return _allocation(layers, choice, budget)
 
 
-def dado_allocate(layers: Sequence[LayerProfile], budget_frac: float, cfg: DadoConfig = DadoConfig(),
-                  progress: Callable[[int], None] | None = None, error: str = "sum") -> Allocation:
+def dado_allocate(
+    layers: Sequence[LayerProfile],
+    budget_frac: float,
+    cfg: DadoConfig = DadoConfig(),
+    progress: Callable[[int], None] | None = None,
+    error: str = "sum",
+) -> Allocation:
     """The cross-entropy search, warm-started at greedy; never worse than greedy on the objective `error`."""
     _check(layers, budget_frac)
     dense = sum(p.dense_bytes for p in layers)

@@ -11,8 +11,8 @@ Matrices are row-major `[rows, cols]`; a matmul weight is `[in, out]` (`y = x·W
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import isqrt, prod
-from typing import Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def factorize(w, r: int) -> tuple[np.ndarray, np.ndarray, int]:
             continue
         y[:, c] /= nrm
         q = y[:, c]
-        y[:, c + 1:] -= np.outer(q, q @ y[:, c + 1:])
+        y[:, c + 1 :] -= np.outer(q, q @ y[:, c + 1 :])
     return y, y.T @ a, r
 
 
@@ -152,7 +152,7 @@ def hosvd(x3, ranks: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
         unfold = np.moveaxis(x, i, 0).reshape(d, -1)
         u = np.zeros((d, r))
         ui = leading_subspace(unfold, r)
-        u[:, :ui.shape[1]] = ui
+        u[:, : ui.shape[1]] = ui
         factors.append(u)
     core = np.einsum("abc,ai,bj,ck->ijk", x, *factors, optimize=True)
     return core, factors

@@ -11,8 +11,8 @@ atomically (`opscope.probe.tensors`): nothing half-written is left behind.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -21,9 +21,21 @@ from opscope.errors import OpscopeError
 MAX_BYTES = 256 * 2**20  # the tapped tensors of one call
 
 
-def dump(source, out: str | Path, *, weights: bool = True, activations: bool = False, sites: str = "",
-         role: str = "lhs", steps: int = 1, max_bytes: int = MAX_BYTES, fmt: str = "npy", target: str = "llvm-cpu",
-         inputs=None, say: Callable[[str], None] | None = None) -> list[Path]:
+def dump(
+    source,
+    out: str | Path,
+    *,
+    weights: bool = True,
+    activations: bool = False,
+    sites: str = "",
+    role: str = "lhs",
+    steps: int = 1,
+    max_bytes: int = MAX_BYTES,
+    fmt: str = "npy",
+    target: str = "llvm-cpu",
+    inputs=None,
+    say: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Write the weights and/or activations of `source` under `out`, one file per tensor; returns them."""
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.source import open_model
@@ -55,8 +67,9 @@ def dump(source, out: str | Path, *, weights: bool = True, activations: bool = F
     return save_tensors(out, tensors, fmt)
 
 
-def _activations(model, module, sites: str, role: str, batches: list, max_bytes: int, target: str,
-                 say) -> dict[str, np.ndarray]:
+def _activations(
+    model, module, sites: str, role: str, batches: list, max_bytes: int, target: str, say
+) -> dict[str, np.ndarray]:
     """Each tapped site's `role` tensor over the calls of `batches`, as [rows, last dim], keyed `<site>.<role>`."""
     from opscope.ir.pipeline import Pipeline, run_pipeline
     from opscope.passes.dump_tensors import DumpTensors, dumps
@@ -67,8 +80,10 @@ def _activations(model, module, sites: str, role: str, batches: list, max_bytes:
     run_pipeline(module, Pipeline((DumpTensors(sites=sites, role=role, max_bytes=max_bytes),)))
     function, dumped = dumps(module)
     if not dumped:
-        raise OpscopeError(f"{model.name}: no float, static-shaped matmul site to dump"
-                           + (f" matching sites='{sites}'" if sites else ""))
+        raise OpscopeError(
+            f"{model.name}: no float, static-shaped matmul site to dump"
+            + (f" matching sites='{sites}'" if sites else "")
+        )
     start = time.perf_counter()
     with ticking(f"compile {model.name} with its {len(dumped)} dumped tensors for {target}"):
         loaded = load(compile_module(module, target))
@@ -80,7 +95,7 @@ def _activations(model, module, sites: str, role: str, batches: list, max_bytes:
         results = results if isinstance(results, (list, tuple)) else [results]
         for d in dumped:
             x = np.asarray(results[d.result], dtype=np.float32)
-            collected.setdefault(f"{d.site}.{d.role}", []).append(x.reshape(-1, x.shape[-1]) if x.ndim > 1
-                                                                  else x.reshape(1, -1))
+            collected.setdefault(f"{d.site}.{d.role}", []).append(
+                x.reshape(-1, x.shape[-1]) if x.ndim > 1 else x.reshape(1, -1)
+            )
     return {k: np.concatenate(v, axis=0) for k, v in collected.items()}
-

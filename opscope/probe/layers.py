@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -39,8 +39,14 @@ TT_BOND_CAP = 16
 TIGHT, OK = 0.02, 0.08  # the report's flags
 QUANT_BUDGET = 0.03  # best bits in the quant sweep
 OUTLIER_RATIO = 5.0  # the quant sweep's outlier columns
-LABELS = {"dense": "dense", "int8": "int8/chan", "int4": "int4/chan", "ternary": "ternary{-1,0,1}",
-          "sparse24": "sparse2:4", "monarch": "monarch"}
+LABELS = {
+    "dense": "dense",
+    "int8": "int8/chan",
+    "int4": "int4/chan",
+    "ternary": "ternary{-1,0,1}",
+    "sparse24": "sparse2:4",
+    "monarch": "monarch",
+}
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,9 @@ class LayerProfile:
         return min(fine, key=lambda i: (self.options[i].bytes, i)) if fine else 0
 
 
-def profile_layer(name: str, w: np.ndarray, seconds: dict[str, float] | None = None,
-                  value_bytes: int = 4) -> LayerProfile:
+def profile_layer(
+    name: str, w: np.ndarray, seconds: dict[str, float] | None = None, value_bytes: int = 4
+) -> LayerProfile:
     """Every storage option for `w` [rows, cols], measured, in the reference's order; the seconds
     each kind of option took are added to `seconds` when given (where profiling time goes).
     `value_bytes` is the stored width of a value (4: f32, 2: bf16/f16): dense weights and the
@@ -108,8 +115,15 @@ def profile_layer(name: str, w: np.ndarray, seconds: dict[str, float] | None = N
         add(Option("int8", stats.per_channel_quant_error(w, 8), numel + 4 * rows, numel))
         add(Option("int4", stats.per_channel_quant_error(w, 4), (numel + 1) // 2 + 4 * rows, numel))
         if cols % GROUP == 0 and cols > GROUP:
-            add(Option("int4g", stats.group_quant_error(w, 4, GROUP),
-                       (numel + 1) // 2 + 4 * rows * (cols // GROUP), numel, (GROUP,)))
+            add(
+                Option(
+                    "int4g",
+                    stats.group_quant_error(w, 4, GROUP),
+                    (numel + 1) // 2 + 4 * rows * (cols // GROUP),
+                    numel,
+                    (GROUP,),
+                )
+            )
     with clock("ternary"):
         add(Option("ternary", stats.ternary_error(w), numel // 4 + 4, numel // 2))
     with clock("sparse24"):
@@ -121,8 +135,14 @@ def profile_layer(name: str, w: np.ndarray, seconds: dict[str, float] | None = N
     if m:
         with clock("monarch"):
             w1, w2 = decompose.monarch_project(w, m)
-            add(Option("monarch", stats.rel_err(w, decompose.monarch_reconstruct(w1, w2, m)),
-                       decompose.monarch_params(m) * vb, decompose.monarch_params(m)))
+            add(
+                Option(
+                    "monarch",
+                    stats.rel_err(w, decompose.monarch_reconstruct(w1, w2, m)),
+                    decompose.monarch_params(m) * vb,
+                    decompose.monarch_params(m),
+                )
+            )
     tucker = _tucker_shape(rows, cols)
     params = decompose.tucker_params(*tucker) if tucker else numel
     if params < numel:
@@ -218,8 +238,9 @@ def reconstruct(w: np.ndarray, option: Option) -> np.ndarray:
         core, factors = decompose.hosvd(w.reshape(p[0]), p[1])
         return decompose.tucker_reconstruct(core, factors).reshape(w.shape).astype(np.float32)
     if kind == "tt":
-        return decompose.tt_reconstruct(decompose.tt_svd(w.reshape(p[0]), p[0], p[1])).reshape(w.shape).astype(
-            np.float32)
+        return (
+            decompose.tt_reconstruct(decompose.tt_svd(w.reshape(p[0]), p[0], p[1])).reshape(w.shape).astype(np.float32)
+        )
     raise ValueError(f"unknown option kind {kind!r}")
 
 
@@ -257,6 +278,16 @@ def quant_stat(name: str, w: np.ndarray, budget: float = QUANT_BUDGET) -> QuantS
     """The quant sweep's numbers for one weight [rows, cols]."""
     layer, kind = parse_layer_kind(name)
     count, ratio = stats.outlier_channels(w, OUTLIER_RATIO)
-    return QuantStat(name, layer, kind, int(w.size), stats.quant_error(w, 8), stats.per_channel_quant_error(w, 8),
-                     stats.per_channel_quant_error(w, 4), stats.per_channel_quant_error(w, 3), ratio, count,
-                     stats.best_bitwidth(w, budget))
+    return QuantStat(
+        name,
+        layer,
+        kind,
+        int(w.size),
+        stats.quant_error(w, 8),
+        stats.per_channel_quant_error(w, 8),
+        stats.per_channel_quant_error(w, 4),
+        stats.per_channel_quant_error(w, 3),
+        ratio,
+        count,
+        stats.best_bitwidth(w, budget),
+    )

@@ -42,8 +42,13 @@ class ProbeReport:
         return probe_text(self)
 
     def to_dict(self) -> dict:
-        return {"schema": "opscope-probe/1", "name": self.name, "seconds": self.seconds, "skipped": self.skipped,
-                "tensors": {k: {**p.to_dict(), "verdict": p.verdict} for k, p in self.probes.items()}}
+        return {
+            "schema": "opscope-probe/1",
+            "name": self.name,
+            "seconds": self.seconds,
+            "skipped": self.skipped,
+            "tensors": {k: {**p.to_dict(), "verdict": p.verdict} for k, p in self.probes.items()},
+        }
 
 
 def probe_weights(weights: WeightSet) -> ProbeReport:
@@ -105,32 +110,64 @@ class LayersReport:
         def alloc(a: Allocation | None) -> dict | None:
             if a is None:
                 return None
-            return {"choice": [p.options[c].label for p, c in zip(self.profiles, a.choice)],
-                    "total_err": a.total_err, "bytes": a.total_bytes, "dense_bytes": a.dense_bytes,
-                    "budget_bytes": a.budget, "compression": a.compression, "flops": self.flops(a)}
+            return {
+                "choice": [p.options[c].label for p, c in zip(self.profiles, a.choice)],
+                "total_err": a.total_err,
+                "bytes": a.total_bytes,
+                "dense_bytes": a.dense_bytes,
+                "budget_bytes": a.budget,
+                "compression": a.compression,
+                "flops": self.flops(a),
+            }
 
-        return {"schema": "opscope-layers/1", "name": self.name, "budget": self.budget, "allocator": self.allocator,
-                "seconds": self.seconds, "skipped": self.skipped,
-                "layers": [{"name": p.name, "rows": p.rows, "cols": p.cols, "dense_bytes": p.dense_bytes,
-                            "options": [{"label": o.label, "rel_err": o.rel_err, "bytes": o.bytes, "flops": o.flops}
-                                        for o in p.options]} for p in self.profiles],
-                "greedy": alloc(self.greedy), "dado": alloc(self.dado), "headline": self.headline, "data": self.data,
-                "baseline": self.baseline, "objective": self.objective, "error": self.error, "picked": self.picked,
-                "measured": [{"label": m.label, "total_err": m.total_err, "bytes": m.bytes, "metrics": m.metrics}
-                             for m in self.measured]}
+        return {
+            "schema": "opscope-layers/1",
+            "name": self.name,
+            "budget": self.budget,
+            "allocator": self.allocator,
+            "seconds": self.seconds,
+            "skipped": self.skipped,
+            "layers": [
+                {
+                    "name": p.name,
+                    "rows": p.rows,
+                    "cols": p.cols,
+                    "dense_bytes": p.dense_bytes,
+                    "options": [
+                        {"label": o.label, "rel_err": o.rel_err, "bytes": o.bytes, "flops": o.flops} for o in p.options
+                    ],
+                }
+                for p in self.profiles
+            ],
+            "greedy": alloc(self.greedy),
+            "dado": alloc(self.dado),
+            "headline": self.headline,
+            "data": self.data,
+            "baseline": self.baseline,
+            "objective": self.objective,
+            "error": self.error,
+            "picked": self.picked,
+            "measured": [
+                {"label": m.label, "total_err": m.total_err, "bytes": m.bytes, "metrics": m.metrics}
+                for m in self.measured
+            ],
+        }
 
 
 def profile_weights(weights: WeightSet) -> tuple[list[LayerProfile], dict[str, float]]:
     """Every layer's profile and the seconds it took, in total and per option kind."""
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    profiles = [profile_layer(name, m, seconds, weights.value_bytes.get(name, 4))
-                for name, m in _bar(weights.matrices.items(), "profile", "layer")]
+    profiles = [
+        profile_layer(name, m, seconds, weights.value_bytes.get(name, 4))
+        for name, m in _bar(weights.matrices.items(), "profile", "layer")
+    ]
     return profiles, {"profile": time.perf_counter() - start, **{f"profile:{k}": v for k, v in seconds.items()}}
 
 
-def plan_layers(weights: WeightSet, budget: float, allocator: str = "dado", cfg: DadoConfig = DadoConfig(),
-                error: str = "sum") -> LayersReport:
+def plan_layers(
+    weights: WeightSet, budget: float, allocator: str = "dado", cfg: DadoConfig = DadoConfig(), error: str = "sum"
+) -> LayersReport:
     """Profile every layer of `weights` and allocate `budget` of its dense bytes, minimizing `error`
     (Σ rel_err, Σ rel_err² or Σ ‖W − Ŵ‖²_F: `opscope.probe.allocate.ERRORS`)."""
     profiled, seconds = profile_weights(weights)
@@ -143,8 +180,9 @@ def plan_layers(weights: WeightSet, budget: float, allocator: str = "dado", cfg:
         with tqdm(total=cfg.iters, desc="dado", unit="round", leave=False, disable=None) as bar:
             dado = dado_allocate(profiled, budget, cfg, progress=lambda _: bar.update(), error=error)
         seconds["dado"] = time.perf_counter() - start
-    return LayersReport(weights.name, budget, allocator, profiled, greedy, dado, seconds, list(weights.skipped),
-                        error=error)
+    return LayersReport(
+        weights.name, budget, allocator, profiled, greedy, dado, seconds, list(weights.skipped), error=error
+    )
 
 
 @dataclass
@@ -189,8 +227,9 @@ def _verb(kind: str) -> str:
     return "REPLACE (structural)"
 
 
-def plan_actions(weights: WeightSet, budget: float = ACTION_BUDGET,
-                 gaps: dict[str, float] | None = None) -> ActionsReport:
+def plan_actions(
+    weights: WeightSet, budget: float = ACTION_BUDGET, gaps: dict[str, float] | None = None
+) -> ActionsReport:
     """The cheapest option within `budget` per layer (the reference's `best_within`), classified."""
     start = time.perf_counter()
     actions = []
@@ -219,8 +258,10 @@ class QuantReport:
         for s in self.stats:
             if s.layer is not None:
                 out.setdefault(s.layer, []).append(s)
-        return {k: (float(np.mean([s.int8_pc for s in v])), float(np.mean([s.int4_pc for s in v])))
-                for k, v in sorted(out.items())}
+        return {
+            k: (float(np.mean([s.int8_pc for s in v])), float(np.mean([s.int4_pc for s in v])))
+            for k, v in sorted(out.items())
+        }
 
     def by_kind(self) -> dict[str, list[QuantStat]]:
         out: dict[str, list[QuantStat]] = {}

@@ -11,9 +11,9 @@ them) is read as it is (`opscope.probe.tensors`). Every matrix is checked before
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -74,8 +74,10 @@ def _matching(tensors: dict[str, np.ndarray], pattern: str, where: str) -> dict[
         from opscope.ir.quantize import MOST_NAMES
 
         names = list(tensors)
-        raise OpscopeError(f"{where}: sites='{pattern}' names no tensor (valid: {', '.join(names[:MOST_NAMES])}"
-                           + (f" and {len(names) - MOST_NAMES} more)" if len(names) > MOST_NAMES else ")"))
+        raise OpscopeError(
+            f"{where}: sites='{pattern}' names no tensor (valid: {', '.join(names[:MOST_NAMES])}"
+            + (f" and {len(names) - MOST_NAMES} more)" if len(names) > MOST_NAMES else ")")
+        )
     return kept
 
 
@@ -101,8 +103,10 @@ def module_weights(name: str, module, sites: str = "", inputs=None) -> WeightSet
     parsed = parse_module(module, new_context(), name) if not hasattr(module, "operation") else module
     weights = read_weights(parsed, sites, inputs=inputs)
     if not weights:
-        raise OpscopeError(f"{name}: no matmul or convolution site{' matching ' + repr(sites) if sites else ''}"
-                           " reads a constant weight (`opscope sites MODEL` lists its sites)")
+        raise OpscopeError(
+            f"{name}: no matmul or convolution site{' matching ' + repr(sites) if sites else ''}"
+            " reads a constant weight (`opscope sites MODEL` lists its sites)"
+        )
     kept, skipped, matrices = [], [], {}
     for w in weights:
         m = w.matrix()

@@ -46,8 +46,10 @@ def as_matrix(x, what: str = "tensor") -> np.ndarray:
     except (TypeError, ValueError):
         raise OpscopeError(f"{what}: probes take a numeric 2-D tensor [rows, cols]; got {type(x).__name__}") from None
     if a.ndim != 2:
-        raise OpscopeError(f"{what}: probes take a 2-D tensor [rows, cols]; got shape {tuple(a.shape)}: "
-                           "reshape it, e.g. a conv filter to [out, in·kh·kw]")
+        raise OpscopeError(
+            f"{what}: probes take a 2-D tensor [rows, cols]; got shape {tuple(a.shape)}: "
+            "reshape it, e.g. a conv filter to [out, in·kh·kw]"
+        )
     if a.shape[0] < 1 or a.shape[1] < 1:
         raise OpscopeError(f"{what}: probes need at least one row and one column; got shape {tuple(a.shape)}")
     if not np.isfinite(a).all():
@@ -157,8 +159,10 @@ def _quantize64(x: np.ndarray, bits: int, scope: str = "row", group: int = 0) ->
         if scope != "row":
             raise OpscopeError(f"quantize: group={group} splits rows, so it needs scope='row' (got {scope!r})")
         if cols % group:
-            raise OpscopeError(f"quantize: {cols} columns do not split into groups of {group}: "
-                               "pick a group that divides the column count")
+            raise OpscopeError(
+                f"quantize: {cols} columns do not split into groups of {group}: "
+                "pick a group that divides the column count"
+            )
         view = x.reshape(rows, cols // group, group)
     elif scope == "row":
         view = x.reshape(rows, 1, cols)

@@ -22,9 +22,9 @@ import os
 import re
 import secrets
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 import numpy as np
 
@@ -54,8 +54,7 @@ def save_tensor(path: str | os.PathLike, x: np.ndarray) -> None:
     _atomic_write(path, lambda f: _write(f, suffix, {path.stem: data}))
 
 
-def save_tensors(directory: str | os.PathLike, tensors: Mapping[str, np.ndarray],
-                 fmt: str = "tensor") -> list[Path]:
+def save_tensors(directory: str | os.PathLike, tensors: Mapping[str, np.ndarray], fmt: str = "tensor") -> list[Path]:
     """Write `tensors` under `directory` (created if missing): one `<name>.tensor` or
     `<name>.npy` per tensor (characters outside [A-Za-z0-9._-] of a name become "_"), or
     all of them in one `tensors.safetensors` (names kept as they are). Returns the paths
@@ -76,8 +75,10 @@ def save_tensors(directory: str | os.PathLike, tensors: Mapping[str, np.ndarray]
         for name, x in tensors.items():
             target = directory / (_file_name(str(name)) + suffix)
             if target in by_file:
-                raise OpscopeError(f"{directory}: tensors '{by_file[target]}' and '{name}' would both be saved as "
-                                   f"{target.name}: rename one (characters outside [A-Za-z0-9._-] become '_')")
+                raise OpscopeError(
+                    f"{directory}: tensors '{by_file[target]}' and '{name}' would both be saved as "
+                    f"{target.name}: rename one (characters outside [A-Za-z0-9._-] become '_')"
+                )
             by_file[target] = str(name)
             jobs.append((target, {target.stem: _storable(target, x, suffix, str(name))}))
     directory.mkdir(parents=True, exist_ok=True)
@@ -103,8 +104,10 @@ def _storable(path: Path, x, suffix: str, name: str | None = None) -> np.ndarray
         raise OpscopeError(f"{what}: dtype {arr.dtype} cannot be saved: pass a float array")
     if suffix == ".tensor":
         if arr.ndim != 2:
-            raise OpscopeError(f"{what}: the .tensor format holds a 2-D matrix ({LAYOUT}), got shape "
-                               f"{_shape(arr.shape)}: reshape to [rows, cols] or save as .npy or .safetensors")
+            raise OpscopeError(
+                f"{what}: the .tensor format holds a 2-D matrix ({LAYOUT}), got shape "
+                f"{_shape(arr.shape)}: reshape to [rows, cols] or save as .npy or .safetensors"
+            )
         if max(arr.shape) > 0xFFFFFFFF:
             raise OpscopeError(f"{what}: shape {_shape(arr.shape)} does not fit the u32 header: save as .npy")
         return np.asarray(arr, dtype="<f4", order="C")
@@ -190,8 +193,10 @@ def load_tensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
     for file in files:
         for name, x in _read_file(file).items():
             if name in out:
-                raise OpscopeError(f"{path}: tensor name '{name}' comes from both {origin[name]} and {file.name}: "
-                                   "rename or move one of them")
+                raise OpscopeError(
+                    f"{path}: tensor name '{name}' comes from both {origin[name]} and {file.name}: "
+                    "rename or move one of them"
+                )
             out[name], origin[name] = x, file.name
     return out
 
@@ -222,14 +227,18 @@ def _read_reference(path: Path) -> np.ndarray:
     with open(path, "rb") as f:
         head = f.read(HEADER.size)
         if len(head) < HEADER.size:
-            raise OpscopeError(f"{path}: {len(head)} bytes, too short for the 8-byte header: truncated or not a "
-                               f".tensor file ({LAYOUT})")
+            raise OpscopeError(
+                f"{path}: {len(head)} bytes, too short for the 8-byte header: truncated or not a "
+                f".tensor file ({LAYOUT})"
+            )
         rows, cols = HEADER.unpack(head)
         want = rows * cols * 4
         have = os.fstat(f.fileno()).st_size - HEADER.size
         if have != want:
-            raise OpscopeError(f"{path}: header says {rows}×{cols} f32 ({want} bytes of data) but the file holds "
-                               f"{have}: truncated or not a .tensor file ({LAYOUT})")
+            raise OpscopeError(
+                f"{path}: header says {rows}×{cols} f32 ({want} bytes of data) but the file holds "
+                f"{have}: truncated or not a .tensor file ({LAYOUT})"
+            )
         data = np.frombuffer(f.read(want), dtype="<f4")
     return data.astype(np.float32).reshape(rows, cols)
 
@@ -248,8 +257,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     try:
         from safetensors.numpy import load_file
     except ImportError:
-        raise OpscopeError(f"{path}: reading .safetensors needs the 'safetensors' package: "
-                           "pip install safetensors") from None
+        raise OpscopeError(
+            f"{path}: reading .safetensors needs the 'safetensors' package: pip install safetensors"
+        ) from None
     try:
         raw = load_file(str(path))
     except Exception as e:  # the package raises SafetensorError, TypeError... for what it cannot read
@@ -258,8 +268,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
         except OpscopeError:
             raise
         except Exception:
-            raise OpscopeError(f"{path}: unreadable .safetensors file ({_one_line(e)}): rewrite it with "
-                               "safetensors.numpy.save_file") from None
+            raise OpscopeError(
+                f"{path}: unreadable .safetensors file ({_one_line(e)}): rewrite it with safetensors.numpy.save_file"
+            ) from None
     return {name: _as_float32(path, name, x) for name, x in raw.items()}
 
 
@@ -270,8 +281,8 @@ def _read_safetensors_raw(path: Path) -> dict[str, np.ndarray]:
 
     blob = path.read_bytes()
     (size,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + size])
-    data = memoryview(blob)[8 + size:]
+    header = json.loads(blob[8 : 8 + size])
+    data = memoryview(blob)[8 + size :]
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -283,8 +294,10 @@ def _read_safetensors_raw(path: Path) -> dict[str, np.ndarray]:
         elif dtype in _FLOAT_CODES:
             out[name] = np.frombuffer(data[begin:end], dtype=_FLOAT_CODES[dtype]).reshape(info["shape"])
         else:
-            raise OpscopeError(f"{path}: tensor '{name}' is {dtype}; only F16, BF16, F32 and F64 tensors are read: "
-                               "convert it to a float type")
+            raise OpscopeError(
+                f"{path}: tensor '{name}' is {dtype}; only F16, BF16, F32 and F64 tensors are read: "
+                "convert it to a float type"
+            )
     return out
 
 
@@ -298,8 +311,9 @@ def _as_float32(path: Path, name: str, x: np.ndarray) -> np.ndarray:
     if _is_bf16(x):
         return _bf16_to_f32(x)
     if x.dtype.kind != "f" or x.dtype.itemsize not in (2, 4, 8):
-        raise OpscopeError(f"{what}: dtype {x.dtype}; only f16, bf16, f32 and f64 tensors are read: "
-                           "convert it to a float type")
+        raise OpscopeError(
+            f"{what}: dtype {x.dtype}; only f16, bf16, f32 and f64 tensors are read: convert it to a float type"
+        )
     out = x.astype(np.float32, copy=False)
     return out if out.flags.writeable else out.copy()  # the loader's memory map is read-only
 
@@ -320,18 +334,21 @@ def check_matrix(name: str, x) -> np.ndarray:
     if arr.dtype.kind not in "fiub" and not _is_bf16(arr):
         raise OpscopeError(f"{name}: dtype {arr.dtype}; probes and decompositions need a float weight")
     if arr.ndim == 0:
-        raise OpscopeError(f"{name}: a 0-D tensor (one value); probes and decompositions need a 2-D weight "
-                           "[rows, cols]")
+        raise OpscopeError(
+            f"{name}: a 0-D tensor (one value); probes and decompositions need a 2-D weight [rows, cols]"
+        )
     if arr.ndim == 1:
-        raise OpscopeError(f"{name}: a 1-D tensor of {arr.size} values; probes and decompositions need a 2-D "
-                           "weight [rows, cols]")
+        raise OpscopeError(
+            f"{name}: a 1-D tensor of {arr.size} values; probes and decompositions need a 2-D weight [rows, cols]"
+        )
     if arr.ndim > 2:
         rest = int(np.prod(arr.shape[1:]))
-        raise OpscopeError(f"{name}: a {arr.ndim}-D tensor of shape {_shape(arr.shape)}; probes and decompositions "
-                           f"need a 2-D weight [rows, cols]: reshape it to [out, rest] ({arr.shape[0]}×{rest})")
+        raise OpscopeError(
+            f"{name}: a {arr.ndim}-D tensor of shape {_shape(arr.shape)}; probes and decompositions "
+            f"need a 2-D weight [rows, cols]: reshape it to [out, rest] ({arr.shape[0]}×{rest})"
+        )
     if min(arr.shape) < 2:
-        raise OpscopeError(f"{name}: shape {_shape(arr.shape)}; both dims must be ≥ 2 for probes and "
-                           "decompositions")
+        raise OpscopeError(f"{name}: shape {_shape(arr.shape)}; both dims must be ≥ 2 for probes and decompositions")
     out = _bf16_to_f32(arr) if _is_bf16(arr) else np.asarray(arr, dtype=np.float32)
     bad = int(np.count_nonzero(~np.isfinite(out)))
     if bad:
@@ -346,4 +363,3 @@ def _shape(shape) -> str:
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split()) or type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."
-

@@ -42,8 +42,21 @@ from opscope.errors import OpscopeError
 if TYPE_CHECKING:
     from opscope.ir.manifest import Manifest
 
-HEADER: tuple[str, ...] = ("run_id", "step", "backend", "dist", "M", "K", "N", "numel", "site", "role", "stat",
-                           "idx", "value")
+HEADER: tuple[str, ...] = (
+    "run_id",
+    "step",
+    "backend",
+    "dist",
+    "M",
+    "K",
+    "N",
+    "numel",
+    "site",
+    "role",
+    "stat",
+    "idx",
+    "value",
+)
 HEADER_LINE = ",".join(HEADER) + "\n"
 JOURNAL_SUFFIX = ".runs"
 SITE_COSTS_HEADER = "site,flops"
@@ -103,8 +116,10 @@ class Recorder:
             entries, clean = _read_journal(self.journal)
             end = entries[-1][2] if entries else len(HEADER_LINE)
             if end > size:
-                raise OpscopeError(f"{self.journal}: runs end at byte {end} but {self.path} has only {size} bytes "
-                                   f"(the CSV was truncated or replaced; start a new file)")
+                raise OpscopeError(
+                    f"{self.journal}: runs end at byte {end} but {self.path} has only {size} bytes "
+                    f"(the CSV was truncated or replaced; start a new file)"
+                )
         else:
             end, entries = _recover_without_journal(self.path)
             clean = False
@@ -126,8 +141,18 @@ class Recorder:
         """Run ids with at least one journaled `record` call (for sequences see `completed_steps`)."""
         return {r for r, _ in self.completed_steps}
 
-    def record(self, run_id: int, step: int, backend: str, dist: str, m: int | None, k: int | None,
-               n: int | None, manifest: Manifest, outputs: list[np.ndarray]) -> int:
+    def record(
+        self,
+        run_id: int,
+        step: int,
+        backend: str,
+        dist: str,
+        m: int | None,
+        k: int | None,
+        n: int | None,
+        manifest: Manifest,
+        outputs: list[np.ndarray],
+    ) -> int:
         """Write one run's statistics, decoded from its outputs by `manifest`; returns rows written.
 
         M/K/N are the driver's (the reference's sweep passes its matmul's); `None` writes each
@@ -139,10 +164,19 @@ class Recorder:
             m, k, n = 0, 0, 0
         return self.record_values(run_id, step, backend, dist, m, k, n, manifest.values(outputs), numel, dims)
 
-    def record_values(self, run_id: int, step: int, backend: str, dist: str, m: int, k: int, n: int,
-                      values: Mapping[tuple[str, str, str], np.ndarray],
-                      numel: Mapping[tuple[str, str], int],
-                      site_dims: Mapping[str, tuple[int, int, int]] | None = None) -> int:
+    def record_values(
+        self,
+        run_id: int,
+        step: int,
+        backend: str,
+        dist: str,
+        m: int,
+        k: int,
+        n: int,
+        values: Mapping[tuple[str, str, str], np.ndarray],
+        numel: Mapping[tuple[str, str], int],
+        site_dims: Mapping[str, tuple[int, int, int]] | None = None,
+    ) -> int:
         """Write one run: a row per element of each `(site, role, stat) -> values`, in mapping order
         (`site_dims` overrides M/K/N per site)."""
         data, rows = format_rows(run_id, step, backend, dist, m, k, n, values, numel, site_dims)
@@ -167,17 +201,25 @@ class Recorder:
             if not f.closed:
                 f.close()
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def format_rows(run_id: int, step: int, backend: str, dist: str, m: int, k: int, n: int,
-                values: Mapping[tuple[str, str, str], np.ndarray],
-                numel: Mapping[tuple[str, str], int],
-                site_dims: Mapping[str, tuple[int, int, int]] | None = None) -> tuple[bytes, int]:
+def format_rows(
+    run_id: int,
+    step: int,
+    backend: str,
+    dist: str,
+    m: int,
+    k: int,
+    n: int,
+    values: Mapping[tuple[str, str, str], np.ndarray],
+    numel: Mapping[tuple[str, str], int],
+    site_dims: Mapping[str, tuple[int, int, int]] | None = None,
+) -> tuple[bytes, int]:
     """One run's tidy rows as CSV bytes (no header) and their count, built column-wise by polars."""
     ints = {"run_id": run_id, "step": step, "M": m, "K": k, "N": n}
     for name, v in ints.items():
@@ -211,11 +253,13 @@ def format_rows(run_id: int, step: int, backend: str, dist: str, m: int, k: int,
         return b"", 0
     starts = np.cumsum(lengths) - lengths
     which = np.repeat(np.arange(len(arrays), dtype=np.uint32), lengths)
-    frame = pl.DataFrame({
-        "prefix": pl.Series(prefixes, dtype=pl.Categorical).gather(which),
-        "idx": np.arange(total, dtype=np.int64) - np.repeat(starts, lengths),
-        "value": np.concatenate(arrays),
-    })
+    frame = pl.DataFrame(
+        {
+            "prefix": pl.Series(prefixes, dtype=pl.Categorical).gather(which),
+            "idx": np.arange(total, dtype=np.int64) - np.repeat(starts, lengths),
+            "value": np.concatenate(arrays),
+        }
+    )
     buf = io.BytesIO()
     frame.write_csv(buf, include_header=False, quote_style="never")
     return buf.getvalue(), total
@@ -252,8 +296,10 @@ def _header_prefix(path: Path) -> bool:
 def _check_header(path: Path) -> None:
     head = _first_bytes(path, 4096).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     if head + "\n" != HEADER_LINE:
-        raise OpscopeError(f"{path}: header {head[:200]!r} is not the opscope tidy header "
-                           f"{HEADER_LINE.strip()!r}; refusing to append (use a new file)")
+        raise OpscopeError(
+            f"{path}: header {head[:200]!r} is not the opscope tidy header "
+            f"{HEADER_LINE.strip()!r}; refusing to append (use a new file)"
+        )
 
 
 def _read_journal(journal: Path) -> tuple[list[tuple[int, int, int]], bool]:
@@ -290,8 +336,7 @@ def _recover_without_journal(path: Path) -> tuple[int, list[tuple[int, int, int]
     if bad.size:
         raise OpscopeError(f"{path}:{int(bad[0]) + 2}: expected {len(HEADER)} fields; cannot resume this file")
     try:
-        ids = pl.read_csv(io.BytesIO(buf[:end].tobytes()), schema=SCHEMA, quote_char=None,
-                          columns=["run_id", "step"])
+        ids = pl.read_csv(io.BytesIO(buf[:end].tobytes()), schema=SCHEMA, quote_char=None, columns=["run_id", "step"])
     except pl.exceptions.PolarsError as e:
         raise OpscopeError(f"{path}: cannot read run_id/step to resume: {str(e).splitlines()[0]}") from None
     run, step = ids["run_id"].to_numpy(), ids["step"].to_numpy()
@@ -315,8 +360,9 @@ def is_site_row(name: str) -> bool:
     return not name.startswith("(")
 
 
-def write_site_costs(path: str | Path, sites: Manifest | Mapping[str, int],
-                     module: Mapping[str, int] | None = None) -> None:
+def write_site_costs(
+    path: str | Path, sites: Manifest | Mapping[str, int], module: Mapping[str, int] | None = None
+) -> None:
     """Write the `site,flops` sidecar: a manifest's sites in its order, or a mapping sorted by name,
     then the `module` rows (`MODULE_ROW`, `UNKNOWN_ROW`, `UNTAPPED_PREFIX` + label) as given.
 

@@ -32,8 +32,8 @@ import glob
 import itertools
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import polars as pl
 
@@ -119,8 +119,11 @@ def site_cost_files(files: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for f in files:
         csv_name = f.with_suffix(".csv").name
-        for cand in (f.with_name(f.name + SITES_SUFFIX), f.with_name(csv_name + SITES_SUFFIX),
-                     f.with_name(SITE_COSTS_NAME)):
+        for cand in (
+            f.with_name(f.name + SITES_SUFFIX),
+            f.with_name(csv_name + SITES_SUFFIX),
+            f.with_name(SITE_COSTS_NAME),
+        ):
             if cand.is_file():
                 if cand not in found:
                     found.append(cand)
@@ -145,8 +148,9 @@ def is_site_costs(path: Path) -> bool:
 def _resolve_one(spec: str | Path) -> list[Path]:
     path = Path(spec)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir()
-                       if p.is_file() and p.suffix.lower() in DATA_SUFFIXES and not is_site_costs(p))
+        files = sorted(
+            p for p in path.iterdir() if p.is_file() and p.suffix.lower() in DATA_SUFFIXES and not is_site_costs(p)
+        )
         if not files:
             raise OpscopeError(f"{path}: no *.csv or *.parquet tidy files in this directory")
         return files
@@ -178,7 +182,8 @@ def _check_header(path: Path, first: bytes) -> None:
     extra = [c for c in got if c not in COLUMNS]
     if missing or extra:
         parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unexpected {', '.join(repr(c) for c in extra)}"] if extra else [])
+            [f"unexpected {', '.join(repr(c) for c in extra)}"] if extra else []
+        )
         raise OpscopeError(f"{path}:1: wrong header ({'; '.join(parts)}); expected {HEADER}")
     raise OpscopeError(f"{path}:1: wrong header (columns out of order: {','.join(got)}); expected {HEADER}")
 
@@ -222,13 +227,25 @@ def _first_bad_line(path: Path, stop_line: int | None) -> tuple[int, str] | None
     """
     n_rows = None if stop_line is None else stop_line - 2
     try:
-        lines = pl.read_csv(path, has_header=True, separator="\x1f", quote_char=None, infer_schema=False,
-                            n_rows=n_rows).to_series()
-        ragged = pl.select(pl.arg_where(lines.is_not_null() & (lines.str.strip_chars_end("\r")
-                                        .str.count_matches(",", literal=True) != len(COLUMNS) - 1)).first()).item()
+        lines = pl.read_csv(
+            path, has_header=True, separator="\x1f", quote_char=None, infer_schema=False, n_rows=n_rows
+        ).to_series()
+        ragged = pl.select(
+            pl.arg_where(
+                lines.is_not_null()
+                & (lines.str.strip_chars_end("\r").str.count_matches(",", literal=True) != len(COLUMNS) - 1)
+            ).first()
+        ).item()
         rows_ok = ragged if ragged is not None else n_rows
-        raw = pl.read_csv(path, has_header=True, quote_char=None, infer_schema=False, n_rows=rows_ok,
-                          new_columns=list(COLUMNS), truncate_ragged_lines=True)  # only rows before `ragged`
+        raw = pl.read_csv(
+            path,
+            has_header=True,
+            quote_char=None,
+            infer_schema=False,
+            n_rows=rows_ok,
+            new_columns=list(COLUMNS),
+            truncate_ragged_lines=True,
+        )  # only rows before `ragged`
     except pl.exceptions.PolarsError:
         return _scan_bad_line(path, stop_line)
     blank = pl.all_horizontal(pl.col(c).is_null() for c in COLUMNS)
@@ -282,7 +299,7 @@ def _read_csv(path: Path, notes: list[str] | None) -> pl.DataFrame:
     ends_nl = tail.endswith(b"\n")
     body = tail.rstrip(b"\r\n") if ends_nl else tail
     cut = body.rfind(b"\n")
-    last = body[cut + 1:].rstrip(b"\r")
+    last = body[cut + 1 :].rstrip(b"\r")
     if cut >= 0:
         last_start = tail_start + cut + 1
     else:  # no newline in the tail: one data line right after the header, or a line over 64 KiB
@@ -334,7 +351,8 @@ def _read_parquet(path: Path) -> pl.DataFrame:
     extra = [c for c in got if c not in COLUMNS]
     if missing or extra:
         parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unexpected {', '.join(repr(c) for c in extra)}"] if extra else [])
+            [f"unexpected {', '.join(repr(c) for c in extra)}"] if extra else []
+        )
         raise OpscopeError(f"{path}: wrong columns ({'; '.join(parts)}); expected {HEADER}")
     try:
         # Casting while scanning keeps one copy in memory (read-then-cast peaks at 2x).

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -34,8 +34,14 @@ class CallTime:
     rounds: int
 
 
-def time_calls(variants: Sequence[CompiledModule], function: str, args: Sequence[np.ndarray], *,
-               rounds: int = ROUNDS, progress: Callable[[str], None] | None = None) -> list[CallTime]:
+def time_calls(
+    variants: Sequence[CompiledModule],
+    function: str,
+    args: Sequence[np.ndarray],
+    *,
+    rounds: int = ROUNDS,
+    progress: Callable[[str], None] | None = None,
+) -> list[CallTime]:
     """Each compiled variant's time per call of `function` on `args`, measured in `rounds`
     alternating rounds (variant 0, 1, …, then again)."""
     if not variants:
@@ -67,9 +73,18 @@ def _benchmark(vmfb: Path, function: str, driver: str, inputs: list[str]) -> flo
     """Microseconds per call of one `iree-benchmark-module` repetition."""
     from opscope.run.dispatch_timing import benchmark_tool, run_tool
 
-    stdout = run_tool([benchmark_tool(), f"--module={vmfb}", f"--device={driver}", f"--function={function}",
-                   *inputs, f"--benchmark_min_time={MIN_TIME_S}s", "--benchmark_format=json"],
-                  f"benchmarking {function}")
+    stdout = run_tool(
+        [
+            benchmark_tool(),
+            f"--module={vmfb}",
+            f"--device={driver}",
+            f"--function={function}",
+            *inputs,
+            f"--benchmark_min_time={MIN_TIME_S}s",
+            "--benchmark_format=json",
+        ],
+        f"benchmarking {function}",
+    )
     runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
     if not runs:
         raise OpscopeError(f"benchmarking {function}: iree-benchmark-module reported no runs")

@@ -64,9 +64,7 @@ def check_compilable(module: ir.Module) -> None:
     def visit(op):
         name = op.name
         if name.startswith("opscope."):
-            problems.append(
-                f"left-over '{name}' at {op.location}: run the lower-opscope pass before compiling"
-            )
+            problems.append(f"left-over '{name}' at {op.location}: run the lower-opscope pass before compiling")
             return ir.WalkResult.INTERRUPT
         if not ctx.is_registered_operation(name):
             problems.append(f"unknown op '{name}' at {op.location}: iree-compile cannot lower it")
@@ -121,8 +119,9 @@ def compile_module(
     return result
 
 
-def compile_isolated(module: ir.Module | str | bytes, target: str | Target = "llvm-cpu",
-                     extra_flags: tuple[str, ...] | list[str] = ()) -> CompiledModule:
+def compile_isolated(
+    module: ir.Module | str | bytes, target: str | Target = "llvm-cpu", extra_flags: tuple[str, ...] | list[str] = ()
+) -> CompiledModule:
     """Compile `module` in a child `iree-compile` process, uncached. IREE 3.13's in-process
     compiler keeps every compiled module's dense resources (its weights) until the process
     exits, even after its session closes (measured: +550 MB per SmolLM2 compile), so a loop
@@ -141,8 +140,9 @@ def compile_isolated(module: ir.Module | str | bytes, target: str | Target = "ll
     with tempfile.TemporaryDirectory(prefix="opscope-compile-") as tmp:
         src, out = Path(tmp) / "module.mlirbc", Path(tmp) / "module.vmfb"
         src.write_bytes(source)
-        proc = subprocess.run([find_tool("iree-compile"), str(src), *flags, "-o", str(out)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [find_tool("iree-compile"), str(src), *flags, "-o", str(out)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
             first = next((line for line in lines if "error" in line), lines[0] if lines else "no diagnostic")
@@ -161,7 +161,11 @@ def _compiler_version() -> bytes:
 
 
 def _compile(
-    source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool, output: str = "vm",
+    source: bytes,
+    tgt: Target,
+    flags: tuple[str, ...],
+    statistics: bool,
+    output: str = "vm",
     compile_to: str | None = None,
 ) -> CompiledModule:
     from iree.compiler.api import Output, Session, Source
@@ -198,8 +202,9 @@ def _compile(
         src = Source.wrap_buffer(session, source)
         ok = inv.parse_source(src) and inv.execute()
         if not ok:
-            raise CompileFailed(tgt.name, errors[0] if errors else "no diagnostic was produced",
-                                _save_log(source, flags, log))
+            raise CompileFailed(
+                tgt.name, errors[0] if errors else "no diagnostic was produced", _save_log(source, flags, log)
+            )
         out = Output.open_membuffer()
         if output == "vm":
             inv.output_vm_bytecode(out)

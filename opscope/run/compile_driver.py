@@ -70,8 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         compile_to = next((f.split("=", 1)[1] for f in a["flags"] if f.startswith("--compile-to=")), "end")
         flags = tuple(f for f in a["flags"] if not f.startswith("--compile-to="))
         kind = "vm" if compile_to == "end" else "ir"  # like iree-compile: --compile-to=vm prints VM IR
-        result = _compile(module_bytecode(module), Target("iree-compile", (), "", ""), flags, False, kind,
-                          compile_to=None if compile_to == "end" else compile_to)
+        result = _compile(
+            module_bytecode(module),
+            Target("iree-compile", (), "", ""),
+            flags,
+            False,
+            kind,
+            compile_to=None if compile_to == "end" else compile_to,
+        )
         manifest = Manifest.from_module(module)
         manifest.flags = list(a["flags"])
         if a["output"] == "-":

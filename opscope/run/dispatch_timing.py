@@ -16,9 +16,9 @@ import re
 import subprocess
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from iree.compiler import ir
 
@@ -50,30 +50,51 @@ class DispatchTime:
     untimed: str | None = None  # why `us` is None: IREE's first error compiling the dumped benchmark
 
 
-def time_dispatches(module: ir.Module | str | bytes, target: str | Target = "llvm-cpu", *, batch: int = BATCH,
-                    repetitions: int = REPETITIONS,
-                    progress: Callable[[str], None] | None = None) -> list[DispatchTime]:
+def time_dispatches(
+    module: ir.Module | str | bytes,
+    target: str | Target = "llvm-cpu",
+    *,
+    batch: int = BATCH,
+    repetitions: int = REPETITIONS,
+    progress: Callable[[str], None] | None = None,
+) -> list[DispatchTime]:
     """The measured time of each dispatch of `module` on `target`, in the order IREE numbers them."""
     return timed_build(module, target, batch=batch, repetitions=repetitions, progress=progress)[0]
 
 
-def timed_build(module: ir.Module | str | bytes, target: str | Target = "llvm-cpu", *, batch: int = BATCH,
-                repetitions: int = REPETITIONS,
-                progress: Callable[[str], None] | None = None) -> tuple[list[DispatchTime], CompiledModule]:
+def timed_build(
+    module: ir.Module | str | bytes,
+    target: str | Target = "llvm-cpu",
+    *,
+    batch: int = BATCH,
+    repetitions: int = REPETITIONS,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[DispatchTime], CompiledModule]:
     """`time_dispatches`, and the module itself as the same `iree-compile` run built it (so timing the
     whole call does not compile it again)."""
     from iree.compiler.tools.binaries import find_tool
 
     tgt = target if isinstance(target, Target) else get_target(target)
     require_runnable(tgt)  # before anything compiles
-    source = module_bytecode(module) if isinstance(module, ir.Module) else (
-        module.encode() if isinstance(module, str) else bytes(module))
+    source = (
+        module_bytecode(module)
+        if isinstance(module, ir.Module)
+        else (module.encode() if isinstance(module, str) else bytes(module))
+    )
     with tempfile.TemporaryDirectory(prefix="opscope-dispatch-") as tmp:
         root = Path(tmp)
         (root / "module.mlirbc").write_bytes(source)
-        run_tool([find_tool("iree-compile"), str(root / "module.mlirbc"), *tgt.flags,
-              f"--iree-hal-dump-executable-benchmarks-to={root / 'bench'}", "-o", str(root / "module.vmfb")],
-             "compiling the module")
+        run_tool(
+            [
+                find_tool("iree-compile"),
+                str(root / "module.mlirbc"),
+                *tgt.flags,
+                f"--iree-hal-dump-executable-benchmarks-to={root / 'bench'}",
+                "-o",
+                str(root / "module.vmfb"),
+            ],
+            "compiling the module",
+        )
         files = sorted((root / "bench").glob("*.mlir"), key=_order)
         if not files:
             raise OpscopeError("IREE wrote no dispatch benchmarks for this module (no dispatches to time)")
@@ -107,10 +128,18 @@ def _stream_calls(source: Path, tgt: Target) -> dict[str, int]:
     module compiled to IREE's stream phase (one more, partial compile)."""
     from iree.compiler.tools.binaries import find_tool
 
-    text = run_tool([find_tool("iree-compile"), str(source), *tgt.flags, "--compile-to=stream",
-                     # the dispatch ops are all it reads: weights printed in full would be the bulk of the text
-                     "--mlir-elide-resource-strings-if-larger=16", "--mlir-elide-elementsattrs-if-larger=16"],
-                    "compiling the module to the stream phase")
+    text = run_tool(
+        [
+            find_tool("iree-compile"),
+            str(source),
+            *tgt.flags,
+            "--compile-to=stream",
+            # the dispatch ops are all it reads: weights printed in full would be the bulk of the text
+            "--mlir-elide-resource-strings-if-larger=16",
+            "--mlir-elide-elementsattrs-if-larger=16",
+        ],
+        "compiling the module to the stream phase",
+    )
     return dict(Counter(_DISPATCH.findall(text)))
 
 
@@ -156,9 +185,18 @@ def benchmark_tool() -> str:
 
 def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
     """Median over repetitions of the microseconds per dispatch."""
-    stdout = run_tool([benchmark_tool(), f"--module={vmfb}", f"--device={driver}", f"--function={function}",
-                   f"--batch_size={batch}", f"--benchmark_repetitions={max(repetitions, 1)}",
-                   "--benchmark_format=json"], f"benchmarking {function}")
+    stdout = run_tool(
+        [
+            benchmark_tool(),
+            f"--module={vmfb}",
+            f"--device={driver}",
+            f"--function={function}",
+            f"--batch_size={batch}",
+            f"--benchmark_repetitions={max(repetitions, 1)}",
+            "--benchmark_format=json",
+        ],
+        f"benchmarking {function}",
+    )
     runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
     if not runs:
         raise OpscopeError(f"benchmarking {function}: iree-benchmark-module reported no runs")

@@ -16,8 +16,9 @@ EPS_SCALE = np.float32(1e-12)
 EPS_RATIO = 1e-20
 
 
-def host_stats(x: np.ndarray, config: StatConfig = StatConfig(),
-               channel_dims: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+def host_stats(
+    x: np.ndarray, config: StatConfig = StatConfig(), channel_dims: tuple[int, ...] | None = None
+) -> dict[str, np.ndarray]:
     """Every sketch `config` asks for, as float64 arrays, keyed by stat name in order; with
     `channel_dims` the tensor is read channel-last, those dims moved last and merged
     (`channel_view`), as the device reads an NCHW convolution's operands."""

@@ -51,7 +51,7 @@ class InstrumentedModel:
         batch: int = 0,
         taps: tuple[str, ...] = TAPS,
         weights_once: bool = True,
-    ) -> "InstrumentedModel":
+    ) -> InstrumentedModel:
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap `taps` (every
         matmul, attention, routing and residual site by default: `opscope.ir.instrument.TAPS`),
         compile for `target` and load it. `batch` is lower-opscope's (most tensors per stack,
@@ -103,8 +103,12 @@ class InstrumentedModel:
             with ticking(f"compile the untapped model for {self.target} (parity)"):
                 compiled = compile_module(self.base_source, self.target)
         except CompileFailed as e:
-            log.warning("the untapped model does not compile for %s though the tapped one does (an IREE "
-                        "limitation): original results not compared; %s", self.target, e)
+            log.warning(
+                "the untapped model does not compile for %s though the tapped one does (an IREE "
+                "limitation): original results not compared; %s",
+                self.target,
+                e,
+            )
             return None
         base = load(compiled).invoke(self.function, *inputs)
         return compare_originals(base, self.original(outputs), self.target)
@@ -115,8 +119,9 @@ def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: 
     build's, |x−y| ≤ 1e-3·(1+max|·|) everywhere, a NaN or an infinity only where the other build
     has the same; returns the largest |x−y| (0.0: bit-identical)."""
     if len(base) != len(tapped):
-        raise OpscopeError(f"parity: the instrumented build returns {len(tapped)} original results, "
-                           f"the untapped one {len(base)}")
+        raise OpscopeError(
+            f"parity: the instrumented build returns {len(tapped)} original results, the untapped one {len(base)}"
+        )
     worst = 0.0
     for i, (x, y) in enumerate(zip(base, tapped)):
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -131,9 +136,11 @@ def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: 
             where = tuple(int(j) for j in np.argwhere(bad)[0])
             off = diff[bad]
             off = off[~np.isnan(off)]
-            raise OpscopeError(f"parity: result {i} differs after injection on {target} at {int(bad.sum())} of "
-                               f"{bad.size} elements (max |Δ| {off.max() if off.size else float('nan'):.3g}; first at "
-                               f"{list(where)}: {y[where]:.6g} instrumented, {x[where]:.6g} as is)")
+            raise OpscopeError(
+                f"parity: result {i} differs after injection on {target} at {int(bad.sum())} of "
+                f"{bad.size} elements (max |Δ| {off.max() if off.size else float('nan'):.3g}; first at "
+                f"{list(where)}: {y[where]:.6g} instrumented, {x[where]:.6g} as is)"
+            )
         worst = max(worst, float(diff.max(initial=0.0)))
     return worst
 
@@ -158,6 +165,9 @@ def _blame(failed: CompileFailed, base: bytes, target: Target, name: str) -> Ops
         return OpscopeError(
             f"{name}: IREE cannot compile this model for {target.name}, with or without opscope's taps (an IREE "
             f"limitation: plain iree-compile fails the same way{other}): {plain.first}"
-            + (f" (all diagnostics: {plain.log})" if plain.log else ""))
-    return OpscopeError(f"{name}: the untapped model compiles for {target.name} but the tapped one does not "
-                        f"(opscope's taps broke it; please report it with the log): {failed}")
+            + (f" (all diagnostics: {plain.log})" if plain.log else "")
+        )
+    return OpscopeError(
+        f"{name}: the untapped model compiles for {target.name} but the tapped one does not "
+        f"(opscope's taps broke it; please report it with the log): {failed}"
+    )

@@ -39,6 +39,7 @@ class LoadedModule:
         """Call `function` with numpy (or already uploaded `DeviceArray`) inputs; returns the
         runtime's device arrays (not yet on the host)."""
         import iree.runtime as rt
+
         try:
             fn = self.context.modules.module[function]
         except (KeyError, AttributeError):

@@ -31,10 +31,18 @@ class Limitation:
 
 
 LIMITATIONS = (
-    Limitation("vulkan-spirv", "f16", "a bare f16 -> f32 extension returns garbage, so f16 matmuls and their "
-               "statistics do", refuse_on=("llvmpipe",)),
-    Limitation("vulkan-spirv", "bf16", "chan_maxabs of a bf16 tensor of 512 rows came back wrong (512x1024; "
-               "smaller ones matched numpy)", refuse_on=()),
+    Limitation(
+        "vulkan-spirv",
+        "f16",
+        "a bare f16 -> f32 extension returns garbage, so f16 matmuls and their statistics do",
+        refuse_on=("llvmpipe",),
+    ),
+    Limitation(
+        "vulkan-spirv",
+        "bf16",
+        "chan_maxabs of a bf16 tensor of 512 rows came back wrong (512x1024; smaller ones matched numpy)",
+        refuse_on=(),
+    ),
 )
 
 
@@ -76,9 +84,15 @@ def check_target_limits(module: ir.Module, target: str, driver: str, name: str =
         if lim.element_type not in types:
             continue
         device = device_name(driver)
-        line = (f"{name}: IREE 3.13 on {target} computes {lim.element_type} wrong ({lim.what}; measured on Mesa's "
-                f"lavapipe, pinned by tests/test_stat_numerics.py)")
+        line = (
+            f"{name}: IREE 3.13 on {target} computes {lim.element_type} wrong ({lim.what}; measured on Mesa's "
+            f"lavapipe, pinned by tests/test_stat_numerics.py)"
+        )
         if any(known in device for known in lim.refuse_on):
             raise OpscopeError(f"{line}: refused on this device ({device}); use --target llvm-cpu")
-        log.warning("%s: its %s results on this device (%s) may be wrong; compare with --target llvm-cpu",
-                    line, lim.element_type, device or "unnamed")
+        log.warning(
+            "%s: its %s results on this device (%s) may be wrong; compare with --target llvm-cpu",
+            line,
+            lim.element_type,
+            device or "unnamed",
+        )

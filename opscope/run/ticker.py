@@ -8,8 +8,8 @@ notebooks) it shows nothing, as tqdm decides.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from tqdm import tqdm
 
@@ -19,8 +19,13 @@ INTERVAL_S = 0.5
 @contextmanager
 def ticking(what: str, enabled: bool | None = None) -> Iterator[None]:
     """Show `what` and the seconds it has taken until the block ends (`enabled`: None = on a terminal)."""
-    bar = tqdm(total=None, desc=what, bar_format="{desc}: {elapsed}", leave=False,
-               disable=None if enabled is None else not enabled)
+    bar = tqdm(
+        total=None,
+        desc=what,
+        bar_format="{desc}: {elapsed}",
+        leave=False,
+        disable=None if enabled is None else not enabled,
+    )
     if bar.disable:
         yield
         return
