@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 
@@ -43,6 +45,48 @@ def test_cap_stops_inserting_without_eviction_and_evicts_lru_when_asked():
         lru(x)
     assert len(lru) == 2 and lru.hits == 0  # a was evicted by c
     assert Memoized(lambda x: x, cap=0)(a) is not None
+
+
+def _reference_cache(stream: list[int], cap: int, lru: bool) -> list[int]:
+    """The keys a `cap`-entry cache runs (misses), in order: least recently used evicted (`lru`), or the
+    oldest inserted (FIFO: a hit does not refresh its entry). A plain OrderedDict, independent of `Memoized`."""
+    cache: OrderedDict[int, None] = OrderedDict()
+    ran = []
+    for key in stream:
+        if key in cache:
+            if lru:
+                cache.move_to_end(key)
+            continue
+        ran.append(key)
+        if len(cache) >= cap:
+            cache.popitem(last=False)
+        cache[key] = None
+    return ran
+
+
+def test_eviction_is_least_recently_used_not_first_in_first_out():
+    """cap 2: a b a c a b. LRU: the hit on a refreshes it, c evicts b, a hits, b runs again (2 hits);
+    FIFO would evict a (5 of 6 run, 1 hit). Then a 300-call stream over 6 keys, cap 3, where LRU and
+    FIFO run different calls: `Memoized` runs exactly the reference LRU's, in order."""
+    arrays = [np.full(3, v, np.float32) for v in range(6)]
+    ran: list[int] = []
+    lru = Memoized(lambda x: ran.append(int(x[0])) or x * 2, cap=2, evict=True)
+    for key in (0, 1, 0, 2, 0, 1):
+        np.testing.assert_array_equal(lru(arrays[key]), arrays[key] * 2)
+    assert ran == [0, 1, 2, 1] == _reference_cache([0, 1, 0, 2, 0, 1], 2, lru=True)
+    assert _reference_cache([0, 1, 0, 2, 0, 1], 2, lru=False) == [0, 1, 2, 0, 1]
+    assert (lru.hits, lru.misses, len(lru)) == (2, 4, 2)
+
+    rng = np.random.default_rng(11)
+    stream = rng.choice(6, size=300, p=[0.4, 0.2, 0.15, 0.1, 0.1, 0.05]).tolist()
+    want, fifo = _reference_cache(stream, 3, lru=True), _reference_cache(stream, 3, lru=False)
+    assert want != fifo  # the stream tells the two policies apart (they run other calls)
+    ran.clear()
+    memo = Memoized(lambda x: ran.append(int(x[0])) or x * 2, cap=3, evict=True)
+    for key in stream:
+        memo(arrays[key])
+    assert ran == want
+    assert (memo.hits, memo.misses, len(memo)) == (300 - len(want), len(want), 3)
 
 
 def test_a_hash_collision_is_verified_and_never_returned(monkeypatch):

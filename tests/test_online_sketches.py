@@ -230,3 +230,100 @@ def test_bad_constructor_args():
     ):
         with pytest.raises(OpscopeError):
             make()
+
+
+# Both estimators of HyperLogLog, and merges of unequal streams.
+
+
+@pytest.mark.parametrize("n", [100, 1_000, 5_000, 20_000, 50_000, 100_000, 200_000])
+def test_hll_estimate_within_three_sigma_in_both_ranges(n):
+    """p = 12 (m = 4096): linear counting below 2.5·m = 10,240 distinct, the raw (bias-constant) estimate
+    above. Keys 0..n-1 (deterministic); each estimate within 3σ of n, σ = 1.04/√m · n (the raw
+    estimator's standard error; linear counting's is smaller in its range)."""
+    m = 1 << 12
+    h = Hll(12)
+    h.add_bits(np.arange(n, dtype=np.uint64))
+    sigma = 1.04 / np.sqrt(m) * n
+    assert abs(h.estimate() - n) <= 3 * sigma, (n, h.estimate(), sigma)
+    zeros = int(np.count_nonzero(h.registers == 0))
+    raw = 0.7213 / (1 + 1.079 / m) * m * m / float(np.sum(np.exp2(-h.registers.astype(np.float64))))
+    # the branch this n exercises: the small sizes count empty registers, the large ones never do
+    assert (raw <= 2.5 * m and zeros > 0) == (n < 10_000), (n, raw, zeros)
+
+
+def test_hll_estimate_is_the_published_closed_form():
+    """Flajolet et al.'s estimators on hand-set registers (p = 12, m = 4096), rel 1e-12: raw
+    α_m·m²/Σ2^-M with α_m = 0.7213/(1 + 1.079/m); all registers 5 gives α_m·m·32 ≈ 94,500 (above 2.5·m:
+    raw). Half the registers empty, the rest 1: raw α_m·m²/(m/2 + m/4) ≈ 3,937 ≤ 2.5·m with empty
+    registers, so linear counting m·ln(m/V) = m·ln 2."""
+    m = 4096
+    alpha = 0.7213 / (1 + 1.079 / m)
+    h = Hll(12)
+    h.registers[:] = 5
+    assert h.estimate() == pytest.approx(alpha * m * 32, rel=1e-12)
+    h.registers[: m // 2] = 0
+    h.registers[m // 2 :] = 1
+    assert alpha * m * m / (m / 2 + m / 4) <= 2.5 * m
+    assert h.estimate() == pytest.approx(m * np.log(2), rel=1e-12)
+    h.registers[:] = 1  # no empty register left: raw, however small
+    assert h.estimate() == pytest.approx(alpha * m * 2, rel=1e-12)
+
+
+def test_fixed_quantiles_return_the_bin_centre_of_the_ceil_rank():
+    """Ten bins of width 1 over [0, 10), one value per bin: quantile q is the centre of bin ceil(q·10) − 1
+    (the first bin whose cumulative count reaches ceil(q·n)); 0 → the first bin, 1 → the last."""
+    q = FixedQuantiles(0.0, 10.0, 10)
+    q.extend(np.arange(10) + 0.25)
+    for p, want in ((0.0, 0.5), (0.05, 0.5), (0.1, 0.5), (0.11, 1.5), (0.5, 4.5), (0.55, 5.5), (1.0, 9.5)):
+        assert q.quantile(p) == want, p
+    q.extend([3.5] * 10)  # bin 3 now holds 11 of 20 (cumulative 3, 14, 15, ...): ranks 4 to 14 fall in it
+    assert q.quantile(0.5) == 3.5 and q.quantile(0.2) == 3.5 and q.quantile(0.75) == 4.5  # cum 14, 15
+
+
+def _tagged(side: str, k: int, seen: int) -> Reservoir:
+    """A k-reservoir that saw `seen` items, holding min(seen, k) items tagged with its side."""
+    return Reservoir.from_dict({"k": k, "seen": seen, "items": [(side, i) for i in range(min(seen, k))]})
+
+
+def _unequal_merges(k: int = 64, trials: int = 200) -> tuple[int, float, float]:
+    """(slots the small side got, their expectation Σ k·n_a/(n_a+n_b), its binomial σ) over `trials`
+    merges of a side that saw ~100 items with one that saw ~10,000 (sizes varied, so every merge
+    draws other hashes; half of them with the small side second). Each merge is checked whole."""
+    expected, variance, small = 0.0, 0.0, 0
+    for t in range(trials):
+        n_a, n_b = 100 + t, 10_000 + 37 * t
+        a, b = _tagged("a", k, n_a), _tagged("b", k, n_b)
+        merged = a.merge(b) if t % 2 else b.merge(a)
+        assert merged.seen == n_a + n_b and len(merged.items) == k
+        assert len(set(merged.items)) == k  # no item taken twice
+        p = n_a / (n_a + n_b)
+        expected += k * p
+        variance += k * p * (1 - p)
+        small += sum(side == "a" for side, _ in merged.items)
+    return small, expected, float(np.sqrt(variance))
+
+
+def test_reservoir_merge_of_unequal_streams_favours_the_side_that_saw_more():
+    """A uniform sample of the union takes n_a/(n_a+n_b) ≈ 1.4 % of its slots from the small side
+    (180 of 12,800 here); weighing both sides equally would take half (6,400), swapping the weights
+    99 %. Held to under 10 % here; the next test holds it to the binomial bound."""
+    small, expected, _ = _unequal_merges()
+    assert small < 0.10 * 200 * 64, (small, expected)
+    assert small > 0  # the small side is not dropped either
+    # one real pair of streams, pushed item by item: 100 and 10,000 items (expected 0.63 from the small)
+    a, b = Reservoir(64), Reservoir(64)
+    a.extend(("a", i) for i in range(100))
+    b.extend(("b", i) for i in range(10_000))
+    merged = a.merge(b)
+    assert merged.seen == 10_100 and sum(side == "a" for side, _ in merged.items) <= 5
+    # sides that fit in k together are kept whole
+    both = _tagged("a", 64, 10).merge(_tagged("b", 64, 20)).items
+    assert both == [("a", i) for i in range(10)] + [("b", i) for i in range(20)]
+
+
+def test_reservoir_merge_of_unequal_streams_is_uniform_over_the_union():
+    """The small side's slot count within 4 binomial σ of its expectation (draws without replacement
+    within a merge only shrink the variance, so σ is conservative). A merge that weighed a side by
+    (items left)·seen/len(items) drained the side that saw more: 545 of 12,800, uniform 180 ± 13."""
+    small, expected, sigma = _unequal_merges()
+    assert abs(small - expected) <= 4 * sigma, (small, expected, sigma)

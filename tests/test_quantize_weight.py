@@ -194,6 +194,106 @@ def test_quantize_matches_the_fake_quant_codes():
     assert codes.shape == (N, 4, 16) and scales.shape == (N, 4)
 
 
+# -- ties: codes round half away from zero ---------------------------------------------------------
+
+
+def tie_value(q: int, x: int) -> np.float32:
+    """The float32 v nearest (x + 0.5)/q whose scaled value is exactly the tie: f32(f32(v·1)·q) = x + 0.5
+    (the quantizers' op order with amax = 1, so 1/amax = 1 exactly)."""
+    v = lo = hi = F32((x + 0.5) / q)
+    for _ in range(16):
+        for c in (v, lo, hi):
+            if F32(F32(c * F32(1)) * F32(q)) == F32(x + 0.5):
+                return c
+        lo, hi = np.nextafter(lo, F32(-np.inf)), np.nextafter(hi, F32(np.inf))
+    raise AssertionError(f"no float32 tie for {x}.5 / {q}")
+
+
+def tie_matrix(q: int, xs: tuple[int, ...], n: int) -> np.ndarray:
+    """n×n, symmetric: 1.0 on the diagonal (every row's and column's amax), ±(x + 0.5)/q elsewhere, x
+    cycling through `xs`, the sign alternating: every off-diagonal element's scaled value is a tie."""
+    t = np.empty((n, n), F32)
+    for r in range(n):
+        for c in range(n):
+            t[r, c] = 1.0 if r == c else (-1) ** (r + c) * tie_value(q, xs[(r + c) % len(xs)])
+    return t
+
+
+def away(t: np.ndarray) -> np.ndarray:
+    """Round half away from zero, the reference's rule (numpy's own np.rint is half to even)."""
+    return np.sign(t) * np.floor(np.abs(t) + 0.5)
+
+
+TIES_8 = (0, 1, 2, 3, 4, 10, 63, 100, 125)  # x of the ties x.5; the even x is where half-to-even differs
+TIES_4 = (0, 1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("bits,xs", [(8, TIES_8), (4, TIES_4)])
+def test_host_codes_round_ties_half_away_from_zero(bits, xs):
+    """Weights whose scaled values are exact .5 ties, both signs: the codes are ±(x + 1), not np.rint's
+    half-to-even (±x for even x), per output channel and per group."""
+    q = 2 ** (bits - 1) - 1
+    w = tie_matrix(q, xs, 16)
+    t = (w * F32(q)).astype(F32).astype(np.float64)  # scaled in float32, as the quantizer does (amax = 1)
+    assert np.all((np.abs(t) % 1 == 0.5) | np.eye(16, dtype=bool))  # exact ties off the diagonal (q on it)
+    want = away(t)
+    assert np.count_nonzero(want != np.rint(t)) >= 16 * 15 // 4  # the rows tell the two rules apart
+    codes, scales = quantize(w, (1,), bits)
+    np.testing.assert_array_equal(codes, want)
+    assert np.array_equal(scales, np.full(16, F32(1) * F32(1 / q), F32))
+    codes, scales = quantize(w, (0,), bits)  # the other dim reduced: the matrix is symmetric
+    np.testing.assert_array_equal(codes, want)
+    grouped, _ = quantize(np.concatenate([w, w], axis=1), (1,), bits, group=16)
+    np.testing.assert_array_equal(grouped, np.stack([want, want], axis=1))
+
+
+TIES_SOURCE = """
+func.func @main(%x: tensor<16x16xf32>, %xa: tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>) {{
+  %zero = arith.constant 0.0 : f32
+  %w = arith.constant dense<{w}> : tensor<16x16xf32>
+  %eye = arith.constant dense<{eye}> : tensor<16x16xf32>
+  %e = tensor.empty() : tensor<16x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %w8 = linalg.matmul ins(%x, %w : tensor<16x16xf32>, tensor<16x16xf32>)
+      outs(%init : tensor<16x16xf32>) -> tensor<16x16xf32> loc("w8")
+  %a8 = linalg.matmul ins(%xa, %eye : tensor<16x16xf32>, tensor<16x16xf32>)
+      outs(%init : tensor<16x16xf32>) -> tensor<16x16xf32> loc("a8")
+  return %w8, %a8 : tensor<16x16xf32>, tensor<16x16xf32>
+}}
+"""
+
+
+def _dense(a: np.ndarray) -> str:
+    return np.array2string(a, separator=",", threshold=10**6, floatmode="unique").replace("\n", "")
+
+
+def test_compiled_ties_round_half_away_from_zero(modules):
+    """Through IREE (one 16×16 build): W8A16 of a tie weight, read back through an identity lhs
+    (out = code·(1/127), the codes the host chose), and W8A8 of a tie activation (its codes computed
+    on the device, math.round) through an identity weight (out = (f32(code·127)·(1/127))·(1/127)).
+    Both equal half-away codes to float rounding of the scaling (2^-21), and differ from np.rint's."""
+    w = tie_matrix(127, TIES_8, 16)
+    eye = np.eye(16, dtype=F32)
+    t = (w * F32(127)).astype(F32).astype(np.float64)  # the exact ties (and 127 on the diagonal)
+    s = F32(1) * F32(1 / 127)
+    source = TIES_SOURCE.format(w=_dense(w), eye=_dense(eye))
+    pipeline = "quantize-weight{sites=^w8$},quantize-weight{activations=true sites=^a8$}"
+    w8, a8 = modules.build(source, "llvm-cpu", inject=False, pipeline=pipeline)(eye, w)
+
+    def w8_of(codes):
+        return (codes.astype(F32) * s).astype(F32)
+
+    def a8_of(codes):
+        return (((codes * 127).astype(F32) * s).astype(F32) * s).astype(F32)
+
+    differs = away(t) != np.rint(t)  # the ties at even x: where half-to-even would round the other way
+    assert differs.sum() >= 16 * 15 // 4
+    for got, of in ((w8, w8_of), (a8, a8_of)):
+        right, wrong = of(away(t)), of(np.rint(t))
+        np.testing.assert_allclose(got, right, rtol=2.0**-21, atol=0)
+        assert np.all(np.abs(got - wrong)[differs] > 0.5 * np.abs(right - wrong)[differs])
+
+
 # -- storage ------------------------------------------------------------------------------
 
 

@@ -125,6 +125,57 @@ def test_every_channel_skipped_yields_the_init():
     np.testing.assert_array_equal(fast.invoke("main", p, v)[0], np.matmul(p, v))
 
 
+ARGUMENT_WEIGHT = """func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>) -> tensor<4x3xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x3xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
+  %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>)
+         -> tensor<4x3xf32> loc("fc1")
+  return %0 : tensor<4x3xf32>
+}"""
+SKIP, KEPT = [0, 5, 6, 7], [1, 2, 3, 4]
+
+
+def _argument_weight_case(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32)
+
+
+def test_guard_false_runs_the_sliced_product_even_when_the_skipped_channels_are_not_zero():
+    """guard=false promises nothing about the input: on one whose skipped columns are lit, the output is
+    the product over the kept channels only (numpy, float64, rtol 1e-5), not the dense product (which
+    differs from it by far more): the branch that ran is the sliced one."""
+    x, w = _argument_weight_case(3)
+    assert np.abs(x[:, SKIP]).min() > 0  # the guard would fail on every row
+    fast = load(compile_module(_rewritten(ARGUMENT_WEIGHT, channels="0,5-7", guard=False)))
+    got = fast.invoke("main", x, w)[0]
+    sliced = x[:, KEPT].astype(np.float64) @ w[KEPT].astype(np.float64)
+    dense = x.astype(np.float64) @ w
+    np.testing.assert_allclose(got, sliced, rtol=1e-5, atol=1e-6)
+    assert np.abs(got - dense).max() > 0.1 * np.abs(dense).max()
+
+
+def test_guard_holds_takes_the_sliced_branch():
+    """With the guard on and the skipped columns zero, the weight's skipped rows hold inf: the dense op
+    computes 0·inf = NaN there, the sliced op never reads them. A finite output equal to the kept
+    channels' product shows the fast branch ran; lighting one skipped pixel sends the same weights
+    down the dense branch (every output NaN: each row meets a 0·inf, as in numpy's dense product)."""
+    x, w = _argument_weight_case(4)
+    x[:, SKIP] = 0.0
+    x[1, 5] = -0.0  # ±0 both pass the guard
+    w[SKIP] = np.inf
+    fast = load(compile_module(_rewritten(ARGUMENT_WEIGHT, channels="0,5-7")))
+    got = fast.invoke("main", x, w)[0]
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(x.astype(np.float64) @ w).all()  # what the dense op would return
+    np.testing.assert_allclose(got, x[:, KEPT].astype(np.float64) @ w[KEPT].astype(np.float64), rtol=1e-5, atol=1e-6)
+    x[2, 6] = 0.5  # guard fails: the dense op, its inf rows included
+    got = fast.invoke("main", x, w)[0]
+    with np.errstate(invalid="ignore"):
+        want = x.astype(np.float64) @ w.astype(np.float64)
+    assert np.isnan(want).all() and np.isnan(got).all()
+
+
 def test_channels_text_round_trips():
     assert parse_channels("skip-zero-channels", "0,7-9, 56,8") == (0, 7, 8, 9, 56)
     assert format_channels([0, 8, 7, 9, 56, 3, 4]) == "0,3,4,7-9,56"

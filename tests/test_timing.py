@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from opscope.act import timing
 from opscope.act.timing import (
     empirical_roofline,
     measure_bandwidth_gbps,
@@ -33,6 +34,48 @@ def test_median_ms_is_positive_and_ignores_warmup():
     assert median_ms(lambda: None, warmup=0, runs=0) >= 0  # at least one timed run
 
 
+class ScriptedWork:
+    """A call that takes a scripted time on a fake clock: the i-th call advances it by `durations[i]`
+    seconds; `clock` is what `time.perf_counter` reads (each read logged with the calls made so far)."""
+
+    def __init__(self, durations: list[float]):
+        self.durations, self.now, self.calls, self.reads = list(durations), 1000.0, 0, []
+
+    def __call__(self) -> None:
+        self.now += self.durations[self.calls]
+        self.calls += 1
+
+    def clock(self) -> float:
+        self.reads.append(self.calls)
+        return self.now
+
+
+def _scripted(monkeypatch, durations: list[float]) -> ScriptedWork:
+    work = ScriptedWork(durations)
+    monkeypatch.setattr(timing.time, "perf_counter", work.clock)
+    return work
+
+
+def test_median_ms_on_a_scripted_clock_is_the_median_of_the_timed_runs(monkeypatch):
+    """Warmup calls of 10 s each (timed, they would dominate), then runs of 5, 1, 4, 2, 3 ms: the median
+    is 3 ms (the minimum would be 1, the mean 3 too, so the even case below tells them apart)."""
+    work = _scripted(monkeypatch, [10.0, 10.0] + [0.005, 0.001, 0.004, 0.002, 0.003])
+    assert median_ms(work, warmup=2, runs=5) == pytest.approx(3.0, rel=1e-9)
+    assert work.calls == 7
+    assert work.reads == [2, 3, 3, 4, 4, 5, 5, 6, 6, 7]  # the clock is read around each timed call only
+
+
+def test_median_ms_takes_the_upper_median_of_an_even_count(monkeypatch):
+    """Runs of 8, 1, 2, 6 ms (sorted 1, 2, 6, 8): the upper median is 6 ms (the lower 2, their mean 4,
+    the minimum 1, the mean of all 4.25)."""
+    work = _scripted(monkeypatch, [0.5, 0.008, 0.001, 0.002, 0.006])
+    assert median_ms(work, warmup=1, runs=4) == pytest.approx(6.0, rel=1e-9)
+    assert work.calls == 5 and work.reads[0] == 1
+    one = _scripted(monkeypatch, [0.007])
+    assert median_ms(one, warmup=-3, runs=0) == pytest.approx(7.0, rel=1e-9)  # no warmup, one timed run
+    assert one.calls == 1
+
+
 def test_bandwidth_probe_is_plausible():
     assert 1 < measure_bandwidth_gbps(mb=16, passes=4) < 100_000
 
@@ -50,6 +93,17 @@ def test_empirical_roofline_arithmetic():
     assert r.bound == "bandwidth-bound (measured)"
     assert empirical_roofline(1.0, 1.0, 0.0, 0.0).intensity == 0.0  # no bytes, no peak: no division
     assert empirical_roofline(1.0, 1.0, 1.0, 0.0).bw_frac == 0.0
+
+
+def test_empirical_roofline_bounds_at_their_thresholds():
+    """The classes' edges, in exact binary arithmetic (1 s, so GB/s is bytes / 1e9): exactly half the
+    peak bandwidth is bandwidth-bound ("reaches half"), a byte less is not; an intensity exactly at the
+    ridge is compute-bound, a little under it latency-bound."""
+    assert empirical_roofline(1000.0, 0.0, 5e9, 10.0).bound == "bandwidth-bound (measured)"  # frac 0.5
+    assert empirical_roofline(1000.0, 0.0, 5e9 - 1, 10.0).bound == "latency/overhead-bound (measured)"
+    ridge = 8.0
+    assert empirical_roofline(1000.0, ridge * 1e6, 1e6, 1e9, ridge).bound == "compute-bound (measured)"
+    assert empirical_roofline(1000.0, ridge * 1e6 - 1, 1e6, 1e9, ridge).bound == "latency/overhead-bound (measured)"
 
 
 def test_empirical_roofline_compute_vs_latency():

@@ -41,10 +41,11 @@ class Reservoir:
     def merge(self, other: Reservoir) -> Reservoir:
         """A deterministic sample of the union of both streams.
 
-        Each slot draws from the side whose remaining items stand for more stream elements
-        (r items left of n standing for S seen weigh r*S/n), taking one of that side's remaining
-        items, chosen by hash. The result is uniform over the union in expectation, not
-        bit-identical to one reservoir fed the whole stream.
+        The k slots are k draws without replacement from the union's seen elements: a slot
+        comes from a side with probability (its seen elements not yet drawn) / (both sides'),
+        as a uniform k-sample of the union would split between them (hypergeometric), and
+        takes one of that side's remaining items, chosen by hash. The result is uniform over
+        the union in expectation, not bit-identical to one reservoir fed the whole stream.
         """
         if other.k != self.k:
             raise OpscopeError(f"cannot merge reservoirs of different size: k={self.k} and k={other.k}")
@@ -57,8 +58,8 @@ class Reservoir:
         rest_a, rest_b = list(a), list(b)
         base = splitmix64(splitmix64(self.seen) ^ other.seen)
         for i in range(self.k):
-            wa = len(rest_a) * self.seen / len(a) if a else 0.0
-            wb = len(rest_b) * other.seen / len(b) if b else 0.0
+            wa = self.seen - (len(a) - len(rest_a))  # seen elements of A not yet drawn
+            wb = other.seen - (len(b) - len(rest_b))
             h = splitmix64(splitmix64(base ^ i))
             side = rest_a if h / 2.0**64 * (wa + wb) < wa else rest_b
             # any remaining item of the side, not its next: a reservoir's prefix is not a uniform sample
