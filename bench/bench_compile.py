@@ -50,7 +50,7 @@ _CALL = re.compile(r"util\.call @([^\s(]+)\(")
 
 def per_call_dispatches(module, target: str) -> int | None:
     """Dispatches one call of the public entry executes, read off the IR after the stream phase."""
-    from iree.compiler.tools.binaries import find_tool
+    from opscope.run.tools import find_tool
 
     flags = list(get_target(target).flags)
     with tempfile.TemporaryDirectory(prefix="opscope-bench-") as d:

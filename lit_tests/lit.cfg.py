@@ -3,7 +3,8 @@
 #   cd /work/main && lit lit_tests -v
 #
 # Tools resolve to the console scripts installed next to the Python running lit (the
-# `pip install -e '.[dev]'` environment), else to PATH. `FileCheck` and `filecheck` both
+# `pip install -e '.[dev]'` environment), else to PATH; IREE's tools to the installed `iree`
+# packages (`opscope.run.tools`). `FileCheck` and `filecheck` both
 # mean the `filecheck` pip package; `%PYTHON` is this interpreter; `%irdl` is the opscope
 # dialect's IRDL file, for `iree-opt --irdl-file=%irdl`.
 
@@ -26,6 +27,14 @@ BIN = Path(sys.executable).parent
 
 
 def _tool(name: str) -> str | None:
+    if name.startswith("iree-"):  # from the installed iree packages, as opscope itself finds them
+        from opscope.errors import OpscopeError
+        from opscope.run.tools import find_tool
+
+        try:
+            return find_tool(name)
+        except OpscopeError:
+            return None
     local = BIN / name
     if local.is_file() and os.access(local, os.X_OK):
         return str(local)

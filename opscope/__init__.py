@@ -28,7 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opscope.errors import OpscopeError
+__version__ = "0.1.0"  # the one place the version is spelled (pyproject.toml reads it)
+
+from opscope.errors import OpscopeError  # noqa: E402
 
 if TYPE_CHECKING:
     import numpy as np

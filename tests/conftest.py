@@ -49,6 +49,58 @@ def _fail_a_skip_in_ci(report) -> None:
     )
 
 
+# Markers the default run deselects (pyproject.toml's addopts), each run by a command of its own.
+SCHEDULED = {
+    "families_full": ".ci/families-full, weekly and before a release",
+    "installed_wheel": ".ci/run, after the suite",
+}
+SLOWEST_IN_CI = 20  # CI prints this many slowest tests at the end, so growth is visible
+_deselected: list = []
+
+
+def pytest_configure(config):
+    if _in_ci() and config.option.durations is None:
+        config.option.durations = SLOWEST_IN_CI
+
+
+def pytest_deselected(items):
+    _deselected.extend(items)
+
+
+def _scheduled_marker(item) -> str | None:
+    return next((m for m in SCHEDULED if item.get_closest_marker(m)), None)
+
+
+def pytest_collection_finish(session):
+    """Under CI=true, a test deselected by anything but a scheduled marker (`-k`, `--deselect`,
+    another `-m`) fails the run before anything runs: CI cannot pass while part of the suite was
+    hidden. A run that selects one scheduled marker (`-m families_full`) may leave the rest out."""
+    if not _in_ci() or (session.config.option.markexpr or "").strip() in SCHEDULED:
+        return
+    hidden = [item.nodeid for item in _deselected if _scheduled_marker(item) is None]
+    if hidden:
+        raise pytest.UsageError(
+            f"CI=true: {len(hidden)} test{'s' * (len(hidden) > 1)} deselected that no scheduled run covers "
+            f"({', '.join(hidden[:3])}{', ...' if len(hidden) > 3 else ''}): CI runs every test; drop the "
+            f"-k/--deselect/-m that hides them, or mark them with one of {', '.join(SCHEDULED)} (each has its own run)"
+        )
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say which tests the run left out on purpose, and where they run instead."""
+    counts: dict[str, int] = {}
+    selected = (terminalreporter.config.option.markexpr or "").strip()
+    for item in _deselected:
+        marker = _scheduled_marker(item)
+        if marker is not None and marker != selected:
+            counts[marker] = counts.get(marker, 0) + 1
+    if counts:
+        terminalreporter.write_line(
+            "deselected by design: "
+            + "; ".join(f"{n} {marker} (run by {SCHEDULED[marker]})" for marker, n in counts.items())
+        )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -69,9 +121,15 @@ def dists():
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_vmfb_cache(tmp_path_factory):
-    """Point opscope's on-disk vmfb cache at a fresh directory for this session."""
+    """Point opscope's on-disk vmfb cache at a fresh directory for this session, shared by the
+    session's xdist workers (their temp folders are siblings in the run's own folder)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "opscope-cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("opscope-cache")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OPSCOPE_CACHE_DIR", str(tmp_path_factory.mktemp("opscope-cache")))
+        mp.setenv("OPSCOPE_CACHE_DIR", str(cache))
         yield
 
 

@@ -24,6 +24,7 @@ from opscope.errors import OpscopeError
 from opscope.models.demo import bias_mlp_module, matmul_module
 from opscope.models.digits import BATCH, digits_batches
 from opscope.run.targets import get_target
+from opscope.run.tools import find_tool
 
 STEPS = 4
 
@@ -100,7 +101,9 @@ def test_apply_writes_a_module_plain_iree_compile_builds(applied, tmp_path):
     assert body.count("scf.if") == len(plan.accepted)
     assert plan.applied.parity == "bit-identical" and plan.applied.steps == STEPS
     flags = list(get_target("llvm-cpu").flags)
-    subprocess.run(["iree-compile", str(out), *flags, "-o", str(tmp_path / "m.vmfb")], check=True, capture_output=True)
+    subprocess.run(
+        [find_tool("iree-compile"), str(out), *flags, "-o", str(tmp_path / "m.vmfb")], check=True, capture_output=True
+    )
     assert "whole model:" in plan.text()
     d = json.loads(plan.to_json())
     assert d["applied"]["path"] == str(out) and d["candidates"][0]["guard"]["stability"] in ("stable", "watch drift")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# Source folders and the package each is installed as (pyproject's package-dir).
+# Source folders and the package each is installed as (setup.py's MOUNTED; tests/test_packaging.py builds the wheel).
 SOURCES = {"opscope": REPO / "opscope", "opscope.dialect": REPO / "dialect", "opscope.passes": REPO / "passes"}
 TOP_LEVEL = {"opscope": "api", "opscope.__main__": "cli", "opscope.errors": "errors"}
 ROOM_OF_FOLDER = {"opscope.passes": "ir"}  # the passes are the IR stage's (docs/layout.md)

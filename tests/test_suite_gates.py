@@ -77,10 +77,10 @@ def test_a_missing_vulkan_device_fails_under_ci_naming_it(tmp_path):
 
 def test_a_test_that_needs_no_missing_extra_still_runs_under_ci(tmp_path):
     """ONNX tests need no torch unless they export a PyTorch model: with torch hidden the rest pass."""
-    proc = pytest_run(
-        "tests/test_import_onnx.py",
-        "-k",
-        "legacy_node_name or corrupt_file or missing_file",
+    proc = pytest_run(  # by node id: under CI=true a -k deselection is itself a failure
+        "tests/test_import_onnx.py::test_legacy_node_name_to_module_path",
+        "tests/test_import_onnx.py::test_corrupt_file_is_one_line",
+        "tests/test_import_onnx.py::test_missing_file",
         ci=True,
         hide="torch",
         tmp_path=tmp_path,
@@ -102,3 +102,27 @@ def collected(launcher: list[str]) -> int:
 def test_both_launch_styles_collect_the_same_tests():
     bare = collected([str(Path(sys.executable).parent / "pytest")])
     assert bare == collected([sys.executable, "-m", "pytest"]) and bare > 1000
+
+
+def test_a_deselection_fails_under_ci_naming_the_tests():
+    """`-k` or `--deselect` hides tests from CI as surely as a skip: under CI=true the run stops at
+    collection naming them; outside CI it is an ordinary deselection."""
+    outside = pytest_run("tests/test_tools.py", "-k", "version", ci=False)
+    assert outside.returncode == 0 and re.search(r"1 passed, \d+ deselected", outside.stdout), outside.stdout[-2000:]
+    for how in (["-k", "version"], ["--deselect", "tests/test_tools.py::test_opscope_version_names_opscope_and_iree"]):
+        proc = pytest_run("tests/test_tools.py", *how, ci=True)
+        assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]  # a usage error: nothing ran
+        assert re.search(
+            r"CI=true: \d+ tests? deselected that no scheduled run covers \(tests/test_tools.py::", proc.stderr
+        )
+
+
+def test_the_scheduled_deselections_pass_under_ci_and_are_said():
+    """The default run deselects the families_full tests (pyproject.toml's addopts): allowed, and the
+    summary says how many and which command runs them; a run of `-m families_full` may leave the rest."""
+    proc = pytest_run("--collect-only", "tests/test_families.py", ci=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    found = re.search(r"deselected by design: (\d+) families_full \(run by \.ci/families-full", proc.stdout)
+    assert found and int(found.group(1)) >= 100, proc.stdout[-2000:]
+    full = pytest_run("--collect-only", "-m", "families_full", "tests/test_families.py", ci=True)
+    assert full.returncode == 0 and re.search(r"\d+/\d+ tests collected \(\d+ deselected\)", full.stdout)

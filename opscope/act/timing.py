@@ -157,6 +157,7 @@ class TimedDispatch:
     bytes: int | None  # to and from memory
     roofline: Roofline | None  # None when its FLOPs or bytes are unknown
     untimed: str | None = None  # why `us` is None (IREE's error rebuilding its benchmark)
+    rebuilt: str | None = None  # how its benchmark was rebuilt when IREE's own dump did not compile
 
 
 @dataclass
@@ -236,6 +237,14 @@ class TimingReport:
                 "IREE could not rebuild from its own dump (left out of Σ dispatches):",
             ]
             lines += [f"  {d.name}: {d.untimed}" for d in self.untimed]
+        rebuilt = [d for d in self.dispatches if d.rebuilt]
+        if rebuilt:
+            lines += [
+                "",
+                f"rebuilt: {len(rebuilt)} dispatch{'es' * (len(rebuilt) > 1)} whose benchmark IREE's own dump "
+                "did not compile as written (timed, from the rebuilt benchmark):",
+            ]
+            lines += [f"  {d.name}: {d.rebuilt}" for d in rebuilt]
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict:
@@ -255,6 +264,7 @@ class TimingReport:
                     "flops": d.flops,
                     "bytes": d.bytes,
                     **({} if d.untimed is None else {"untimed": d.untimed}),
+                    **({} if d.rebuilt is None else {"rebuilt": d.rebuilt}),
                     **(
                         {}
                         if d.roofline is None
@@ -303,7 +313,9 @@ def time_model(
             if flops is not None and moved and t.us is not None
             else None
         )
-        timed.append(TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof, t.untimed))
+        timed.append(
+            TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof, t.untimed, t.rebuilt)
+        )
     loaded = load(compiled)
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))

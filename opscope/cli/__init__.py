@@ -27,6 +27,7 @@ from opscope.errors import OpscopeError
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opscope", description="Which specialized kernels does a model deserve?")
+    p.add_argument("--version", action="store_true", help="print opscope's version and IREE's, and exit")
     sub = p.add_subparsers(dest="command")
     recording.register(sub)
     mining.register(sub)
@@ -42,9 +43,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def version_text() -> str:
+    """`opscope 0.1.0 (iree-base-compiler 3.13.0, iree-base-runtime 3.13.0, Python 3.11.7)`: what a bug report needs."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    import opscope
+
+    def installed(dist: str) -> str:
+        try:
+            return f"{dist} {version(dist)}"
+        except PackageNotFoundError:
+            return f"{dist} not installed"
+
+    deps = ", ".join(installed(d) for d in ("iree-base-compiler", "iree-base-runtime"))
+    return f"opscope {opscope.__version__} ({deps}, Python {platform.python_version()})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        print(version_text())
+        return 0
     logging.basicConfig(format="opscope: warning: %(message)s", level=logging.WARNING)
     if not getattr(args, "fn", None):
         args = parser.parse_args(["profile"])

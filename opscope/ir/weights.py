@@ -47,7 +47,7 @@ log = logging.getLogger("opscope")
 ELEMENT_TYPES = ("f32", "f16", "bf16", "f64")
 _NUMPY = {"f32": "<f4", "f16": "<f2", "f64": "<f8", "bf16": "<u2"}  # how each is stored, little-endian
 _NAME_TOKEN = r'"(?:[^"\\]|\\.)*"|[^\s:>"]+'  # a resource name as MLIR prints it: bare or quoted
-_RESOURCE_REF = re.compile(rf"dense_resource<({_NAME_TOKEN})>")
+RESOURCE_REF = re.compile(rf"dense_resource<({_NAME_TOKEN})>")
 _BLOB_KEY = re.compile(rb"[\s,]*(" + _NAME_TOKEN.encode() + rb')\s*:\s*"0x')  # its hex runs to the next quote
 _NUMBER = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
 
@@ -107,7 +107,7 @@ def read_weights(module: ir.Module, sites: str = "", inputs: Sequence[np.ndarray
     (attention's q·kᵀ) is skipped, and so is every other site, each with a log line."""
     with module.context:
         found = _find(module, sites, arguments=inputs is not None, who="read_weights")
-        blobs = _ResourceBlobs(module) if any(f.is_resource for f in found) else None
+        blobs = ResourceBlobs(module) if any(f.is_resource for f in found) else None
         return [
             Weight(f.name, f.sites, f.shape, f.element_type, f.k_dims, f.source, _read(f, blobs, inputs)) for f in found
         ]
@@ -148,7 +148,7 @@ def read_stored(
             located.append("its weight is a function argument, not stored")
         else:
             located.append(_storage(value, globals_))
-    blobs = _ResourceBlobs(module) if any(not isinstance(x, str) and _resource(x[2]) for x in located) else None
+    blobs = ResourceBlobs(module) if any(not isinstance(x, str) and _resource(x[2]) for x in located) else None
     out: list[tuple[tuple, np.ndarray] | str] = []
     for value, name, found in zip(values, names, located):
         if isinstance(found, str):
@@ -289,7 +289,7 @@ def _is_dense(attr: ir.Attribute) -> bool:
 # --------------------------------------------------------------------------------------- reading
 
 
-def _read(f: _Found, blobs: _ResourceBlobs | None, inputs: Sequence[np.ndarray] | None) -> np.ndarray:
+def _read(f: _Found, blobs: ResourceBlobs | None, inputs: Sequence[np.ndarray] | None) -> np.ndarray:
     """A weight's values as float32 in its stored shape."""
     if f.source == "argument":
         return _argument(f, inputs)
@@ -297,7 +297,7 @@ def _read(f: _Found, blobs: _ResourceBlobs | None, inputs: Sequence[np.ndarray] 
 
 
 def _values(
-    attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name: str, blobs: _ResourceBlobs | None
+    attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name: str, blobs: ResourceBlobs | None
 ) -> np.ndarray:
     """The float32 values of a stored tensor's dense or dense_resource attribute, in `shape`."""
     resource = _resource(attr)
@@ -369,11 +369,11 @@ def _resource(attr: ir.Attribute | None) -> str | None:
         ir.DenseResourceElementsAttr(attr)
     except ValueError:
         return None
-    match = _RESOURCE_REF.match(str(attr))
+    match = RESOURCE_REF.match(str(attr))
     return match.group(1) if match else None
 
 
-class _ResourceBlobs:
+class ResourceBlobs:
     """The module's `dense_resource` blobs, printed once (dense elements elided: those are
     read through the bindings) and decoded from hex only when asked for."""
 
@@ -402,6 +402,13 @@ class _ResourceBlobs:
             )
         begin, end = self.spans[resource]
         return binascii.unhexlify(self.text[begin + 8 : end])
+
+    def hex(self, resource: str) -> str | None:
+        """The blob as the resource section prints it (`0x` + alignment + data, in hex), or None."""
+        if resource not in self.spans:
+            return None
+        begin, end = self.spans[resource]
+        return (b"0x" + self.text[begin:end]).decode()
 
 
 # -------------------------------------------------------------------------------------- replacing

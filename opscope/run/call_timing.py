@@ -71,11 +71,11 @@ def time_calls(
 
 def _benchmark(vmfb: Path, function: str, driver: str, inputs: list[str]) -> float:
     """Microseconds per call of one `iree-benchmark-module` repetition."""
-    from opscope.run.dispatch_timing import benchmark_tool, run_tool
+    from opscope.run.tools import run_tool
 
     stdout = run_tool(
         [
-            benchmark_tool(),
+            "iree-benchmark-module",
             f"--module={vmfb}",
             f"--device={driver}",
             f"--function={function}",

@@ -128,7 +128,7 @@ def compile_isolated(
     over many variants of a large model compiles each in a process of its own."""
     import subprocess
 
-    from iree.compiler.tools.binaries import find_tool
+    from opscope.run.tools import find_tool
 
     tgt = target if isinstance(target, Target) else get_target(target)
     if isinstance(module, ir.Module):

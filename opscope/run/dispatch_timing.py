@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -24,8 +23,10 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode
+from opscope.ir.weights import RESOURCE_REF, ResourceBlobs
 from opscope.run.compile import CompiledModule
 from opscope.run.targets import Target, get_target, require_runnable
+from opscope.run.tools import ToolFailed, run_tool
 
 BATCH = 100  # dispatches per benchmark iteration: launch jitter averages out
 REPETITIONS = 5
@@ -48,6 +49,7 @@ class DispatchTime:
     calls: int | None = None  # per call of the module, counted in IREE's stream IR (set for `_encoding_N`
     # dispatches, which IREE adds to re-lay out arguments and which the static view cannot see)
     untimed: str | None = None  # why `us` is None: IREE's first error compiling the dumped benchmark
+    rebuilt: str | None = None  # how its benchmark was rebuilt, when IREE's own dump did not compile as written
 
 
 def time_dispatches(
@@ -72,8 +74,6 @@ def timed_build(
 ) -> tuple[list[DispatchTime], CompiledModule]:
     """`time_dispatches`, and the module itself as the same `iree-compile` run built it (so timing the
     whole call does not compile it again)."""
-    from iree.compiler.tools.binaries import find_tool
-
     tgt = target if isinstance(target, Target) else get_target(target)
     require_runnable(tgt)  # before anything compiles
     source = (
@@ -86,7 +86,7 @@ def timed_build(
         (root / "module.mlirbc").write_bytes(source)
         run_tool(
             [
-                find_tool("iree-compile"),
+                "iree-compile",
                 str(root / "module.mlirbc"),
                 *tgt.flags,
                 f"--iree-hal-dump-executable-benchmarks-to={root / 'bench'}",
@@ -98,7 +98,7 @@ def timed_build(
         files = sorted((root / "bench").glob("*.mlir"), key=_order)
         if not files:
             raise OpscopeError("IREE wrote no dispatch benchmarks for this module (no dispatches to time)")
-        out = []
+        out, blobs = [], {}  # the source's resource blobs, read when a dump needs one
         for i, path in enumerate(files):
             if progress is not None:
                 progress(f"dispatch {i + 1}/{len(files)}: {path.stem}")
@@ -107,30 +107,131 @@ def timed_build(
             if found is None:
                 raise OpscopeError(f"{path.name}: no benchmark function in IREE's dispatch benchmark")
             vmfb = path.with_suffix(".vmfb")
+            name = _dispatch_name(path.stem)
             try:
-                run_tool([find_tool("iree-compile"), str(path), "-o", str(vmfb)], f"compiling {path.name}")
+                note = _rebuild(path, text, vmfb, lambda: blobs.setdefault("source", _source_blobs(source)))
             except ToolFailed as e:
-                # IREE 3.13 cannot rebuild some of its own dumps (a transpose fused with a data-tiling
-                # pack: "failed to build pass pipeline"); the rest of the module is still timed.
-                why = e.first.replace(str(path), path.name)
-                out.append(DispatchTime(_dispatch_name(path.stem), found.group(1), None, 0, untimed=why))
+                out.append(DispatchTime(name, found.group(1), None, 0, untimed=e.first.replace(str(path), path.name)))
                 continue
             us = _benchmark(vmfb, found.group(1), tgt.driver, batch, repetitions)
-            out.append(DispatchTime(_dispatch_name(path.stem), found.group(1), us, repetitions))
+            out.append(DispatchTime(name, found.group(1), us, repetitions, rebuilt=note))
         if any(t.name.startswith(ENCODING) for t in out):
             counts = _stream_calls(root / "module.mlirbc", tgt)
             out = [replace(t, calls=counts.get(t.name)) if t.name.startswith(ENCODING) else t for t in out]
         return out, CompiledModule((root / "module.vmfb").read_bytes(), tgt, tuple(tgt.flags))
 
 
+def _rebuild(path: Path, text: str, vmfb: Path, source_blobs: Callable[[], ResourceBlobs]) -> str | None:
+    """Compile IREE's dumped benchmark `path` to `vmfb`; None, or how it had to be rebuilt.
+
+    IREE 3.13 cannot rebuild some of its own dumps: a constant the dispatch inlined refers to a
+    `dense_resource` blob the dump leaves out ("resource does not exist"; the blob is copied in
+    from the source module), or the configuration it chose does not rebuild ("failed to build
+    pass pipeline": a transpose fused with a data-tiling pack, convolutions). Then the dispatch
+    is compiled without that configuration, so IREE chooses one for it anew, and the note says
+    so. The first error of the last attempt is the ToolFailed raised.
+    """
+    try:
+        run_tool(["iree-compile", str(path), "-o", str(vmfb)], f"compiling {path.name}")
+        return None
+    except ToolFailed as e:
+        first = e
+    notes = []
+    missing = [r for r in dict.fromkeys(RESOURCE_REF.findall(text)) if not _has_blob(text, r)]
+    if missing:
+        text = _with_blobs(text, {r: source_blobs().hex(r) for r in missing})
+        notes.append(f"{len(missing)} constant blob{'s' * (len(missing) > 1)} copied in from the module")
+    if "failed to build pass pipeline" in first.first:
+        text = strip_configuration(text)
+        notes.append(
+            f"IREE's own configuration did not rebuild ({_quote(first.first)}): timed as IREE configures the dispatch anew"
+        )
+    if not notes:
+        raise first
+    fixed = path.with_name(path.stem + ".rebuilt.mlir")
+    fixed.write_text(text)
+    try:
+        run_tool(["iree-compile", str(fixed), "-o", str(vmfb)], f"compiling {fixed.name}")
+    except ToolFailed as e:
+        raise ToolFailed(e.what, f"{_quote(first.first)}; rebuilt ({'; '.join(notes)}): {e.first}") from None
+    return "; ".join(notes)
+
+
+def _quote(error: str) -> str:
+    """An error line without its file position: `x.mlir:10:9: error: failed to ...` -> `failed to ...`."""
+    return error.split("error: ", 1)[-1]
+
+
+def _source_blobs(source: bytes) -> ResourceBlobs:
+    from opscope.ir.loading import new_context, parse_module
+
+    return ResourceBlobs(parse_module(source, new_context()))
+
+
+def _has_blob(text: str, resource: str) -> bool:
+    """Whether `text`'s resource section holds `resource`."""
+    start = text.rfind("{-#")
+    return start >= 0 and re.search(rf"[\s,{{]{re.escape(resource)}\s*:", text[start:]) is not None
+
+
+def _with_blobs(text: str, hexes: dict[str, str | None]) -> str:
+    """`text` with a resource section holding `hexes` (name -> printed blob); a blob the source
+    module lacks too stays missing (the rebuild then fails with IREE's own error)."""
+    entries = ",\n".join(f'      {name}: "{blob}"' for name, blob in hexes.items() if blob is not None)
+    if not entries:
+        return text
+    section = re.search(r"\{-#\s*dialect_resources\s*:\s*\{\s*builtin\s*:\s*\{", text)
+    if section is not None:
+        return text[: section.end()] + "\n" + entries + ",\n" + text[section.end() :]
+    return text + "\n{-#\n  dialect_resources: {\n    builtin: {\n" + entries + "\n    }\n  }\n#-}\n"
+
+
+_CONFIG = re.compile(r"(translation_info|lowering_config|compilation_info) = #")
+
+
+def strip_configuration(text: str) -> str:
+    """`text` without the codegen configuration IREE chose (`translation_info`, `lowering_config`,
+    `compilation_info` attributes), so compiling it configures every dispatch anew."""
+    out, pos = [], 0
+    while (m := _CONFIG.search(text, pos)) is not None:
+        end = _attribute_end(text, m.end())
+        start = m.start()
+        # the entry's separator: ", " before it, else ", " after it
+        if text[start - 2 : start] == ", ":
+            start -= 2
+        elif text[end : end + 2] == ", ":
+            end += 2
+        out.append(text[pos:start])
+        pos = end
+    out.append(text[pos:])
+    text = "".join(out)
+    return re.sub(r"(?: attrs =\s*\{\}| attributes \{\}| \{\}(?= :))", "", text)
+
+
+def _attribute_end(text: str, pos: int) -> int:
+    """The end of the attribute starting at `pos` (its dialect name, then <...> balanced; `->`
+    inside an affine map is not a bracket)."""
+    depth = 0
+    while pos < len(text):
+        c = text[pos]
+        if c == "<":
+            depth += 1
+        elif c == ">" and text[pos - 1] != "-":
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        elif depth == 0 and c in ",}\n":
+            return pos
+        pos += 1
+    return pos
+
+
 def _stream_calls(source: Path, tgt: Target) -> dict[str, int]:
     """How often each executable is dispatched per call: `stream.cmd.dispatch @name` ops of the
     module compiled to IREE's stream phase (one more, partial compile)."""
-    from iree.compiler.tools.binaries import find_tool
-
     text = run_tool(
         [
-            find_tool("iree-compile"),
+            "iree-compile",
             str(source),
             *tgt.flags,
             "--compile-to=stream",
@@ -155,39 +256,11 @@ def _dispatch_name(stem: str) -> str:
     return m.group(1) if m else stem
 
 
-class ToolFailed(OpscopeError):
-    """An IREE tool exited non-zero: `what` failed, with the tool's first error line (`first`)."""
-
-    def __init__(self, what: str, first: str):
-        self.what, self.first = what, first
-        super().__init__(f"{what} failed: {first}")
-
-
-def run_tool(argv: list[str], what: str) -> str:
-    """Run an IREE tool; its first error line as a one-line ToolFailed naming `what` failed."""
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        first = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "no diagnostic")
-        raise ToolFailed(what, first)
-    return proc.stdout
-
-
-def benchmark_tool() -> str:
-    """The `iree-benchmark-module` to run (the runtime package puts it on PATH next to iree-run-module)."""
-    from iree.compiler.tools.binaries import find_tool
-
-    try:
-        return find_tool("iree-benchmark-module")
-    except Exception:
-        return "iree-benchmark-module"
-
-
 def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
     """Median over repetitions of the microseconds per dispatch."""
     stdout = run_tool(
         [
-            benchmark_tool(),
+            "iree-benchmark-module",
             f"--module={vmfb}",
             f"--device={driver}",
             f"--function={function}",
