@@ -2,8 +2,9 @@
 
 Each family is random-initialised from its config at tiny shapes (`families.py`), exported to `.pt2`
 (`torch.export.save`), ONNX (torch's default dynamo exporter, `onnx`; the legacy TorchScript one,
-`onnx-legacy`) or `.jaxexport`, and profiled as a subprocess. Per route: exit 0; as many sites as
-the model has matmuls + convolutions, counted without opscope (`Family.expected`, by construction,
+`onnx-legacy`) or `.jaxexport`, and profiled by the `opscope` command, run in this process
+(`inprocess.py`: the imports are the session's, not paid again per route). Per route: exit 0; as many
+sites as the model has matmuls + convolutions, counted without opscope (`Family.expected`, by construction,
 checked against torch.export's core-ATen graph or the jaxpr); readable site names (no `<kind>#<n>`
 fallback); "original results bit-identical with injection". One profile per (family, route) serves
 every check of it (`Profiles`).
@@ -37,6 +38,7 @@ pytest.importorskip("onnxscript")
 pytest.importorskip("jax")
 
 import families as F  # noqa: E402
+from inprocess import opscope  # noqa: E402
 
 from opscope.ir.dynamics import ATTENTION, RESIDUAL, ROUTING, SOFTMAX  # noqa: E402
 
@@ -168,12 +170,7 @@ class Profiles:
             folder.mkdir()
             path = F.save(FAMILIES[family], route, folder)
             t0 = time.perf_counter()
-            proc = subprocess.run(
-                OPSCOPE + ["profile", str(path), "--steps", "2", "--out", str(folder / "run")],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
+            proc = opscope("profile", str(path), "--steps", "2", "--out", str(folder / "run"))
             self.done[family, route] = Profile(path, folder / "run", proc, time.perf_counter() - t0)
         return self.done[family, route]
 

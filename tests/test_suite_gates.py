@@ -20,16 +20,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def pytest_run(
+def pytest_start(
     *args: str,
     ci: bool,
     hide: str | None = None,
     tmp_path: Path | None = None,
     env: dict | None = None,
     launcher: list[str] | None = None,
-) -> subprocess.CompletedProcess:
-    """pytest `args` from the repository root in a child, with CI=true or without it, and the
-    package `hide` made unimportable."""
+) -> subprocess.Popen:
+    """Start pytest `args` from the repository root in a child, with CI=true or without it, and the
+    package `hide` made unimportable. Children that do not depend on each other are started
+    together and then `finish`ed: each is one Python process collecting or running tests on one
+    core, so two of them take the time of one on this suite's 2-core machines."""
     env = {**os.environ, **(env or {})}
     env.pop("CI", None)
     if ci:
@@ -39,14 +41,29 @@ def pytest_run(
         shadow.mkdir(parents=True)
         (shadow / "__init__.py").write_text(f"raise ModuleNotFoundError('{hide} is hidden by a test')\n")
         env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hidden"), env.get("PYTHONPATH", "")])
-    return subprocess.run(
+    return subprocess.Popen(
         [*(launcher or [sys.executable, "-m", "pytest"]), "-q", "-p", "no:cacheprovider", *args],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
-        timeout=600,
     )
+
+
+def finish(child: subprocess.Popen) -> subprocess.CompletedProcess:
+    """The started child's exit status and output, once it ends (killed after 600 s)."""
+    try:
+        out, err = child.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        raise
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+def pytest_run(*args: str, **options) -> subprocess.CompletedProcess:
+    """`pytest_start`, then `finish`: one child run to its end."""
+    return finish(pytest_start(*args, **options))
 
 
 def test_a_missing_extra_is_a_skip_outside_ci(tmp_path):
@@ -68,9 +85,9 @@ def test_a_missing_vulkan_device_fails_under_ci_naming_it(tmp_path):
     """The `vulkan` fixture skips when no device answers; under CI=true the test fails saying so."""
     hidden = {"VK_ICD_FILENAMES": str(tmp_path / "none.json"), "VK_DRIVER_FILES": str(tmp_path / "none.json")}
     test = "tests/test_live.py::test_reference_demo_on_vulkan"
-    outside = pytest_run(test, ci=False, env=hidden)
+    outside, inside = (pytest_start(test, ci=ci, env=hidden) for ci in (False, True))
+    outside, proc = finish(outside), finish(inside)
     assert outside.returncode == 0 and "1 skipped" in outside.stdout, outside.stdout[-2000:]
-    proc = pytest_run(test, ci=True, env=hidden)
     assert proc.returncode != 0
     assert "CI=true: skipped, but CI installs everything the suite needs: vulkan-spirv cannot run here" in proc.stdout
 
@@ -89,8 +106,9 @@ def test_a_test_that_needs_no_missing_extra_still_runs_under_ci(tmp_path):
     assert re.search(r"\b7 passed\b", proc.stdout) and "skipped" not in proc.stdout
 
 
-def collected(launcher: list[str]) -> int:
-    proc = pytest_run("--collect-only", "tests", ci=False, launcher=launcher)
+def collected(child: subprocess.Popen) -> int:
+    """How many tests a started `--collect-only` child collected."""
+    proc = finish(child)
     assert proc.returncode == 0, proc.stdout[-2000:]
     return int(re.search(r"(\d+)(?:/\d+)? tests? collected", proc.stdout).group(1))
 
@@ -100,17 +118,22 @@ def collected(launcher: list[str]) -> int:
     reason="no pytest console script next to this Python",
 )
 def test_both_launch_styles_collect_the_same_tests():
-    bare = collected([str(Path(sys.executable).parent / "pytest")])
-    assert bare == collected([sys.executable, "-m", "pytest"]) and bare > 1000
+    launchers = ([str(Path(sys.executable).parent / "pytest")], [sys.executable, "-m", "pytest"])
+    bare, module = (
+        collected(c) for c in [pytest_start("--collect-only", "tests", ci=False, launcher=la) for la in launchers]
+    )
+    assert bare == module and bare > 1000
 
 
 def test_a_deselection_fails_under_ci_naming_the_tests():
     """`-k` or `--deselect` hides tests from CI as surely as a skip: under CI=true the run stops at
     collection naming them; outside CI it is an ordinary deselection."""
-    outside = pytest_run("tests/test_tools.py", "-k", "version", ci=False)
+    hows = (["-k", "version"], ["--deselect", "tests/test_tools.py::test_opscope_version_names_opscope_and_iree"])
+    children = [pytest_start("tests/test_tools.py", "-k", "version", ci=False)]
+    children += [pytest_start("tests/test_tools.py", *how, ci=True) for how in hows]
+    outside, *inside = (finish(c) for c in children)
     assert outside.returncode == 0 and re.search(r"1 passed, \d+ deselected", outside.stdout), outside.stdout[-2000:]
-    for how in (["-k", "version"], ["--deselect", "tests/test_tools.py::test_opscope_version_names_opscope_and_iree"]):
-        proc = pytest_run("tests/test_tools.py", *how, ci=True)
+    for proc in inside:
         assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]  # a usage error: nothing ran
         assert re.search(
             r"CI=true: \d+ tests? deselected that no scheduled run covers \(tests/test_tools.py::", proc.stderr
@@ -120,9 +143,10 @@ def test_a_deselection_fails_under_ci_naming_the_tests():
 def test_the_scheduled_deselections_pass_under_ci_and_are_said():
     """The default run deselects the families_full tests (pyproject.toml's addopts): allowed, and the
     summary says how many and which command runs them; a run of `-m families_full` may leave the rest."""
-    proc = pytest_run("--collect-only", "tests/test_families.py", ci=True)
+    default = pytest_start("--collect-only", "tests/test_families.py", ci=True)
+    full = pytest_start("--collect-only", "-m", "families_full", "tests/test_families.py", ci=True)
+    proc, full = finish(default), finish(full)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     found = re.search(r"deselected by design: (\d+) families_full \(run by \.ci/families-full", proc.stdout)
     assert found and int(found.group(1)) >= 100, proc.stdout[-2000:]
-    full = pytest_run("--collect-only", "-m", "families_full", "tests/test_families.py", ci=True)
     assert full.returncode == 0 and re.search(r"\d+/\d+ tests collected \(\d+ deselected\)", full.stdout)

@@ -483,12 +483,26 @@ def import_exported_file(
 _UNREGISTERED = re.compile(r"Deserializing (\S+) in pytree is not registered")
 
 
+def _mentions_transformers(path) -> bool:
+    """Whether the `.pt2` archive's programs name a transformers type (a ModelOutput in their pytree
+    specs), so that importing transformers (~1.3 s) is paid only where it is needed; True when the
+    archive cannot be read as a zip (torch.export.load then says what is wrong)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            programs = [n for n in archive.namelist() if "/models/" in n and n.endswith(".json")]
+            return not programs or any(b"transformers." in archive.read(n) for n in programs)
+    except (OSError, zipfile.BadZipFile):
+        return True
+
+
 def load_exported_file(path, label: str):
     """Phase load: `torch.export.load`, with transformers' ModelOutput types registered as pytrees first
     (importing `transformers.modeling_outputs` registers them) when transformers is installed; a type that
     is still unknown is named, with the module to import."""
     torch = require_torch()
-    if importlib.util.find_spec("transformers") is not None:
+    if _mentions_transformers(path) and importlib.util.find_spec("transformers") is not None:
         import transformers.modeling_outputs  # noqa: F401  (registers every ModelOutput as a pytree node)
     quiet = logging.getLogger("torch.export")  # it logs the whole traceback of a failed load: kept, not shown
     causes: list[BaseException] = []
