@@ -133,6 +133,7 @@ def profile(
     name: str | None = None,
     say: Callable[[str], None] | None = None,
     taps: str | Iterable[str] | None = None,
+    parameters: bool = False,
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -153,7 +154,9 @@ def profile(
     `name` is what reports call the model; `say` receives a line naming the model before
     the compile (pass `print` to see it). `taps` picks the families tapped: "all" (the
     default) or some of "matmul", "attention", "routing", "residual" (a comma-separated
-    string or a list).
+    string or a list). `parameters` moves the model's weights into an IREE parameter file in the
+    run folder (`weights.irpa`, the `externalize-weights` pass) before anything is compiled: the
+    builds then carry only the weights' names and share the one mapped file.
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -174,6 +177,7 @@ def profile(
         text=text,
         tokenizer=tokenizer,
         taps=taps,
+        parameters=parameters,
     )
 
 

@@ -57,6 +57,12 @@ def _expose_all_ops():
     return ExposeAllOps
 
 
+def _externalize_weights():
+    from opscope.passes.externalize_weights import ExternalizeWeights
+
+    return ExternalizeWeights
+
+
 def _fakequant_activations():
     from opscope.passes.fakequant_activations import FakequantActivations
 
@@ -108,6 +114,7 @@ def _skip_zero_channels():
 PASSES: dict[str, Callable[[], type]] = {
     "dump-tensors": _dump_tensors,
     "expose-all-ops": _expose_all_ops,
+    "externalize-weights": _externalize_weights,
     "extract-site": _extract_site,
     "factor-weight": _factor_weight,
     "fakequant-activations": _fakequant_activations,

@@ -40,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="all",
         help="what to tap: all (default) or some of matmul, attention, routing, residual, comma-separated",
     )
+    pr.add_argument(
+        "--parameters",
+        action="store_true",
+        help="keep the weights in an IREE parameter file in the run folder (weights.irpa) instead of "
+        "inside every compiled module: the builds share one mapped copy",
+    )
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -85,6 +91,7 @@ def _cmd_profile(args) -> int:
         tokenizer=args.tokenizer,
         say=print,
         taps=args.taps,
+        parameters=args.parameters,
     )
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)

@@ -37,15 +37,18 @@ from opscope.ir.arguments import arguments, function_args
 from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
+from opscope.ir.pipeline import run_pipeline
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
 from opscope.models.source import ModelSource, Source, is_zoo_name, open_model
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
+from opscope.run.ticker import ticking
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
+PARAMETERS_NAME = "weights.irpa"  # the model's weights, with `parameters` (IREE's parameter archive)
 RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
@@ -162,6 +165,7 @@ def profile(
     text: str | Path | Sequence[str] | None = None,
     tokenizer: str | Path | None = None,
     taps: str | Sequence[str] | None = None,
+    parameters: bool = False,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -176,7 +180,8 @@ def profile(
     (default: the zoo's description, the file's path, `<model>`). The target and the run
     folder are checked before anything is imported or compiled. `taps` picks what is
     tapped (`opscope.ir.instrument.parse_taps`: "all", the default, or some of matmul,
-    attention, routing, residual).
+    attention, routing, residual). `parameters`: the weights go to `out/weights.irpa` first
+    (`profile_module`).
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -199,7 +204,9 @@ def profile(
     else:
         model = open_model(source, steps, name=name, named=named)
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
-    result = profile_module(model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps)
+    result = profile_module(
+        model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps, parameters=parameters
+    )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer)
     return result
 
@@ -279,18 +286,23 @@ def profile_module(
     inputs=None,
     batch: int = 0,
     taps: Sequence[str] = TAPS,
+    parameters: bool = False,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
     `inputs` is an iterable of per-step argument lists; by default generated from the
     signature (`opscope.drive.inputs.generate`). `batch` is lower-opscope's tensors per
     stats call (0: as many as a dispatch binds); `taps` what is tapped (default all).
+    `parameters`: the module's weights are written to `out/weights.irpa` (`externalize-weights`)
+    before it is tapped, and every build reads them from there.
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     out = Path(out_dir)
     _check_fresh(out)
     csv = out / CSV_NAME
+    if parameters:
+        source = externalize(source, out / PARAMETERS_NAME, name)
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     if inputs is None:
         inputs = generate(model.args, steps)
@@ -301,6 +313,16 @@ def profile_module(
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())
     return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name)
+
+
+def externalize(source: str | bytes | ir.Module, path: Path, name: str) -> ir.Module:
+    """`source` parsed (a module is changed in place) with its weights written to the parameter
+    file `path` (`externalize-weights`, every stored tensor of 4 KiB or more)."""
+    module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with ticking(f"{name}: write the weights to {path}"):
+        run_pipeline(module, f"externalize-weights{{path={path.resolve()}}}")
+    return module
 
 
 def default_source(steps: int) -> ModelSource:

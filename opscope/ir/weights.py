@@ -4,7 +4,8 @@ A weight is the stored tensor a site reads as its rhs, found under the transpose
 broadcasts an importer put in between (`opscope.ir.quantize.copy_source`, as
 `fakequant-weights` finds it): an `arith.constant` holding `dense<…>` (source `constant`)
 or `dense_resource<…>` (source `resource`), an immutable `util.global` holding either
-(source `global`), or a function argument (source `argument`: a model that takes its
+(source `global`) or naming a parameter in the module's parameter file (source `parameter`,
+`externalize-weights`: read from the file), or a function argument (source `argument`: a model that takes its
 weights as inputs; its values come from the caller's inputs). Its `k_dims` are the stored
 tensor's dims the site reduces over, so `Weight.matrix()` is the [out, K] matrix probes
 and decompositions take (for `x[M,K] @ W[K,N]` it is Wᵀ), whatever the stored layout.
@@ -39,6 +40,7 @@ from iree.compiler.dialects import arith
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized, owner
+from opscope.ir.parameter_files import parameter_bytes, parameter_files, parameter_ref
 from opscope.ir.quantize import MOST_NAMES, copy_source, operand_dims, replay, rhs_source, select_sites
 from opscope.ir.sites import Site
 
@@ -107,9 +109,11 @@ def read_weights(module: ir.Module, sites: str = "", inputs: Sequence[np.ndarray
     (attention's q·kᵀ) is skipped, and so is every other site, each with a log line."""
     with module.context:
         found = _find(module, sites, arguments=inputs is not None, who="read_weights")
+        files = parameter_files(module)
         blobs = ResourceBlobs(module) if any(f.is_resource for f in found) else None
         return [
-            Weight(f.name, f.sites, f.shape, f.element_type, f.k_dims, f.source, _read(f, blobs, inputs)) for f in found
+            Weight(f.name, f.sites, f.shape, f.element_type, f.k_dims, f.source, _read(f, blobs, inputs, files))
+            for f in found
         ]
 
 
@@ -149,13 +153,14 @@ def read_stored(
         else:
             located.append(_storage(value, globals_))
     blobs = ResourceBlobs(module) if any(not isinstance(x, str) and _resource(x[2]) for x in located) else None
+    files = parameter_files(module)
     out: list[tuple[tuple, np.ndarray] | str] = []
     for value, name, found in zip(values, names, located):
         if isinstance(found, str):
             out.append(found)
             continue
         ty = ir.RankedTensorType(value.type)
-        out.append((found[0], _values(found[2], tuple(ty.shape), str(ty.element_type), name, blobs)))
+        out.append((found[0], _values(found[2], tuple(ty.shape), str(ty.element_type), name, blobs, files)))
     return out
 
 
@@ -273,6 +278,8 @@ def _storage(value: ir.Value, globals_: dict[str, ir.Operation]) -> tuple[tuple,
         return f"its weight is computed by '{op.name}' from constants (a cast or dequantization), not stored"
     if _resource(attr) is not None:
         source = "resource" if source == "constant" else source
+    elif parameter_ref(attr) is not None:
+        source = "parameter"
     elif not _is_dense(attr):
         return f"its weight's {source} holds neither dense<...> nor dense_resource<...> elements"
     return key, source, attr
@@ -289,25 +296,43 @@ def _is_dense(attr: ir.Attribute) -> bool:
 # --------------------------------------------------------------------------------------- reading
 
 
-def _read(f: _Found, blobs: ResourceBlobs | None, inputs: Sequence[np.ndarray] | None) -> np.ndarray:
+def _read(
+    f: _Found, blobs: ResourceBlobs | None, inputs: Sequence[np.ndarray] | None, files: Mapping[str, str]
+) -> np.ndarray:
     """A weight's values as float32 in its stored shape."""
     if f.source == "argument":
         return _argument(f, inputs)
-    return _values(f.attr, f.shape, f.element_type, f.name, blobs)
+    return _values(f.attr, f.shape, f.element_type, f.name, blobs, files)
 
 
 def _values(
-    attr: ir.Attribute, shape: tuple[int, ...], element_type: str, name: str, blobs: ResourceBlobs | None
+    attr: ir.Attribute,
+    shape: tuple[int, ...],
+    element_type: str,
+    name: str,
+    blobs: ResourceBlobs | None,
+    files: Mapping[str, str] | None = None,
 ) -> np.ndarray:
-    """The float32 values of a stored tensor's dense or dense_resource attribute, in `shape`."""
+    """The float32 values of a stored tensor's dense, dense_resource or parameter attribute (read
+    from the module's parameter file, `files`: scope -> path), in `shape`."""
     resource = _resource(attr)
-    if resource is not None:
-        raw = blobs.data(resource, name)
+    ref = parameter_ref(attr) if resource is None else None
+    if ref is not None:
+        scope, key = ref
+        if scope not in (files or {}):
+            raise OpscopeError(
+                f"weight '{name}': it is parameter '{key}' of scope '{scope}', and the module names no file "
+                f"for that scope (opscope.parameters): load the module that externalize-weights wrote"
+            )
+        what, raw = f"its parameter '{key}' in {files[scope]}", parameter_bytes(files[scope], key)
+    elif resource is not None:
+        what, raw = f"its dense_resource blob {resource}", blobs.data(resource, name)
+    if resource is not None or ref is not None:
         numel = prod(shape)
         item = np.dtype(_NUMPY[element_type]).itemsize
         if len(raw) != numel * item:
             raise OpscopeError(
-                f"weight '{name}': its dense_resource blob {resource} holds {len(raw)} bytes, but "
+                f"weight '{name}': {what} holds {len(raw)} bytes, but "
                 f"{_shape(shape)} {element_type} needs {numel * item}: the module is damaged, "
                 "re-export it"
             )

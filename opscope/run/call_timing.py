@@ -19,6 +19,7 @@ import numpy as np
 
 from opscope.errors import OpscopeError
 from opscope.run.compile import CompiledModule
+from opscope.run.parameters import parameter_flags
 
 ROUNDS = 5
 MIN_TIME_S = 0.1  # per repetition: iree-benchmark-module repeats the call until this much time has passed
@@ -65,12 +66,13 @@ def time_calls(
             if progress is not None:
                 progress(f"round {r + 1}/{rounds}")
             for i, (v, path) in enumerate(zip(variants, files)):
-                times[i].append(_benchmark(path, function, v.target.driver, inputs))
+                times[i].append(_benchmark(path, function, v.target.driver, [*parameter_flags(v.parameters), *inputs]))
     return [CallTime(min(t), sorted(t)[len(t) // 2], len(t)) for t in times]
 
 
 def _benchmark(vmfb: Path, function: str, driver: str, inputs: list[str]) -> float:
-    """Microseconds per call of one `iree-benchmark-module` repetition."""
+    """Microseconds per call of one `iree-benchmark-module` repetition (`inputs`: its `--input`s,
+    after the `--parameters` of a module whose weights are in a parameter file)."""
     from opscope.run.tools import run_tool
 
     stdout = run_tool(

@@ -19,6 +19,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode
+from opscope.ir.parameter_files import parameter_files, source_parameter_files
 from opscope.run.targets import Target, get_target
 
 
@@ -31,6 +32,8 @@ class CompiledModule:
     flags: tuple[str, ...]
     statistics: dict = field(default_factory=dict, compare=False)
     cached: bool = field(default=False, compare=False)  # read from the memo or the on-disk cache
+    # (scope, parameter file) of each file its weights are read from (`externalize-weights`)
+    parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def dispatch_count(self) -> int | None:
@@ -91,10 +94,11 @@ def compile_module(
     if isinstance(module, ir.Module):
         check_compilable(module)
         source = module_bytecode(module)
-    elif isinstance(module, str):
-        source = module.encode()
+        files = parameter_files(module)
     else:
-        source = bytes(module)
+        source = module.encode() if isinstance(module, str) else bytes(module)
+        files = source_parameter_files(source)
+    parameters = tuple(sorted(files.items()))
     flags = tuple(tgt.flags) + tuple(extra_flags)
     key = hashlib.sha256(
         _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
@@ -103,9 +107,9 @@ def compile_module(
         return dataclasses.replace(_MEMO[key], cached=True)
     disk = cache_dir() / f"{key}.vmfb"
     if use_cache and not statistics and disk.exists():
-        result = CompiledModule(disk.read_bytes(), tgt, flags, cached=True)
+        result = CompiledModule(disk.read_bytes(), tgt, flags, cached=True, parameters=parameters)
     else:
-        result = _compile(source, tgt, flags, statistics)
+        result = dataclasses.replace(_compile(source, tgt, flags, statistics), parameters=parameters)
         if use_cache and not statistics:
             try:
                 disk.parent.mkdir(parents=True, exist_ok=True)
@@ -134,8 +138,10 @@ def compile_isolated(
     if isinstance(module, ir.Module):
         check_compilable(module)
         source = module_bytecode(module)
+        files = parameter_files(module)
     else:
         source = module.encode() if isinstance(module, str) else bytes(module)
+        files = source_parameter_files(source)
     flags = tuple(tgt.flags) + tuple(extra_flags)
     with tempfile.TemporaryDirectory(prefix="opscope-compile-") as tmp:
         src, out = Path(tmp) / "module.mlirbc", Path(tmp) / "module.vmfb"
@@ -147,7 +153,7 @@ def compile_isolated(
             lines = proc.stderr.strip().splitlines()
             first = next((line for line in lines if "error" in line), lines[0] if lines else "no diagnostic")
             raise CompileFailed(tgt.name, first.replace(str(src), "<module>"), _save_log(source, flags, lines))
-        return CompiledModule(out.read_bytes(), tgt, flags)
+        return CompiledModule(out.read_bytes(), tgt, flags, parameters=tuple(sorted(files.items())))
 
 
 def _compiler_version() -> bytes:

@@ -14,6 +14,7 @@ import numpy as np
 from opscope.errors import OpscopeError
 from opscope.run.compile import CompiledModule
 from opscope.run.heap import keep_freed_memory_once
+from opscope.run.parameters import explain_context_error, io_parameters_module
 from opscope.run.targets import require_runnable
 
 _STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
@@ -74,8 +75,15 @@ def load(compiled: CompiledModule) -> LoadedModule:
     require_runnable(compiled.target)
     keep_freed_memory_once()  # buffers above 32 MiB would be page-faulted in again every call
     config = rt.Config(compiled.target.driver)
-    vm_module = rt.VmModule.copy_buffer(config.vm_instance, compiled.vmfb)
-    ctx = rt.SystemContext(config=config, vm_modules=[vm_module])
+    modules = [io_parameters_module(config.vm_instance, compiled.parameters)] if compiled.parameters else []
+    modules.append(rt.VmModule.copy_buffer(config.vm_instance, compiled.vmfb))
+    try:
+        ctx = rt.SystemContext(config=config, vm_modules=modules)
+    except (ValueError, RuntimeError) as e:
+        explained = explain_context_error(e, compiled.parameters)
+        if explained is None:
+            raise
+        raise explained from None
     return LoadedModule(compiled, config, ctx)
 
 

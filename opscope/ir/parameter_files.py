@@ -1,0 +1,104 @@
+"""Where a module's externalized weights live, and their bytes read from there.
+
+A module whose weights went to a parameter file (`externalize-weights`) says so in a module
+attribute, `opscope.parameters = {scope = "/abs/path.irpa"}`, and refers to each weight by a
+`#flow.parameter.named<"scope"::"key">` global. This module reads both: the files a module
+(or its text or bytecode) names, the (scope, key) of a parameter attribute, and a parameter's
+bytes, through one memory-mapped `iree.runtime.ParameterIndex` per file and process (IREE's
+own reader: `.irpa`, `.safetensors` and `.gguf` alike). A missing or unreadable file is a
+one-line `OpscopeError` naming it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+from functools import lru_cache
+
+from iree.compiler import ir
+
+from opscope.errors import OpscopeError
+
+PARAMETERS_ATTR = "opscope.parameters"
+_REF = re.compile(r'^#(?:flow|stream)\.parameter\.named<(?:"((?:[^"\\]|\\.)*)"::)?"((?:[^"\\]|\\.)*)">')
+
+
+def parameter_files(module: ir.Module) -> dict[str, str]:
+    """Scope -> parameter file of `module` (empty when its weights are inside it)."""
+    attrs = module.operation.attributes
+    if PARAMETERS_ATTR not in attrs:
+        return {}
+    table = ir.DictAttr(attrs[PARAMETERS_ATTR])
+    return {table[i].name: ir.StringAttr(table[i].attr).value for i in range(len(table))}
+
+
+def source_parameter_files(source: bytes | str) -> dict[str, str]:
+    """`parameter_files` of a module given as MLIR text or bytecode; parsed only when it refers
+    to a parameter at all (a module without weights inside is small to parse)."""
+    data = source.encode() if isinstance(source, str) else bytes(source)
+    if b"parameter.named" not in data and b"opscope.parameters" not in data:
+        return {}
+    from opscope.ir.loading import new_context, parse_module
+
+    return parameter_files(parse_module(data, new_context()))
+
+
+def parameter_ref(attr: ir.Attribute | None) -> tuple[str, str] | None:
+    """(scope, key) of a `#flow/#stream.parameter.named` attribute, else None."""
+    if attr is None:
+        return None
+    found = _REF.match(str(attr))
+    return (found.group(1) or "", found.group(2)) if found else None
+
+
+def open_index(path: str):
+    """The `iree.runtime.ParameterIndex` over `path`, mapped once per process (reopened when the
+    file changes on disk)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        raise OpscopeError(
+            f"parameter file {path} is missing: the module's weights live there; "
+            "import the model again to write it (or put the file back)"
+        ) from None
+    return _index(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=16)  # emptied at exit: an index still held then makes nanobind report a leak
+def _index(path: str, mtime_ns: int, size: int):
+    import iree.runtime as rt
+
+    index = rt.ParameterIndex()
+    try:
+        index.load(path)
+    except (ValueError, RuntimeError) as e:
+        found = re.search(r"\b[A-Z_]{4,}; (.*)", " ".join(str(e).split()))  # after IREE's status code
+        detail = (found.group(1) if found else " ".join(str(e).split()))[:160]
+        raise OpscopeError(
+            f"parameter file {path} cannot be read as a parameter archive ({detail}): "
+            "import the model again to rewrite it"
+        ) from None
+    return index
+
+
+def parameter_bytes(path: str, key: str) -> bytes:
+    """The stored bytes of parameter `key` in the file `path` (a splat expanded)."""
+    index = open_index(path)
+    entries = {index[i].key: index[i] for i in range(len(index))}
+    if key not in entries:
+        raise OpscopeError(f"parameter file {path} has no parameter '{key}': import the model again to rewrite it")
+    entry = entries[key]
+    if entry.is_splat:
+        pattern = bytes(entry.splat_pattern)
+        return (pattern * (entry.length // max(len(pattern), 1) + 1))[: entry.length]
+    return bytes(entry.file_view)
+
+
+def parameter_keys(path: str) -> set[str]:
+    """Every key the file `path` holds."""
+    index = open_index(path)
+    return {index[i].key for i in range(len(index))}
+
+
+atexit.register(_index.cache_clear)

@@ -1,0 +1,186 @@
+"""`externalize-weights`: move a module's weights into an IREE parameter file; the IR names them.
+
+Every tensor `arith.constant` holding model data (`dense_resource<…>`, or `dense<…>` that is not
+a splat) of at least `min-bytes` bytes becomes an immutable `util.global` (one per distinct
+value: a constant read in two places is stored once), and IREE's own
+`iree-io-export-parameters` then writes every global initial value of at least `min-bytes`
+to `path` (an `.irpa` archive) and leaves `#flow.parameter.named<"scope"::"key">` in its
+place. The module records where its parameters live in a module attribute, so whatever
+compiles or loads it later finds the file without being told:
+`opscope.parameters = {scope = "/abs/path.irpa"}`. A module with no weight that large is left
+as it was (no file, no attribute).
+
+Why: the weights then never pass through the compiler, the vmfb or the loaded module again; the
+runtime maps the file once per process and every build of the model (tapped, untapped,
+rewritten) reads the same pages (`opscope.run.parameters`). Keys are the globals' names
+(`weight_0`, `weight_1`, ... in program order; a global the module already had keeps its own).
+
+    %w = arith.constant dense_resource<torch_tensor_32_64> : tensor<32x64xf32>
+  becomes
+    util.global private @weight_0 = #flow.parameter.named<"model"::"weight_0"> : tensor<32x64xf32>
+    %w = util.global.load @weight_0 : tensor<32x64xf32>
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from math import prod
+from typing import ClassVar
+
+from iree.compiler import ir, passmanager
+
+from opscope.errors import OpscopeError
+from opscope.ir.parameter_files import PARAMETERS_ATTR, parameter_files, parameter_ref
+
+GLOBAL_PREFIX = "weight_"
+
+
+@dataclass(frozen=True)
+class ExternalizeWeights:
+    """Write the module's weights to the parameter file `path` and refer to them by name."""
+
+    name: ClassVar[str] = "externalize-weights"
+
+    path: str = ""
+    scope: str = "model"
+    min_bytes: int = 4096
+
+    def __post_init__(self) -> None:
+        """Refuse a scope with characters IREE's `scope=path` flags cannot carry, and a negative
+        size, each in one line (a missing path is refused when the pass runs)."""
+        if not self.scope or any(c in self.scope for c in '=:"'):
+            raise OpscopeError(f"{self.name}: option 'scope' must be a plain name, got '{self.scope}'")
+        if self.min_bytes < 0:
+            raise OpscopeError(f"{self.name}: option 'min-bytes' expects a byte count >= 0, got {self.min_bytes}")
+
+    def apply(self, module) -> None:
+        if not self.path:
+            raise OpscopeError(f"{self.name}: option 'path' (the .irpa file to write) is required")
+        if self.scope in parameter_files(module):
+            raise OpscopeError(
+                f"{self.name}: the module's weights are already in parameter scope '{self.scope}' "
+                f"({parameter_files(module)[self.scope]}): externalize a module once"
+            )
+        path = os.path.abspath(self.path)
+        with module.context, ir.Location.unknown():
+            _outline_constants(module, self.min_bytes)
+            exported = f"iree-io-export-parameters{{path={self.scope}={path} minimum-size={self.min_bytes}}}"
+            try:
+                passmanager.PassManager.parse(f"builtin.module({exported})").run(module.operation)
+            except Exception as e:  # noqa: BLE001  (MLIR reports a failed pass as a bare error)
+                detail = " ".join(str(e).split())[:300]
+                raise OpscopeError(f"{self.name}: could not write the parameter file {path}: {detail}") from None
+            if not any(_names_parameter(op.operation, self.scope) for op in module.body.operations):
+                return  # no weight of min-bytes or more: nothing written, nothing to name
+            files = {**parameter_files(module), self.scope: path}
+            module.operation.attributes[PARAMETERS_ATTR] = ir.DictAttr.get(
+                {scope: ir.StringAttr.get(p) for scope, p in sorted(files.items())}
+            )
+
+
+def _names_parameter(op: ir.Operation, scope: str) -> bool:
+    """A `util.global` whose initial value is a parameter of `scope`."""
+    if op.name != "util.global" or "initial_value" not in op.attributes:
+        return False
+    ref = parameter_ref(op.attributes["initial_value"])
+    return ref is not None and ref[0] == scope
+
+
+def _outline_constants(module: ir.Module, min_bytes: int) -> None:
+    """Replace each stored tensor constant of `min_bytes` or more by a load of a new immutable
+    global holding it (the same value: the same global)."""
+    body = module.body
+    taken = {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in body.operations
+        if "sym_name" in op.operation.attributes
+    }
+    made: dict[str, str] = {}  # the attribute as printed (elided) and its type -> global name
+    first = body.operations[0] if len(body.operations) else None
+    for const in _stored_constants(module, min_bytes):
+        attr = const.attributes["value"]
+        ty = const.results[0].type
+        key = _identity(attr)
+        if key not in made:
+            name = _fresh(taken, len(made))
+            ip = ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(body)
+            ir.Operation.create(
+                "util.global",
+                attributes={
+                    "sym_name": ir.StringAttr.get(name),
+                    "sym_visibility": ir.StringAttr.get("private"),
+                    "type": ir.TypeAttr.get(ty),
+                    "initial_value": attr,
+                },
+                loc=const.location,
+                ip=ip,
+            )
+            made[key] = name
+        load = ir.Operation.create(
+            "util.global.load",
+            results=[ty],
+            attributes={"global": ir.FlatSymbolRefAttr.get(made[key]), "is_immutable": ir.UnitAttr.get()},
+            loc=const.location,
+            ip=ir.InsertionPoint(const),
+        )
+        const.results[0].replace_all_uses_with(load.results[0])
+        const.erase()
+
+
+def _stored_constants(module: ir.Module, min_bytes: int) -> list[ir.Operation]:
+    """The tensor `arith.constant`s of every function that hold model data of `min_bytes` or more."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "arith.constant" and isinstance(op.results[0].type, ir.RankedTensorType):
+            attr = op.attributes["value"]
+            if _holds_data(attr) and _nbytes(op.results[0].type) >= min_bytes:
+                found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def _holds_data(attr: ir.Attribute) -> bool:
+    """A `dense_resource` blob, or `dense` elements that are not one value repeated."""
+    if _is_resource(attr):
+        return True
+    try:
+        return not ir.DenseElementsAttr(attr).is_splat
+    except ValueError:
+        return False
+
+
+def _is_resource(attr: ir.Attribute) -> bool:
+    try:
+        ir.DenseResourceElementsAttr(attr)
+    except ValueError:
+        return False
+    return True
+
+
+def _nbytes(ty: ir.RankedTensorType) -> int:
+    """Bytes of a static tensor type (sub-byte types rounded up), 0 for a dynamic one."""
+    if not ty.has_static_shape:
+        return 0
+    width = ty.element_type.width if hasattr(ty.element_type, "width") else 32
+    return (prod(ty.shape) * width + 7) // 8
+
+
+def _identity(attr: ir.Attribute) -> str:
+    """A key equal for equal constants: a resource's name and type, or the hash MLIR uniques
+    attributes by (elements are never printed)."""
+    if _is_resource(attr):
+        return str(attr)
+    return f"dense#{hash(attr)}:{attr.type}"
+
+
+def _fresh(taken: set[str], index: int) -> str:
+    """`weight_<n>` not yet a symbol of the module, from `index` on."""
+    while f"{GLOBAL_PREFIX}{index}" in taken:
+        index += 1
+    name = f"{GLOBAL_PREFIX}{index}"
+    taken.add(name)
+    return name

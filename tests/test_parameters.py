@@ -1,0 +1,163 @@
+"""Weights kept in an IREE parameter file (`externalize-weights`): the same sketches, bit for bit,
+as with the weights inside the module, one file shared by every build, and a missing, corrupt or
+stale file said in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opscope.errors import OpscopeError
+from opscope.ir.loading import module_bytecode, new_context, parse_module
+from opscope.ir.parameter_files import open_index, parameter_files
+from opscope.ir.pipeline import run_pipeline
+from opscope.ir.weights import read_weights
+from opscope.run.compile import compile_module
+from opscope.run.instrumented import InstrumentedModel
+from opscope.run.runtime import load
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    """A two-layer MLP imported from torch (weights inside, as the FX importer writes them),
+    the same module externalized to a parameter file, that file, and an input."""
+    import torch
+
+    from opscope.importers.torch_fx import import_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 8)).eval()
+    x = torch.randn(4, 64)
+    inline = module_bytecode(import_torch(model, (x,)))
+    path = tmp_path_factory.mktemp("params") / "mlp.irpa"
+    module = parse_module(inline, new_context())
+    run_pipeline(module, f"externalize-weights{{path={path} min-bytes=0}}")
+    first = model[0].weight.detach().numpy()
+    return inline, module_bytecode(module), path, x.numpy(), first
+
+
+def test_the_module_keeps_no_weight_bytes_and_names_its_file(mlp):
+    inline, external, path, _, first = mlp
+    needle = first.tobytes()[:64]
+    assert needle in inline and needle not in external
+    assert needle in path.read_bytes()
+    assert parameter_files(parse_module(external, new_context())) == {"model": str(path)}
+    vmfb = compile_module(external, "llvm-cpu").vmfb
+    assert needle not in vmfb  # nor does the compiled module
+
+
+def test_sketches_with_parameters_equal_sketches_with_inlined_weights(mlp, runnable_target):
+    """Every result of a tapped call (the model's own, then every sketch, the weights' included),
+    bit for bit, and the untapped build of the externalized module agrees with it (parity 0.0)."""
+    inline, external, path, x, _ = mlp
+    a = InstrumentedModel.build(inline, runnable_target)
+    b = InstrumentedModel.build(external, runnable_target)
+    assert b.loaded.compiled.parameters == (("model", str(path)),)
+    assert b.manifest.weights_function  # the weights' sketches read the parameter globals
+    outs_a, outs_b = a(x), b(x)
+    assert len(outs_a) == len(outs_b) > 2
+    for i, (p, q) in enumerate(zip(outs_a, outs_b)):
+        np.testing.assert_array_equal(p, q, err_msg=f"result {i}")
+    assert b.check_parity([x], outs_b) == 0.0
+
+
+def test_read_weights_reads_the_parameter_file(mlp):
+    inline, external, _, _, first = mlp
+    inside = read_weights(parse_module(inline, new_context()))
+    outside = read_weights(parse_module(external, new_context()))
+    assert [w.name for w in outside] == [w.name for w in inside] and len(outside) == 2
+    assert {w.source for w in outside} == {"parameter"}
+    for w_in, w_out in zip(inside, outside):
+        np.testing.assert_array_equal(w_out.values, w_in.values)
+    np.testing.assert_array_equal(outside[0].matrix(), first)
+
+
+def test_one_file_serves_every_build_mapped_once(mlp):
+    """The tapped and the untapped build read the file the import wrote: it is not rewritten, and
+    the process maps it once."""
+    _, external, path, x, _ = mlp
+    before = path.stat().st_mtime_ns
+    tapped = InstrumentedModel.build(external, "llvm-cpu")
+    plain = load(compile_module(external, "llvm-cpu"))
+    assert plain.compiled.parameters == tapped.loaded.compiled.parameters == (("model", str(path)),)
+    np.testing.assert_array_equal(plain.invoke("main", x)[0], tapped.original(tapped(x))[0])
+    assert path.stat().st_mtime_ns == before
+    assert open_index(str(path)) is open_index(str(path))
+
+
+def _copy(mlp, tmp_path, data: bytes | None):
+    """The externalized module pointed at a file of its own in `tmp_path` holding `data` (None:
+    no file), compiled."""
+    _, external, path, _, _ = mlp
+    text = str(parse_module(external, new_context())).replace(str(path), str(tmp_path / "w.irpa"))
+    if data is not None:
+        (tmp_path / "w.irpa").write_bytes(data)
+    return compile_module(text, "llvm-cpu")
+
+
+def test_a_missing_parameter_file_is_one_line_naming_it(mlp, tmp_path):
+    compiled = _copy(mlp, tmp_path, None)
+    with pytest.raises(OpscopeError, match=r"parameter file \S+w\.irpa is missing") as e:
+        load(compiled)
+    assert "\n" not in str(e.value)
+
+
+def test_a_corrupt_parameter_file_is_one_line_naming_it(mlp, tmp_path):
+    compiled = _copy(mlp, tmp_path, b"not an archive" * 8)
+    with pytest.raises(OpscopeError, match=r"parameter file \S+w\.irpa cannot be read as a parameter archive") as e:
+        load(compiled)
+    assert "\n" not in str(e.value) and "magic" in str(e.value)
+
+
+def test_a_file_without_the_modules_key_is_one_line_naming_it(mlp, tmp_path):
+    """A file rewritten by another import (other keys) is found out when the module loads."""
+    from iree.runtime.io import save_archive_file
+
+    save_archive_file({"other": np.zeros(4, np.float32)}, str(tmp_path / "stale.irpa"))
+    compiled = _copy(mlp, tmp_path, (tmp_path / "stale.irpa").read_bytes())
+    with pytest.raises(
+        OpscopeError, match=r"reads parameter 'weight_\d+', which its parameter files \(model=\S+\)"
+    ) as e:
+        load(compiled)
+    assert "\n" not in str(e.value)
+
+
+def test_externalizing_twice_is_refused(mlp, tmp_path):
+    _, external, _, _, _ = mlp
+    module = parse_module(external, new_context())
+    with pytest.raises(OpscopeError, match="already in parameter scope 'model'"):
+        run_pipeline(module, f"externalize-weights{{path={tmp_path / 'again.irpa'}}}")
+
+
+def test_iree_benchmark_module_is_given_the_parameter_file(mlp):
+    """`time_calls` (timing, plan) runs IREE's benchmark tool, which needs `--parameters` too."""
+    from opscope.run.call_timing import time_calls
+
+    inline, external, _, x, _ = mlp
+    times = time_calls(
+        [compile_module(inline, "llvm-cpu"), compile_module(external, "llvm-cpu")], "main", [x], rounds=1
+    )
+    assert len(times) == 2 and all(t.min_us > 0 for t in times)
+
+
+def test_profile_parameters_writes_the_weights_to_the_run_folder(mlp, tmp_path):
+    """`opscope profile --parameters`: the run folder holds weights.irpa and the same sketches,
+    row for row, as the run with the weights inside the module."""
+    import polars as pl
+    from inprocess import opscope
+
+    inline, _, _, _, first = mlp
+    model = tmp_path / "mlp.mlirbc"
+    model.write_bytes(inline)
+    runs = {}
+    for how in ("inside", "parameters"):
+        flags = ["--parameters"] if how == "parameters" else []
+        proc = opscope("profile", str(model), "--steps", "2", "--out", str(tmp_path / how), *flags)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[how] = pl.read_csv(tmp_path / how / "sketches.csv")
+    irpa = tmp_path / "parameters" / "weights.irpa"
+    assert first.tobytes()[:64] in irpa.read_bytes()
+    assert not (tmp_path / "inside" / "weights.irpa").exists()
+    assert runs["inside"].height > 0 and runs["inside"].equals(runs["parameters"])
