@@ -57,10 +57,11 @@ class ExternalizeWeights:
     def apply(self, module) -> None:
         if not self.path:
             raise OpscopeError(f"{self.name}: option 'path' (the .irpa file to write) is required")
-        if self.scope in parameter_files(module):
+        files = parameter_files(module)
+        if self.scope in files:
             raise OpscopeError(
                 f"{self.name}: the module's weights are already in parameter scope '{self.scope}' "
-                f"({parameter_files(module)[self.scope]}): externalize a module once"
+                f"({files[self.scope]}): externalize a module once"
             )
         path = os.path.abspath(self.path)
         with module.context, ir.Location.unknown():
@@ -73,7 +74,7 @@ class ExternalizeWeights:
                 raise OpscopeError(f"{self.name}: could not write the parameter file {path}: {detail}") from None
             if not any(_names_parameter(op.operation, self.scope) for op in module.body.operations):
                 return  # no weight of min-bytes or more: nothing written, nothing to name
-            files = {**parameter_files(module), self.scope: path}
+            files[self.scope] = path
             module.operation.attributes[PARAMETERS_ATTR] = ir.DictAttr.get(
                 {scope: ir.StringAttr.get(p) for scope, p in sorted(files.items())}
             )
@@ -96,7 +97,7 @@ def _outline_constants(module: ir.Module, min_bytes: int) -> None:
         for op in body.operations
         if "sym_name" in op.operation.attributes
     }
-    made: dict[str, str] = {}  # the attribute as printed (elided) and its type -> global name
+    made: dict[str | ir.Attribute, str] = {}  # `_identity` of a constant -> its global's name
     first = body.operations[0] if len(body.operations) else None
     for const in _stored_constants(module, min_bytes):
         attr = const.attributes["value"]
@@ -169,12 +170,10 @@ def _nbytes(ty: ir.RankedTensorType) -> int:
     return (prod(ty.shape) * width + 7) // 8
 
 
-def _identity(attr: ir.Attribute) -> str:
-    """A key equal for equal constants: a resource's name and type, or the hash MLIR uniques
-    attributes by (elements are never printed)."""
-    if _is_resource(attr):
-        return str(attr)
-    return f"dense#{hash(attr)}:{attr.type}"
+def _identity(attr: ir.Attribute) -> str | ir.Attribute:
+    """A key equal for equal constants: a resource as printed (its blob's name and type), or the
+    `dense` attribute itself (MLIR uniques those: equal elements and type, one attribute)."""
+    return str(attr) if _is_resource(attr) else attr
 
 
 def _fresh(taken: set[str], index: int) -> str:

@@ -84,8 +84,7 @@ def _index(path: str, mtime_ns: int, size: int):
 
 def parameter_bytes(path: str, key: str) -> bytes:
     """The stored bytes of parameter `key` in the file `path` (a splat expanded)."""
-    index = open_index(path)
-    entries = {index[i].key: index[i] for i in range(len(index))}
+    entries = _entries(open_index(path))
     if key not in entries:
         raise OpscopeError(f"parameter file {path} has no parameter '{key}': import the model again to rewrite it")
     entry = entries[key]
@@ -95,10 +94,11 @@ def parameter_bytes(path: str, key: str) -> bytes:
     return bytes(entry.file_view)
 
 
-def parameter_keys(path: str) -> set[str]:
-    """Every key the file `path` holds."""
-    index = open_index(path)
-    return {index[i].key for i in range(len(index))}
+@lru_cache(maxsize=16)
+def _entries(index) -> dict:
+    """Key -> entry of an index `open_index` gave (listed once per index, not per parameter read)."""
+    return {index[i].key: index[i] for i in range(len(index))}
 
 
+atexit.register(_entries.cache_clear)
 atexit.register(_index.cache_clear)

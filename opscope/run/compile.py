@@ -91,14 +91,7 @@ def compile_module(
         tgt = Target("iree-compile", (), "", "flags given by the caller")
     else:
         tgt = target if isinstance(target, Target) else get_target(target)
-    if isinstance(module, ir.Module):
-        check_compilable(module)
-        source = module_bytecode(module)
-        files = parameter_files(module)
-    else:
-        source = module.encode() if isinstance(module, str) else bytes(module)
-        files = source_parameter_files(source)
-    parameters = tuple(sorted(files.items()))
+    source, parameters = _source(module)
     flags = tuple(tgt.flags) + tuple(extra_flags)
     key = hashlib.sha256(
         _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
@@ -135,13 +128,7 @@ def compile_isolated(
     from opscope.run.tools import find_tool
 
     tgt = target if isinstance(target, Target) else get_target(target)
-    if isinstance(module, ir.Module):
-        check_compilable(module)
-        source = module_bytecode(module)
-        files = parameter_files(module)
-    else:
-        source = module.encode() if isinstance(module, str) else bytes(module)
-        files = source_parameter_files(source)
+    source, parameters = _source(module)
     flags = tuple(tgt.flags) + tuple(extra_flags)
     with tempfile.TemporaryDirectory(prefix="opscope-compile-") as tmp:
         src, out = Path(tmp) / "module.mlirbc", Path(tmp) / "module.vmfb"
@@ -153,7 +140,17 @@ def compile_isolated(
             lines = proc.stderr.strip().splitlines()
             first = next((line for line in lines if "error" in line), lines[0] if lines else "no diagnostic")
             raise CompileFailed(tgt.name, first.replace(str(src), "<module>"), _save_log(source, flags, lines))
-        return CompiledModule(out.read_bytes(), tgt, flags, parameters=tuple(sorted(files.items())))
+        return CompiledModule(out.read_bytes(), tgt, flags, parameters=parameters)
+
+
+def _source(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """What the compiler reads (a module checked and written as bytecode, text encoded) and the
+    (scope, file) of each parameter file the module names, sorted."""
+    if isinstance(module, ir.Module):
+        check_compilable(module)
+        return module_bytecode(module), tuple(sorted(parameter_files(module).items()))
+    source = module.encode() if isinstance(module, str) else bytes(module)
+    return source, tuple(sorted(source_parameter_files(source).items()))
 
 
 def _compiler_version() -> bytes:
