@@ -133,7 +133,7 @@ def profile(
     name: str | None = None,
     say: Callable[[str], None] | None = None,
     taps: str | Iterable[str] | None = None,
-    parameters: bool = False,
+    parameters: bool | None = None,
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -155,8 +155,10 @@ def profile(
     the compile (pass `print` to see it). `taps` picks the families tapped: "all" (the
     default) or some of "matmul", "attention", "routing", "residual" (a comma-separated
     string or a list). `parameters` moves the model's weights into an IREE parameter file in the
-    run folder (`weights.irpa`, the `externalize-weights` pass) before anything is compiled: the
-    builds then carry only the weights' names and share the one mapped file.
+    run folder (`weights.irpa`; a torch model's written straight from its tensors, other
+    routes through the `externalize-weights` pass) before anything is compiled: the builds
+    then carry only the weights' names and share the one mapped file. None (the default):
+    so for a model of 128 MiB or more (`opscope.drive.profile.AUTO_PARAMETERS_BYTES`).
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,

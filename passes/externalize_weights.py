@@ -129,6 +129,14 @@ def _outline_constants(module: ir.Module, min_bytes: int) -> None:
         const.erase()
 
 
+def stored_weight_bytes(module: ir.Module, min_bytes: int = 4096) -> int:
+    """Bytes of the tensor constants this pass would move out of `module` (each stored once)."""
+    seen: dict[str | ir.Attribute, int] = {}
+    for const in _stored_constants(module, min_bytes):
+        seen[_identity(const.attributes["value"])] = _nbytes(const.results[0].type)
+    return sum(seen.values())
+
+
 def _stored_constants(module: ir.Module, min_bytes: int) -> list[ir.Operation]:
     """The tensor `arith.constant`s of every function that hold model data of `min_bytes` or more."""
     found: list[ir.Operation] = []

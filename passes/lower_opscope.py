@@ -10,9 +10,10 @@ see `_calls`). A kernel concatenates its tensors into one stack, at most `batch`
 dispatches however many tensors it holds. Kernels
 are private `{noinline}` functions (`outline=false` lets IREE inline them, behind one
 `util.optimization_barrier` per tensor). Kernels of constant expressions (weights in
-immutable globals or `arith.constant`s, and their transposes) are always inlined: behind a
-barrier by default, without one under `hoist-constants`, so IREE's const-expr hoisting
-computes them once. Each call's results are appended after the function's original
+immutable globals or `arith.constant`s, and their transposes) are always inlined: by default
+recomputed from a barrier on the weight they read (the barrier stops const-expr hoisting,
+the transpose fuses into the statistics), without one under `hoist-constants`, so IREE's
+const-expr hoisting computes them once. Each call's results are appended after the function's original
 results (which keep their indices) and described by result attributes, so the IR alone
 says what every result holds: `opscope.pack = [{site, role,
 stat, offset, length, numel}, ...]` on a packed 1-D f32 result (`pack=true`, the default),
@@ -47,7 +48,7 @@ from opscope.dialect.dynamics import DYNAMICS_KINDS, DynamicsKernel
 from opscope.dialect.lowering import HIST_LANES, StatItem, StatsKernel
 from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
 from opscope.errors import OpscopeError
-from opscope.ir.const_expr import is_const_expr, owner
+from opscope.ir.const_expr import is_const_expr, is_constant, is_weight, owner
 
 KERNEL_PREFIX = "opscope_stats"
 
@@ -142,10 +143,12 @@ class LowerOpscope:
                 if not outline and not (constant and self.hoist_constants):
                     # Inlined statistics could fuse into their producer's dispatch, which
                     # IREE 3.13 miscompiles for a softmax: one barrier per tensor keeps them
-                    # out; for a constant it also stops const-expr hoisting. An
+                    # out; for a constant the barrier goes on the weight it is computed from
+                    # (the transpose is recomputed after it and fuses into the statistics),
+                    # which stops const-expr hoisting without materializing the transpose. An
                     # outlined call is already opaque to fusion, and a barrier there costs a
                     # host sync (IREE awaits the resource before it).
-                    operands, ip = _behind_barriers(values, ip)
+                    operands, ip = (_weights_behind_barriers if constant else _behind_barriers)(values, ip)
                 else:
                     operands = values
                 call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(callee), operands, ip=ip)
@@ -334,6 +337,33 @@ def _behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
         )
         operands.append(last.results[0])
     return operands, ir.InsertionPoint.after(last)
+
+
+def _weights_behind_barriers(values: list[ir.Value], ip: ir.InsertionPoint):
+    """Like `_behind_barriers` for constant expressions: each value recomputed after a barrier on
+    the weight it reads (`_from_barriered_weight`), and the insertion point after the last op."""
+    operands = []
+    for v in values:
+        v, ip = _from_barriered_weight(v, ip)
+        operands.append(v)
+    return operands, ip
+
+
+def _from_barriered_weight(value: ir.Value, ip: ir.InsertionPoint, depth: int = 0):
+    """`value` recomputed at `ip` from the weight it reads passed through a barrier, cloning the
+    ops between them (a transpose, a broadcast, a view); the value itself behind a barrier
+    where it is the weight, reads two weights or the chain is deeper than 4 ops. Behind a
+    barrier itself, a weight's transpose was materialized for every weight at once before the
+    statistics read it (the weights function of a 222 M Llama held 0.7 GB of them)."""
+    op = None if isinstance(value, ir.BlockArgument) else owner(value)
+    data = [] if op is None else [i for i, v in enumerate(op.operands) if is_weight(v)]
+    if op is None or is_constant(value) or len(data) != 1 or depth >= 4:
+        (barriered,), ip = _behind_barriers([value], ip)
+        return barriered, ip
+    source, ip = _from_barriered_weight(op.operands[data[0]], ip, depth + 1)
+    clone = op.clone(ip=ip)
+    clone.operands[data[0]] = source
+    return clone.results[ir.OpResult(value).result_number], ir.InsertionPoint.after(clone)
 
 
 def _channel_dims(ops) -> tuple[int, ...] | None:

@@ -161,3 +161,149 @@ def test_profile_parameters_writes_the_weights_to_the_run_folder(mlp, tmp_path):
     assert first.tobytes()[:64] in irpa.read_bytes()
     assert not (tmp_path / "inside" / "weights.irpa").exists()
     assert runs["inside"].height > 0 and runs["inside"].equals(runs["parameters"])
+
+
+# ----- the torch route: weights written straight from the tensors (`importers.torch_parameters`)
+
+
+def _graph_modules() -> int:
+    import gc
+    import warnings
+
+    import torch
+
+    gc.collect()
+    with warnings.catch_warnings():  # isinstance on torch's deprecated lazy attributes warns
+        warnings.simplefilter("ignore", FutureWarning)
+        return sum(isinstance(o, torch.fx.GraphModule) for o in gc.get_objects())
+
+
+def test_torch_import_writes_the_weights_straight_to_the_file(tmp_path):
+    """`import_torch(..., parameters=)`: no weight of 4 KiB or more inside the module, globals
+    named by the torch names, the file holding exactly those tensors' bytes; the compiled
+    module computes what the inline import computes, bit for bit; nothing of the traced
+    program outlives the import (torch 2.13 keeps its last graph in a module-level map)."""
+    import torch
+
+    from opscope.importers.torch_fx import import_torch
+    from opscope.run.compile import STREAMED_WEIGHTS_FLAGS
+
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 8)).eval()
+    x = torch.randn(4, 64)
+    before = _graph_modules()
+    path = tmp_path / "w.irpa"
+    module = import_torch(model, (x,), parameters=path)
+    assert _graph_modules() == before
+    text = str(module)
+    assert '#flow.parameter.named<"model"::"0.weight">' in text and "dense_resource" in text  # small ones stay
+    assert parameter_files(module) == {"model": str(path)}
+    index = open_index(str(path))
+    assert [index[i].key for i in range(len(index))] == ["0.weight"]  # 12 KiB; the rest < 4 KiB
+    assert bytes(index[0].file_view) == model[0].weight.detach().numpy().tobytes()
+    streamed = compile_module(module, "llvm-cpu")
+    assert set(STREAMED_WEIGHTS_FLAGS) <= set(streamed.flags)
+    inline = compile_module(import_torch(model, (x,)), "llvm-cpu")
+    assert not set(STREAMED_WEIGHTS_FLAGS) & set(inline.flags)
+    got, want = load(streamed).invoke("main", x.numpy())[0], load(inline).invoke("main", x.numpy())[0]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_bf16_weights_are_stored_as_bf16(tmp_path):
+    """A bf16 model's weights go to the file in bf16 (their own two bytes each) and the module
+    computes torch's bf16 result (to bf16's precision)."""
+    import ml_dtypes
+    import torch
+
+    from opscope.importers.torch_fx import import_torch
+
+    torch.manual_seed(2)
+    model = torch.nn.Linear(64, 48).to(torch.bfloat16).eval()
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    module = import_torch(model, (x,), parameters=tmp_path / "w.irpa")
+    assert "tensor<48x64xbf16>" in str(module)
+    index = open_index(str(tmp_path / "w.irpa"))
+    assert bytes(index[0].file_view) == model.weight.detach().view(torch.int16).numpy().tobytes()
+    got = load(compile_module(module, "llvm-cpu")).invoke("main", x.float().numpy().astype(ml_dtypes.bfloat16))[0]
+    want = model(x).float().detach().numpy()
+    np.testing.assert_allclose(np.asarray(got).astype(np.float32), want, rtol=2e-2, atol=2e-2)
+
+
+def test_profile_puts_a_large_models_weights_in_a_file_by_default(tmp_path, monkeypatch):
+    """`parameters=None` (the default): a model file of `AUTO_PARAMETERS_BYTES` or more is imported
+    in a child process that writes weights.irpa, and profiles to the same rows, bit for bit, as
+    with the weights inside; below the threshold nothing is written."""
+    import polars as pl
+    import torch
+
+    import opscope
+    import opscope.drive.profile as drive
+
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 8)).eval()
+    pt2 = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(model, (torch.randn(4, 64),)), str(pt2))
+    small = opscope.profile(pt2, out=tmp_path / "small", steps=2)
+    monkeypatch.setattr(drive, "AUTO_PARAMETERS_BYTES", pt2.stat().st_size)
+    large = opscope.profile(pt2, out=tmp_path / "large", steps=2)
+    assert not (tmp_path / "small" / "weights.irpa").exists() and not small.model.loaded.compiled.parameters
+    irpa = tmp_path / "large" / "weights.irpa"
+    assert large.model.loaded.compiled.parameters == (("model", str(irpa)),)
+    assert model[0].weight.detach().numpy().tobytes() in irpa.read_bytes()
+    a, b = pl.read_csv(small.sketches), pl.read_csv(large.sketches)
+    assert a.height > 0 and a.equals(b)
+    assert large.parity == 0.0
+
+
+def test_a_child_import_failure_is_the_childs_one_line(tmp_path):
+    from opscope.importers import import_source
+
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(OpscopeError, match=r"bad\.pt2: not a readable torch.export program") as e:
+        import_source(bad, parameters=tmp_path / "w.irpa")
+    assert "\n" not in str(e.value) and not (tmp_path / "w.irpa").exists()
+
+
+def test_the_cli_states_the_threshold_it_uses():
+    from inprocess import opscope
+
+    from opscope.drive.profile import AUTO_PARAMETERS_BYTES
+
+    proc = opscope("profile", "--help")
+    assert f"{AUTO_PARAMETERS_BYTES >> 20} MiB" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize(("dtype", "routes"), [("bfloat16", (False, True)), ("float16", (True,))])
+def test_a_16_bit_model_profiles_in_its_own_dtype(tmp_path, dtype, routes):
+    """A bf16 / f16 torch model (most LLM checkpoints are bf16) profiles as it is, weights inside
+    or in a parameter file: the taps read the 16-bit tensors and accumulate in f32 (the input's
+    min, max and mean equal numpy's of the same values), the same rows both ways, parity within
+    one rounding of the result type (a tap that splits a fused dispatch rounds once more).
+    Before, IREE 3.13 refused every tapped bf16 build (a bias `dense_resource` in a dispatch)."""
+    import ml_dtypes
+    import polars as pl
+    import torch
+
+    import opscope
+    from opscope.run.instrumented import parity_tolerance
+
+    dt = getattr(torch, dtype)
+    np_dt = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16)
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)).to(dt).eval()
+    pt2 = tmp_path / "m.pt2"
+    torch.export.save(torch.export.export(model, (torch.randn(4, 64, dtype=dt),)), str(pt2))
+    x = torch.randn(4, 64).numpy().astype(np_dt)
+    runs = {}
+    for how in routes:
+        r = opscope.profile(pt2, out=tmp_path / str(how), steps=1, inputs=[[x]], parameters=how)
+        assert r.parity is not None and r.parity <= 2 * parity_tolerance(np_dt)
+        runs[how] = opscope.read_sketches(r)
+    assert runs[True].height > 0 and all(run.equals(runs[True]) for run in runs.values())
+    lhs = runs[True].filter((pl.col("site") == "0") & (pl.col("role") == "lhs"))
+    got = {s: lhs.filter(pl.col("stat") == s)["value"][0] for s in ("min", "max", "mean")}
+    want = x.astype(np.float32)
+    assert got["min"] == want.min() and got["max"] == want.max()
+    assert got["mean"] == pytest.approx(float(want.mean()), rel=1e-6, abs=1e-7)

@@ -334,6 +334,32 @@ func.func @inlines_stats_of_constants() {
 
 // -----
 
+// A constant expression computed from a weight (its transpose, broadcast to a batch of 1:
+// a matmul's rhs) is recomputed after a barrier on the weight itself, so the transpose
+// fuses into the statistics instead of being materialized behind a barrier (every weight's
+// transpose was live at once in a weights function). The model's own transpose is untouched.
+
+// CHECK-LABEL: func.func @barrier_on_the_weight_not_its_transpose(
+// CHECK:       %[[G:.+]] = util.global.load @w2 : tensor<8x4xf32>
+// CHECK:       %[[T:.+]] = linalg.transpose ins(%[[G]] : tensor<8x4xf32>)
+// CHECK:       linalg.broadcast ins(%[[T]] : tensor<4x8xf32>)
+// CHECK-NEXT:  %[[B:.+]] = util.optimization_barrier %[[G]] : tensor<8x4xf32>
+// CHECK-NEXT:  %[[T2:.+]] = linalg.transpose ins(%[[B]] : tensor<8x4xf32>)
+// CHECK-NEXT:  %[[BC2:.+]] = linalg.broadcast ins(%[[T2]] : tensor<4x8xf32>)
+// CHECK-NEXT:  %{{.+}} = call @{{opscope_stats_1x4x8xf32_[0-9a-f]+}}(%[[BC2]])
+util.global private @w2 = dense<1.0> : tensor<8x4xf32>
+func.func @barrier_on_the_weight_not_its_transpose() {
+  %g = util.global.load @w2 : tensor<8x4xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %t = linalg.transpose ins(%g : tensor<8x4xf32>) outs(%e : tensor<4x8xf32>) permutation = [1, 0]
+  %e3 = tensor.empty() : tensor<1x4x8xf32>
+  %b = linalg.broadcast ins(%t : tensor<4x8xf32>) outs(%e3 : tensor<1x4x8xf32>) dimensions = [0]
+  "opscope.stat"(%b) {kind = "sumsq", options = {}, role = "rhs", site = "a"} : (tensor<1x4x8xf32>) -> ()
+  return
+}
+
+// -----
+
 // Histogram lane counts: i32 by default (16 lanes); with hist-counts=i8 the bin indices
 // and the per-(slab, bin, lane) counts are i8 (64 lanes), each lane counting at most 255
 // indices, read back unsigned. 510x64 = 32640 elements is 2 slabs of 255 x 64 lanes:

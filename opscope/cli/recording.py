@@ -42,9 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     pr.add_argument(
         "--parameters",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="keep the weights in an IREE parameter file in the run folder (weights.irpa) instead of "
-        "inside every compiled module: the builds share one mapped copy",
+        "inside every compiled module: the builds share one mapped copy (default: for models of 128 MiB "
+        "or more)",
     )
     pr.set_defaults(fn=_cmd_profile)
 

@@ -37,11 +37,13 @@ from opscope.ir.arguments import arguments, function_args
 from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
+from opscope.ir.parameter_files import parameter_files
 from opscope.ir.pipeline import run_pipeline
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
 from opscope.models.source import ModelSource, Source, is_zoo_name, open_model
+from opscope.passes.externalize_weights import stored_weight_bytes
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
@@ -49,6 +51,9 @@ from opscope.run.ticker import ticking
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
 PARAMETERS_NAME = "weights.irpa"  # the model's weights, with `parameters` (IREE's parameter archive)
+# `parameters=None` puts the weights in a parameter file from this many bytes on (a model file's
+# size, or the module's stored constants): below it, inlined weights cost little memory.
+AUTO_PARAMETERS_BYTES = 128 << 20
 RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
@@ -165,7 +170,7 @@ def profile(
     text: str | Path | Sequence[str] | None = None,
     tokenizer: str | Path | None = None,
     taps: str | Sequence[str] | None = None,
-    parameters: bool = False,
+    parameters: bool | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -180,8 +185,10 @@ def profile(
     (default: the zoo's description, the file's path, `<model>`). The target and the run
     folder are checked before anything is imported or compiled. `taps` picks what is
     tapped (`opscope.ir.instrument.parse_taps`: "all", the default, or some of matmul,
-    attention, routing, residual). `parameters`: the weights go to `out/weights.irpa` first
-    (`profile_module`).
+    attention, routing, residual). `parameters`: the weights go to `out/weights.irpa` as the
+    model is imported (`opscope.importers.import_source`: a torch model's straight from its
+    tensors) and every build reads them there; None (default): so for a model of
+    `AUTO_PARAMETERS_BYTES` or more.
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -202,13 +209,25 @@ def profile(
         model = ModelSource(name or model.name, model.module, model.inputs, model.dist)
         named(model.name)
     else:
-        model = open_model(source, steps, name=name, named=named)
+        weights = out / PARAMETERS_NAME if parameters or (parameters is None and _large_file(source)) else None
+        with ticking("import the model" + (f" and write its weights to {weights}" if weights else "")):
+            model = open_model(source, steps, name=name, named=named, parameters=weights)
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
     result = profile_module(
         model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps, parameters=parameters
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer)
     return result
+
+
+def _large_file(source) -> bool:
+    """A model file of `AUTO_PARAMETERS_BYTES` or more (its weights, near enough)."""
+    if not isinstance(source, (str, Path)) or (isinstance(source, str) and ("\n" in source or "{" in source)):
+        return False
+    try:
+        return Path(source).stat().st_size >= AUTO_PARAMETERS_BYTES
+    except OSError:
+        return False
 
 
 def write_run_record(out: Path, source, target: str, steps: int, dist: str, inputs, text, tokenizer) -> None:
@@ -286,7 +305,7 @@ def profile_module(
     inputs=None,
     batch: int = 0,
     taps: Sequence[str] = TAPS,
-    parameters: bool = False,
+    parameters: bool | None = None,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
@@ -294,15 +313,19 @@ def profile_module(
     signature (`opscope.drive.inputs.generate`). `batch` is lower-opscope's tensors per
     stats call (0: as many as a dispatch binds); `taps` what is tapped (default all).
     `parameters`: the module's weights are written to `out/weights.irpa` (`externalize-weights`)
-    before it is tapped, and every build reads them from there.
+    before it is tapped, and every build reads them from there (a module whose weights already
+    live in a parameter file keeps it); None: when its weights come to `AUTO_PARAMETERS_BYTES`.
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     out = Path(out_dir)
     _check_fresh(out)
     csv = out / CSV_NAME
-    if parameters:
-        source = externalize(source, out / PARAMETERS_NAME, name)
+    if parameters is not False:
+        module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
+        if not parameter_files(module) and (parameters or stored_weight_bytes(module) >= AUTO_PARAMETERS_BYTES):
+            module = externalize(module, out / PARAMETERS_NAME, name)
+        source = module
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     if inputs is None:
         inputs = generate(model.args, steps)

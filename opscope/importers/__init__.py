@@ -6,6 +6,11 @@ the extra). Sources: `.mlir`/`.mlirbc` (linalg, StableHLO or torch dialect), `.o
 `.jaxexport` (`jax.export.Exported.serialize()` bytes), `.pt2` (`torch.export.save` of an
 ExportedProgram), an in-memory `ir.Module`, a
 `jax.export.Exported`, a torch `nn.Module` or a JAX callable with `example_args`.
+
+Given a `parameters` path, the model's weights go to that IREE parameter file (`.irpa`) and
+the module refers to them by name: torch models write them straight from their tensors
+(`torch_parameters`, never through the module); every other route imports first and then
+moves them out with the `externalize-weights` pass.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ SUFFIXES: dict[str, str] = {
     ".jaxexport": "a jax.export artifact (Exported.serialize() bytes)",
     ".pt2": "a torch.export program (torch.export.save)",
 }
+
+# Model files a framework imports (holding the whole model in memory while it does).
+FRAMEWORK_SUFFIXES = (".onnx", ".jaxexport", ".pt2")
 
 
 def _is_torch_module(source: Any) -> bool:
@@ -53,9 +61,49 @@ def describe(source: Any) -> str:
     return f"a {type(source).__name__}"
 
 
-def import_source(source: Any, *, name: str | None = None, example_args: Sequence[Any] | None = None) -> ir.Module:
+def import_source(
+    source: Any,
+    *,
+    name: str | None = None,
+    example_args: Sequence[Any] | None = None,
+    parameters: str | Path | None = None,
+    isolated: bool = True,
+) -> ir.Module:
     """Import `source` (a path, '-', a module or a jax/torch model traced on `example_args`)
-    as canonical linalg; `name` labels it in errors."""
+    as canonical linalg; `name` labels it in errors; `parameters`: the `.irpa` file its
+    weights are written to (None: they stay in the module). A framework's model file with
+    `parameters` is imported in a child process unless not `isolated` (`importers.isolated`)."""
+    suffix = Path(source).suffix.lower() if isinstance(source, Path | str) and source != "-" else ""
+    if suffix in FRAMEWORK_SUFFIXES and parameters is not None and isolated:
+        _check_path(Path(source))
+        from opscope.importers.isolated import import_isolated
+
+        return import_isolated(source, name, parameters)
+    if suffix == ".pt2":
+        _check_path(Path(source))
+        return _load("torch_fx", "import_exported_file", "torch")(source, name=name, parameters=parameters)
+    if _is_torch_module(source) and example_args is not None:
+        return _load("torch_fx", "import_torch", "torch")(source, tuple(example_args), name=name, parameters=parameters)
+    return externalized(_import(source, name, example_args), parameters)
+
+
+def externalized(module: ir.Module, parameters: str | Path | None) -> ir.Module:
+    """`module` with its weights moved to the parameter file `parameters` (`externalize-weights`),
+    unless None or the module's weights already live in a file."""
+    from opscope.ir.parameter_files import parameter_files
+
+    if parameters is None or parameter_files(module):
+        return module
+    from opscope.ir.pipeline import run_pipeline
+
+    path = Path(parameters).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_pipeline(module, f"externalize-weights{{path={path}}}")
+    return module
+
+
+def _import(source: Any, name: str | None, example_args: Sequence[Any] | None) -> ir.Module:
+    """`import_source` with the weights left in the module."""
     if isinstance(source, ir.Module):
         from opscope.importers.mlir_file import to_linalg
 
@@ -90,8 +138,8 @@ def _load(module: str, function: str, extra: str | None) -> Callable[..., ir.Mod
     return getattr(mod, function)
 
 
-def _import_path(path: Path, name: str | None) -> ir.Module:
-    """Dispatch a file on its suffix."""
+def _check_path(path: Path) -> None:
+    """Refuse an unknown suffix, a missing file or a directory, in one line."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise OpscopeError(f"{path}: unknown suffix '{suffix}'; opscope imports {', '.join(SUFFIXES)}")
@@ -99,6 +147,12 @@ def _import_path(path: Path, name: str | None) -> ir.Module:
         raise OpscopeError(f"no such file: {path}")
     if path.is_dir():
         raise OpscopeError(f"{path} is a directory, not {SUFFIXES[suffix]}")
+
+
+def _import_path(path: Path, name: str | None) -> ir.Module:
+    """Dispatch a file on its suffix."""
+    _check_path(path)
+    suffix = path.suffix.lower()
     if suffix in (".mlir", ".mlirbc"):
         from opscope.importers.mlir_file import import_mlir
 

@@ -5,8 +5,9 @@ with transformers' output types registered first), decompose (torch's own decomp
 `DEFAULT_DECOMPOSITIONS`, then of every op torch-mlir does not know, as long as that helps),
 name-steps (the matmuls of unrolled LSTM/GRU/RNN layers get `recurrent.step_scopes` names),
 check (an op torch-mlir still does not know is refused by name, module path and line),
-import (`FxImporter.import_frozen_program`, weights inlined as constants, every op located by
-`NameLoc(<nn.Module path>)` around the file:line callsite the importer emits), lower
+import (`FxImporter.import_frozen_program`, weights inlined as constants, or written to a given
+`parameters` file and named (`torch_parameters`); every op located by `NameLoc(<nn.Module path>)`
+around the file:line callsite the importer emits), lower
 (`torch_lowering.lower_torch`). The result is one plain `func.func @main` whose arguments
 are the example tensors, flattened in `torch.export`'s order (`flat_inputs`), and whose
 results are the forward's tensor leaves.
@@ -15,6 +16,7 @@ results are the forward's tensor leaves.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.util
 import inspect
 import logging
@@ -22,6 +24,7 @@ import re
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 from iree.compiler import ir
@@ -29,6 +32,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.recurrent import step_scopes
 from opscope.importers.torch_lowering import lower_torch
+from opscope.importers.torch_parameters import import_hooks, name_file, write_archive
 from opscope.ir.loading import new_context
 
 # Recurrent layers: torch-mlir has no lowering for them (the FX importer stops at their
@@ -200,8 +204,14 @@ def _run_decompositions(prog, table: dict, label: str):
     """`prog.run_decompositions(table)`, with oneDNN off (torch's LSTM decomposition would otherwise keep a
     fused `mkldnn_rnn_layer` per layer instead of unrolling it); a failure is one line."""
     torch = require_torch()
+    from torch.fx.experimental import proxy_tensor
+
     mkldnn = torch.backends.mkldnn.enabled
     torch.backends.mkldnn.enabled = False
+    # torch 2.13 leaves the traced graph (and through it every weight) in this module-level map
+    # after the decomposition: 1 GB of a 222 M model's weights stayed alive after its import
+    proxies = getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", None)
+    before = set(proxies) if isinstance(proxies, dict) else set()
     try:
         return prog.run_decompositions(dict(table))
     except Exception as e:  # torch raises many types; all become one line
@@ -213,6 +223,8 @@ def _run_decompositions(prog, table: dict, label: str):
         ) from None
     finally:
         torch.backends.mkldnn.enabled = mkldnn
+        for key in set(proxies) - before if isinstance(proxies, dict) else ():
+            del proxies[key]
 
 
 def decompose_program(prog, decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS, label: str = "model"):
@@ -401,25 +413,31 @@ class _ImportFailure(Exception):
         )
 
 
-def _fx_import(prog, context: ir.Context | None, label: str) -> ir.Module:
-    """Phase import: IREE's FX importer with the NameLoc'd context cache; `_ImportFailure` when it raises."""
+def _fx_import(prog, context: ir.Context | None, label: str, parameters: Path | None = None) -> ir.Module:
+    """Phase import: IREE's FX importer with the NameLoc'd context cache; `_ImportFailure` when it raises.
+    With `parameters`, the weights go to that `.irpa` file instead of into the module (`torch_parameters`)."""
     require_torch()
     from iree.compiler.extras import fx_importer
 
     ctx = context or new_context()
-    importer = fx_importer.FxImporter(context=ctx)
-    importer._cc = _named_context_cache()(ctx, py_attr_tracker=importer._py_attr_tracker)
     for key, value in prog.constants.items():  # lifted tensor constants are looked up in state_dict
         if key not in prog.state_dict and hasattr(value, "dtype"):
             prog.state_dict[key] = value
+    hooks = import_hooks(prog, externalize=parameters is not None)
+    importer = fx_importer.FxImporter(context=ctx, hooks=hooks)
+    importer._cc = _named_context_cache()(ctx, py_attr_tracker=importer._py_attr_tracker)
     try:
         importer.import_frozen_program(prog, func_name="main")
     except Exception as e:
         raise _ImportFailure(e, _failing_node(e)) from None
+    if hooks.tensors:
+        name_file(importer.module, write_archive(hooks.tensors, parameters, label))
     return importer.module
 
 
-def _import_decomposed(prog, decompositions: Iterable[str], context: ir.Context | None, label: str) -> ir.Module:
+def _import_decomposed(
+    prog, decompositions: Iterable[str], context: ir.Context | None, label: str, parameters: Path | None = None
+) -> ir.Module:
     """Phases decompose → name-steps → check → import; when the FX importer fails on an op torch can
     decompose, that op is decomposed too and the import runs again (up to `DECOMPOSE_ROUNDS` ops), so a
     refusal is left only where no decomposition helps."""
@@ -428,7 +446,7 @@ def _import_decomposed(prog, decompositions: Iterable[str], context: ir.Context 
         decomposed = decompose_program(prog, (*decompositions, *extra), label)
         check_program(decomposed, label)
         try:
-            return _fx_import(decomposed, context, label)
+            return _fx_import(decomposed, context, label, parameters)
         except _ImportFailure as failure:
             target = str(failure.node.target) if failure.node is not None else ""
             if not failure.decomposable or target in extra or len(extra) >= DECOMPOSE_ROUNDS:
@@ -458,10 +476,15 @@ def import_torch(
     decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS,
     example_kwargs: dict | None = None,
     context: ir.Context | None = None,
+    parameters: str | Path | None = None,
 ) -> ir.Module:
-    """An nn.Module and example inputs → the canonical linalg module (`func.func @main`)."""
+    """An nn.Module and example inputs → the canonical linalg module (`func.func @main`); with
+    `parameters`, its weights are written to that `.irpa` file and the module refers to them."""
     label = name or type(model).__name__
-    module = _import_decomposed(_export(model, example_args, example_kwargs, label), decompositions, context, label)
+    prog = _export(model, example_args, example_kwargs, label)
+    module = _import_decomposed(prog, decompositions, context, label, _path(parameters))
+    del prog
+    gc.collect()  # the traced graphs hold the weights in reference cycles: free them before lowering
     try:
         return lower_torch(module)
     except OpscopeError as e:
@@ -469,15 +492,24 @@ def import_torch(
 
 
 def import_exported_file(
-    path, name: str | None = None, decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS
+    path,
+    name: str | None = None,
+    decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS,
+    parameters: str | Path | None = None,
 ) -> ir.Module:
-    """A `.pt2` file (`torch.export.save` of an ExportedProgram) → the canonical linalg module."""
+    """A `.pt2` file (`torch.export.save` of an ExportedProgram) → the canonical linalg module; with
+    `parameters`, its weights are written to that `.irpa` file and the module refers to them."""
     label = name or str(path)
-    module = _import_decomposed(load_exported_file(path, label), decompositions, None, label)
+    module = _import_decomposed(load_exported_file(path, label), decompositions, None, label, _path(parameters))
+    gc.collect()  # the traced graphs hold the weights in reference cycles: free them before lowering
     try:
         return lower_torch(module)
     except OpscopeError as e:
         raise OpscopeError(f"{label}: {e}") from None
+
+
+def _path(parameters: str | Path | None) -> Path | None:
+    return None if parameters is None else Path(parameters)
 
 
 _UNREGISTERED = re.compile(r"Deserializing (\S+) in pytree is not registered")

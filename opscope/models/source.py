@@ -66,12 +66,15 @@ def open_model(
     name: str | None = None,
     named: Callable[[str], None] | None = None,
     batch: int | None = None,
+    parameters: str | Path | None = None,
 ) -> ModelSource:
     """Resolve `source` for `steps` calls: a zoo name (built with its inputs), a model file
     (imported to linalg: .mlir/.mlirbc, .onnx, .pt2, .jaxexport), MLIR text or bytecode, or
     an `ir.Module`. `name` overrides the name reports give it; `named(name)` is called as
     soon as the name is known, before a file's import (which can take a while). `batch` builds
-    a zoo model for that many examples per call (None: the entry's own; files have theirs)."""
+    a zoo model for that many examples per call (None: the entry's own; files have theirs).
+    `parameters`: a model file's weights are written to that `.irpa` file as it is imported
+    (`opscope.importers.import_source`); other sources keep theirs in the module."""
     if isinstance(source, str) and is_zoo_name(source):
         entry = get_entry(source)
         module, inputs, dist, display = entry.build(steps, batch)
@@ -85,7 +88,7 @@ def open_model(
         label = name or str(path)
         if named is not None:
             named(label)
-        return ModelSource(label, import_source(path))
+        return ModelSource(label, import_source(path, parameters=parameters))
     raise OpscopeError(
         f"cannot open a {type(source).__name__} as a model: give a zoo name, a model file, "
         "MLIR text or bytecode, or an ir.Module"

@@ -95,7 +95,8 @@ class InstrumentedModel:
 
     def check_parity(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> float | None:
         """Run the un-instrumented model on `inputs`; raise unless its results equal the
-        instrumented run's original results (the reference's gate, |x−y| ≤ 1e-3·(1+max|·|)).
+        instrumented run's original results (the reference's gate, |x−y| ≤ 1e-3·(1+max|·|), a
+        16-bit float result's epsilon where larger: `parity_tolerance`).
         Returns the largest absolute difference (0.0 when bit-identical), or None with a
         warning when IREE cannot compile the untapped model though it compiled the tapped
         one (an IREE limitation: the recording goes on, unchecked)."""
@@ -116,21 +117,22 @@ class InstrumentedModel:
 
 def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: str) -> float:
     """The parity gate: raise unless the tapped build's original results equal the untapped
-    build's, |x−y| ≤ 1e-3·(1+max|·|) everywhere, a NaN or an infinity only where the other build
-    has the same; returns the largest |x−y| (0.0: bit-identical)."""
+    build's, |x−y| ≤ tol·(1+max|·|) everywhere (`parity_tolerance`), a NaN or an infinity only
+    where the other build has the same; returns the largest |x−y| (0.0: bit-identical)."""
     if len(base) != len(tapped):
         raise OpscopeError(
             f"parity: the instrumented build returns {len(tapped)} original results, the untapped one {len(base)}"
         )
     worst = 0.0
     for i, (x, y) in enumerate(zip(base, tapped)):
+        tol = parity_tolerance(np.asarray(x).dtype)
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         if x.shape != y.shape:
             raise OpscopeError(f"parity: result {i} has shape {y.shape} instrumented, {x.shape} as is")
         same = (x == y) | (np.isnan(x) & np.isnan(y))  # equal infinities and NaN at the same place agree
         with np.errstate(invalid="ignore"):
             diff = np.where(same, 0.0, np.abs(x - y))  # an unmatched NaN or infinity stays NaN or inf
-        bound = 1e-3 * (1.0 + np.maximum(np.abs(x), np.abs(y)))
+        bound = tol * (1.0 + np.maximum(np.abs(x), np.abs(y)))
         bad = ~same & ~(np.isfinite(diff) & (diff <= bound))
         if bad.any():
             where = tuple(int(j) for j in np.argwhere(bad)[0])
@@ -143,6 +145,19 @@ def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: 
             )
         worst = max(worst, float(diff.max(initial=0.0)))
     return worst
+
+
+def parity_tolerance(dtype: np.dtype) -> float:
+    """The reference's 1e-3, or a float result type's own epsilon where that is larger (bf16:
+    2^-7, f16: 2^-10 < 1e-3): a tap that splits a fused dispatch can round a 16-bit result once
+    more (a bf16 MLP's output: 3 of 32 elements one bf16 step apart, 0.00195 at 0.18)."""
+    try:
+        import ml_dtypes
+
+        eps = float(ml_dtypes.finfo(dtype).eps)
+    except (TypeError, ValueError, ImportError):
+        return 1e-3
+    return max(1e-3, eps)
 
 
 def tapped_outputs(loaded: LoadedModule, manifest: Manifest, inputs) -> list[np.ndarray]:
