@@ -31,7 +31,7 @@ from typing import ClassVar
 from iree.compiler import ir, passmanager
 
 from opscope.errors import OpscopeError
-from opscope.ir.parameter_files import PARAMETERS_ATTR, parameter_files, parameter_ref
+from opscope.ir.parameter_files import MIN_BYTES, SCOPE, parameter_files, parameter_ref, set_parameter_files
 
 GLOBAL_PREFIX = "weight_"
 
@@ -43,8 +43,8 @@ class ExternalizeWeights:
     name: ClassVar[str] = "externalize-weights"
 
     path: str = ""
-    scope: str = "model"
-    min_bytes: int = 4096
+    scope: str = SCOPE
+    min_bytes: int = MIN_BYTES
 
     def __post_init__(self) -> None:
         """Refuse a scope with characters IREE's `scope=path` flags cannot carry, and a negative
@@ -74,10 +74,18 @@ class ExternalizeWeights:
                 raise OpscopeError(f"{self.name}: could not write the parameter file {path}: {detail}") from None
             if not any(_names_parameter(op.operation, self.scope) for op in module.body.operations):
                 return  # no weight of min-bytes or more: nothing written, nothing to name
-            files[self.scope] = path
-            module.operation.attributes[PARAMETERS_ATTR] = ir.DictAttr.get(
-                {scope: ir.StringAttr.get(p) for scope, p in sorted(files.items())}
-            )
+            set_parameter_files(module, {**files, self.scope: path})
+
+
+def externalize(module: ir.Module, path: str | os.PathLike) -> ir.Module:
+    """`module` (changed in place) with its weights written to the parameter file `path`, its
+    folder made; left as it is when its weights already live in a parameter file."""
+    if parameter_files(module):
+        return module
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    ExternalizeWeights(path=path).apply(module)
+    return module
 
 
 def _names_parameter(op: ir.Operation, scope: str) -> bool:
@@ -129,7 +137,7 @@ def _outline_constants(module: ir.Module, min_bytes: int) -> None:
         const.erase()
 
 
-def stored_weight_bytes(module: ir.Module, min_bytes: int = 4096) -> int:
+def stored_weight_bytes(module: ir.Module, min_bytes: int = MIN_BYTES) -> int:
     """Bytes of the tensor constants this pass would move out of `module` (each stored once)."""
     seen: dict[str | ir.Attribute, int] = {}
     for const in _stored_constants(module, min_bytes):

@@ -9,7 +9,7 @@ import pytest
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode, new_context, parse_module
-from opscope.ir.parameter_files import open_index, parameter_files
+from opscope.ir.parameter_files import open_index, parameter_files, set_parameter_files
 from opscope.ir.pipeline import run_pipeline
 from opscope.ir.weights import read_weights
 from opscope.run.compile import compile_module
@@ -307,3 +307,17 @@ def test_a_16_bit_model_profiles_in_its_own_dtype(tmp_path, dtype, routes):
     want = x.astype(np.float32)
     assert got["min"] == want.min() and got["max"] == want.max()
     assert got["mean"] == pytest.approx(float(want.mean()), rel=1e-6, abs=1e-7)
+
+
+def test_a_model_compiles_once_whichever_folder_holds_its_parameter_file(mlp, tmp_path):
+    """The compiler never sees where the weights live: the same module naming another copy of its
+    file is a cache hit, and the hit loads that other copy."""
+    _, external, path, x, _ = mlp
+    first = compile_module(external, "llvm-cpu")
+    (tmp_path / "copy.irpa").write_bytes(path.read_bytes())
+    moved = parse_module(external, new_context())
+    set_parameter_files(moved, {"model": str(tmp_path / "copy.irpa")})
+    second = compile_module(moved, "llvm-cpu")
+    assert second.cached and second.vmfb == first.vmfb
+    assert second.parameters == (("model", str(tmp_path / "copy.irpa")),)
+    np.testing.assert_array_equal(load(second).invoke("main", x)[0], load(first).invoke("main", x)[0])

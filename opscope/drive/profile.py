@@ -38,12 +38,11 @@ from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.parameter_files import parameter_files
-from opscope.ir.pipeline import run_pipeline
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
-from opscope.models.source import ModelSource, Source, is_zoo_name, open_model
-from opscope.passes.externalize_weights import stored_weight_bytes
+from opscope.models.source import ModelSource, Source, is_mlir_text, is_zoo_name, open_model
+from opscope.passes.externalize_weights import externalize, stored_weight_bytes
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
@@ -222,7 +221,7 @@ def profile(
 
 def _large_file(source) -> bool:
     """A model file of `AUTO_PARAMETERS_BYTES` or more (its weights, near enough)."""
-    if not isinstance(source, (str, Path)) or (isinstance(source, str) and ("\n" in source or "{" in source)):
+    if not isinstance(source, (str, Path)) or (isinstance(source, str) and is_mlir_text(source)):
         return False
     try:
         return Path(source).stat().st_size >= AUTO_PARAMETERS_BYTES
@@ -237,7 +236,7 @@ def write_run_record(out: Path, source, target: str, steps: int, dist: str, inpu
     record: dict = {"target": target, "steps": steps, "dist": dist}
     if source is None or isinstance(source, str) and is_zoo_name(source):
         record["source"] = source
-    elif isinstance(source, Path) or isinstance(source, str) and "\n" not in source and "{" not in source:
+    elif isinstance(source, Path) or isinstance(source, str) and not is_mlir_text(source):
         if Path(source).exists():  # a file; MLIR text (braces, line breaks) came in memory
             record["source"] = str(Path(source).resolve())
     files = [inputs] if isinstance(inputs, (str, Path)) else inputs
@@ -324,7 +323,8 @@ def profile_module(
     if parameters is not False:
         module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
         if not parameter_files(module) and (parameters or stored_weight_bytes(module) >= AUTO_PARAMETERS_BYTES):
-            module = externalize(module, out / PARAMETERS_NAME, name)
+            with ticking(f"{name}: write the weights to {out / PARAMETERS_NAME}"):
+                externalize(module, out / PARAMETERS_NAME)
         source = module
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     if inputs is None:
@@ -336,16 +336,6 @@ def profile_module(
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())
     return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name)
-
-
-def externalize(source: str | bytes | ir.Module, path: Path, name: str) -> ir.Module:
-    """`source` parsed (a module is changed in place) with its weights written to the parameter
-    file `path` (`externalize-weights`, every stored tensor of 4 KiB or more)."""
-    module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with ticking(f"{name}: write the weights to {path}"):
-        run_pipeline(module, f"externalize-weights{{path={path.resolve()}}}")
-    return module
 
 
 def default_source(steps: int) -> ModelSource:

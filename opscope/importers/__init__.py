@@ -84,22 +84,12 @@ def import_source(
         return _load("torch_fx", "import_exported_file", "torch")(source, name=name, parameters=parameters)
     if _is_torch_module(source) and example_args is not None:
         return _load("torch_fx", "import_torch", "torch")(source, tuple(example_args), name=name, parameters=parameters)
-    return externalized(_import(source, name, example_args), parameters)
-
-
-def externalized(module: ir.Module, parameters: str | Path | None) -> ir.Module:
-    """`module` with its weights moved to the parameter file `parameters` (`externalize-weights`),
-    unless None or the module's weights already live in a file."""
-    from opscope.ir.parameter_files import parameter_files
-
-    if parameters is None or parameter_files(module):
+    module = _import(source, name, example_args)
+    if parameters is None:
         return module
-    from opscope.ir.pipeline import run_pipeline
+    from opscope.passes.externalize_weights import externalize
 
-    path = Path(parameters).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run_pipeline(module, f"externalize-weights{{path={path}}}")
-    return module
+    return externalize(module, parameters)
 
 
 def _import(source: Any, name: str | None, example_args: Sequence[Any] | None) -> ir.Module:

@@ -484,7 +484,7 @@ def import_torch(
     prog = _export(model, example_args, example_kwargs, label)
     module = _import_decomposed(prog, decompositions, context, label, _path(parameters))
     del prog
-    gc.collect()  # the traced graphs hold the weights in reference cycles: free them before lowering
+    _free_traced_graphs(parameters)
     try:
         return lower_torch(module)
     except OpscopeError as e:
@@ -501,11 +501,19 @@ def import_exported_file(
     `parameters`, its weights are written to that `.irpa` file and the module refers to them."""
     label = name or str(path)
     module = _import_decomposed(load_exported_file(path, label), decompositions, None, label, _path(parameters))
-    gc.collect()  # the traced graphs hold the weights in reference cycles: free them before lowering
+    _free_traced_graphs(parameters)
     try:
         return lower_torch(module)
     except OpscopeError as e:
         raise OpscopeError(f"{label}: {e}") from None
+
+
+def _free_traced_graphs(parameters) -> None:
+    """The traced graphs hold the weights in reference cycles: with a parameter file (the route for
+    models too large to hold twice), collect them before lowering; inline, the module holds a copy
+    anyway and a collection (~0.2 s with torch loaded) would only slow every small import."""
+    if parameters is not None:
+        gc.collect()
 
 
 def _path(parameters: str | Path | None) -> Path | None:

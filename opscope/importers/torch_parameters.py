@@ -27,10 +27,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.ir.parameter_files import PARAMETERS_ATTR
-
-SCOPE = "model"
-MIN_BYTES = 4096  # smaller tensors stay inline, as with `externalize-weights`
+from opscope.ir.parameter_files import MIN_BYTES, SCOPE, set_parameter_files
 
 
 def import_hooks(prog, externalize: bool, min_bytes: int = MIN_BYTES):
@@ -146,5 +143,4 @@ def _numpy_view(tensor):
 
 def name_file(module: ir.Module, path: Path) -> None:
     """Record on `module` that its parameters of scope `SCOPE` live in `path`."""
-    with module.context:
-        module.operation.attributes[PARAMETERS_ATTR] = ir.DictAttr.get({SCOPE: ir.StringAttr.get(str(path))})
+    set_parameter_files(module, {SCOPE: str(path)})

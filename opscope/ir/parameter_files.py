@@ -2,8 +2,8 @@
 
 A module whose weights went to a parameter file (`externalize-weights`) says so in a module
 attribute, `opscope.parameters = {scope = "/abs/path.irpa"}`, and refers to each weight by a
-`#flow.parameter.named<"scope"::"key">` global. This module reads both: the files a module
-(or its text or bytecode) names, the (scope, key) of a parameter attribute, and a parameter's
+`#flow.parameter.named<"scope"::"key">` global. This module reads and writes the first (the
+files a module names), reads the (scope, key) of a parameter attribute, and a parameter's
 bytes, through one memory-mapped `iree.runtime.ParameterIndex` per file and process (IREE's
 own reader: `.irpa`, `.safetensors` and `.gguf` alike). A missing or unreadable file is a
 one-line `OpscopeError` naming it.
@@ -21,6 +21,8 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 
 PARAMETERS_ATTR = "opscope.parameters"
+SCOPE = "model"  # the parameter scope opscope writes a model's weights under
+MIN_BYTES = 4096  # tensors smaller than this stay inside the module
 _REF = re.compile(r'^#(?:flow|stream)\.parameter\.named<(?:"((?:[^"\\]|\\.)*)"::)?"((?:[^"\\]|\\.)*)">')
 
 
@@ -33,15 +35,12 @@ def parameter_files(module: ir.Module) -> dict[str, str]:
     return {table[i].name: ir.StringAttr(table[i].attr).value for i in range(len(table))}
 
 
-def source_parameter_files(source: bytes | str) -> dict[str, str]:
-    """`parameter_files` of a module given as MLIR text or bytecode; parsed only when it refers
-    to a parameter at all (a module without weights inside is small to parse)."""
-    data = source.encode() if isinstance(source, str) else bytes(source)
-    if b"parameter.named" not in data and b"opscope.parameters" not in data:
-        return {}
-    from opscope.ir.loading import new_context, parse_module
-
-    return parameter_files(parse_module(data, new_context()))
+def set_parameter_files(module: ir.Module, files: dict[str, str]) -> None:
+    """Record on `module` that its parameters of each scope live in that file."""
+    with module.context:
+        module.operation.attributes[PARAMETERS_ATTR] = ir.DictAttr.get(
+            {scope: ir.StringAttr.get(path) for scope, path in sorted(files.items())}
+        )
 
 
 def parameter_ref(attr: ir.Attribute | None) -> tuple[str, str] | None:

@@ -55,7 +55,7 @@ def model_path(source: str | Path) -> Path:
     return path
 
 
-def _is_mlir_text(text: str) -> bool:
+def is_mlir_text(text: str) -> bool:
     """MLIR text rather than a name or a path (paths hold neither braces nor line breaks)."""
     return "{" in text or "\n" in text
 
@@ -79,7 +79,7 @@ def open_model(
         entry = get_entry(source)
         module, inputs, dist, display = entry.build(steps, batch)
         return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task), named)
-    if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and _is_mlir_text(source)):
+    if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and is_mlir_text(source)):
         return _named(ModelSource(name or "<model>", source), named)
     if isinstance(source, (str, Path)):
         from opscope.importers import import_source

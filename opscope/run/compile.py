@@ -18,8 +18,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.ir.loading import module_bytecode
-from opscope.ir.parameter_files import parameter_files, source_parameter_files
+from opscope.ir.loading import module_bytecode, new_context, parse_module
+from opscope.ir.parameter_files import PARAMETERS_ATTR, parameter_files
 from opscope.run.targets import Target, get_target
 
 
@@ -104,15 +104,16 @@ def compile_module(
     key = hashlib.sha256(
         _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
     ).hexdigest()
-    if use_cache and key in _MEMO:
-        return dataclasses.replace(_MEMO[key], cached=True)
+    if use_cache and key in _MEMO:  # the same model may read another copy of its parameter file
+        return dataclasses.replace(_MEMO[key], cached=True, parameters=parameters)
     disk = cache_dir() / f"{key}.vmfb"
     if use_cache and not statistics and disk.exists():
         result = CompiledModule(disk.read_bytes(), tgt, flags, cached=True, parameters=parameters)
-    elif parameters and not statistics:  # a model large enough for a parameter file: see `_compile_child`
-        result = _compile_child(source, tgt, flags, parameters)
     else:
-        result = dataclasses.replace(_compile(source, tgt, flags, statistics), parameters=parameters)
+        if parameters and not statistics:  # a model large enough for a parameter file: see `_compile_child`
+            result = _compile_child(source, tgt, flags, parameters)
+        else:
+            result = dataclasses.replace(_compile(source, tgt, flags, statistics), parameters=parameters)
         if use_cache and not statistics:
             try:
                 disk.parent.mkdir(parents=True, exist_ok=True)
@@ -171,12 +172,32 @@ def _flags(tgt: Target, extra_flags, parameters: tuple) -> tuple[str, ...]:
 
 def _source(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...]]:
     """What the compiler reads (a module checked and written as bytecode, text encoded) and the
-    (scope, file) of each parameter file the module names, sorted."""
+    (scope, file) of each parameter file the module names, sorted. The compiler's copy leaves
+    the file names out (`without_file_names`): where the weights live is the loader's business,
+    so a model compiles to one cached vmfb whichever run folder holds its parameter file."""
     if isinstance(module, ir.Module):
         check_compilable(module)
-        return module_bytecode(module), tuple(sorted(parameter_files(module).items()))
+        files = parameter_files(module)
+        return without_file_names(module, files), tuple(sorted(files.items()))
     source = module.encode() if isinstance(module, str) else bytes(module)
-    return source, tuple(sorted(source_parameter_files(source).items()))
+    if PARAMETERS_ATTR.encode() not in source:  # the name is in the text or the bytecode's strings
+        return source, ()
+    parsed = parse_module(source, new_context())
+    files = parameter_files(parsed)
+    return without_file_names(parsed, files), tuple(sorted(files.items()))
+
+
+def without_file_names(module: ir.Module, files: dict[str, str]) -> bytes:
+    """`module` as bytecode without its `opscope.parameters` attribute (restored after)."""
+    if not files:
+        return module_bytecode(module)
+    attrs = module.operation.attributes
+    saved = attrs[PARAMETERS_ATTR]
+    del attrs[PARAMETERS_ATTR]
+    try:
+        return module_bytecode(module)
+    finally:
+        attrs[PARAMETERS_ATTR] = saved
 
 
 def _compiler_version() -> bytes:
