@@ -134,6 +134,7 @@ def profile(
     say: Callable[[str], None] | None = None,
     taps: str | Iterable[str] | None = None,
     parameters: bool | None = None,
+    weights_dtype: str | None = None,
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -158,7 +159,10 @@ def profile(
     run folder (`weights.irpa`; a torch model's written straight from its tensors, other
     routes through the `externalize-weights` pass) before anything is compiled: the builds
     then carry only the weights' names and share the one mapped file. None (the default):
-    so for a model of 128 MiB or more (`opscope.drive.profile.AUTO_PARAMETERS_BYTES`).
+    so for a model of 128 MiB or more (`opscope.ir.parameter_files.AUTO_BYTES`).
+    `weights_dtype` ("bf16" or "f16"): a torch model file's float32 weights are stored so in
+    that file, half their bytes on disk and in memory, and read widened to f32: the model
+    computes as it was exported, on weights rounded to that type.
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -180,6 +184,7 @@ def profile(
         tokenizer=tokenizer,
         taps=taps,
         parameters=parameters,
+        weights_dtype=weights_dtype,
     )
 
 
@@ -310,7 +315,9 @@ def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:
     `a`): models as `profile` takes them; `options`: `a_pipeline`/`b_pipeline` (opscope-opt
     pipelines applied first: a rewrite), `a_target`/`b_target`, `a_flags`/`b_flags`
     (iree-compile flags), `inject_b` (B gets the stat taps), `inputs`, `tol` (an op is within
-    it when max|a−b| ≤ tol·max|a|), `ops` (a regex), `constants`, `say`. Returns a
+    it when max|a−b| ≤ tol·max|a|), `ops` (a regex), `constants`, `say`, `parameters` (both
+    builds map the weights from one parameter file in a temporary folder; None: so for a model of
+    128 MiB or more), `weights_dtype` (as `profile`'s). Returns a
     `ParityReport`: `.ops` (one `OpDiff` per op, in program order), `.exact`, `.worst`,
     `.first_beyond(tol)`, `.to_text()`, `.to_markdown()`, `.to_json()`."""
     from opscope.act.parity import op_parity
@@ -333,6 +340,8 @@ def whatif(
     text: str | Path | Iterable[str] | None = None,
     tokenizer: str | Path | None = None,
     say: Callable[[str], None] | None = None,
+    parameters: bool | None = None,
+    weights_dtype: str | None = None,
     **sweep_options: Any,
 ) -> WhatIfReport:
     """Measure rewrites end to end on real data: the original and each variant compiled and run on
@@ -343,7 +352,10 @@ def whatif(
     w8a8, w8a16, w4a16, w4g32a16, a8), `pipelines` (opscope-opt pipelines). `sweep=True` adds the
     one-block-off sweep and the greedy skip curve (`sweep_options`: blocks, keep, floor, verify).
     Data: the zoo model's own held-out data (`tokens` predicted tokens for a causal LM), else
-    `inputs` / `text` + `tokenizer` / generated. Returns a `WhatIfReport` (`.text()`, `.to_dict()`)."""
+    `inputs` / `text` + `tokenizer` / generated. `parameters`: every build maps the weights from
+    one parameter file in a temporary folder instead of carrying them (None: so for a model of
+    128 MiB or more), float32 ones stored as `weights_dtype` (bf16, f16; a torch model file).
+    Returns a `WhatIfReport` (`.text()`, `.to_dict()`)."""
     from opscope.act.evalset import eval_set
     from opscope.act.whatif import Variant, sweep_skips
     from opscope.act.whatif import fakequant as scheme
@@ -353,7 +365,17 @@ def whatif(
     variants = (
         [skipped(list(blocks)) for blocks in skip] + [scheme(s) for s in fakequant] + [Variant(p, p) for p in pipelines]
     )
-    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, inputs=inputs, text=text, tokenizer=tokenizer)
+    evalset = eval_set(
+        source,
+        task=task,
+        tokens=tokens,
+        steps=steps,
+        inputs=inputs,
+        text=text,
+        tokenizer=tokenizer,
+        parameters=parameters,
+        weights_dtype=weights_dtype,
+    )
     if sweep:
         return sweep_skips(evalset, target=target, variants=variants, progress=say, **sweep_options)
     if sweep_options:
@@ -422,7 +444,8 @@ def plan_layers(
     from opscope.act.evalset import eval_set
     from opscope.act.plan import measure_plans
 
-    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say))
+    # the plan's rewritten weights are built into the module (`opscope.probe.layers`): inside it
+    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say), parameters=False)
     weights = module_weights(evalset.name, evalset.module, sites, evalset.batches[0])
     return measure_plans(
         evalset,

@@ -31,6 +31,7 @@ from typing import ClassVar
 from iree.compiler import ir, passmanager
 
 from opscope.errors import OpscopeError
+from opscope.ir import parameter_files as _files
 from opscope.ir.parameter_files import MIN_BYTES, SCOPE, parameter_files, parameter_ref, set_parameter_files
 
 GLOBAL_PREFIX = "weight_"
@@ -86,6 +87,14 @@ def externalize(module: ir.Module, path: str | os.PathLike) -> ir.Module:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     ExternalizeWeights(path=path).apply(module)
     return module
+
+
+def wants_file(module: ir.Module, parameters: bool | None) -> bool:
+    """Whether `module`'s weights should go to a parameter file: asked (`parameters`), or, with
+    None, when its stored weights come to `AUTO_BYTES` or more; never when they already live in one."""
+    if parameters is False or parameter_files(module):
+        return False
+    return bool(parameters) or stored_weight_bytes(module) >= _files.AUTO_BYTES
 
 
 def _names_parameter(op: ir.Operation, scope: str) -> bool:

@@ -134,6 +134,27 @@ def test_the_comparison_on_hand_made_arrays():
         compare_originals([x], [np.array([1.0, np.inf, np.nan, 1e6], np.float32)], "t")
 
 
+def test_a_16_bit_result_may_differ_by_its_rounding_not_more():
+    """A bf16 result passes with the noise of a few extra roundings spread over every element (a
+    deep bf16 model whose taps split fused dispatches: each element a step or two apart), and
+    fails with one element far off, or with every element off by more than its type's rounding."""
+    import ml_dtypes
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(4096).astype(np.float32)
+    base = x.astype(bf16)
+    noisy = (x * (1 + 2 * 2.0**-8 * rng.standard_normal(4096))).astype(bf16)  # ~2 roundings a value
+    assert 0 < compare_originals([base], [noisy], "t") < 0.1
+    one_off = base.astype(np.float32).copy()
+    one_off[7] += 0.5 * float(np.abs(x).max())
+    with pytest.raises(OpscopeError, match="at 1 of 4096 elements"):
+        compare_originals([base], [one_off.astype(bf16)], "t")
+    drifted = (x * 1.1).astype(bf16)  # 10 % everywhere: no rounding does that
+    with pytest.raises(OpscopeError, match=r"relative L2 error of 0\.1, more than 8 roundings"):
+        compare_originals([base], [drifted], "t")
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,

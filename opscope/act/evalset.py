@@ -18,7 +18,7 @@ import numpy as np
 
 from opscope.act.quality import check_task
 from opscope.errors import OpscopeError
-from opscope.models.source import ModelSource, is_zoo_name, open_model
+from opscope.models.source import ModelSource, is_zoo_name, open_apart
 from opscope.models.zoo import DIGITS_BATCH, get_entry
 
 DEFAULT_TOKENS = 2000
@@ -36,6 +36,7 @@ class EvalSet:
     batches: list[list[np.ndarray]]
     labels: list[np.ndarray] | None = field(default=None, repr=False)
     data: str = ""  # what the batches are, in words
+    weights: object = field(default=None, repr=False, compare=False)  # the folder of its parameter file, kept alive
 
     @property
     def examples(self) -> int:
@@ -72,23 +73,33 @@ def eval_set(
     text: str | Path | Sequence[str] | None = None,
     tokenizer: str | Path | None = None,
     named: Callable[[str], None] | None = None,
+    parameters: bool | None = None,
+    weights_dtype: str | None = None,
 ) -> EvalSet:
-    """The evaluation set of `source` (a zoo name, a model file, MLIR): see the module docstring."""
+    """The evaluation set of `source` (a zoo name, a model file, MLIR): see the module docstring.
+    `parameters`: the model's weights go to a parameter file in a temporary folder that every
+    build maps (`opscope.models.source.open_apart`; None: so for a large model), float32 ones
+    stored as `weights_dtype` when given (a torch model file)."""
     if tokens < 1:
         raise OpscopeError(f"tokens must be >= 1, got {tokens}")
     if isinstance(source, str) and is_zoo_name(source) and inputs is None and text is None:
-        return _zoo(source, task, tokens, steps, named)
+        if weights_dtype is not None:
+            raise OpscopeError(f"{source}: a weights dtype is for torch model files (.pt2), not zoo models")
+        return _zoo(source, task, tokens, steps, named, parameters)
     from opscope.drive.profile import resolve_inputs
 
-    model: ModelSource = open_model(source, steps or DEFAULT_STEPS, named=named)
+    model: ModelSource
+    model, folder = open_apart(
+        source, steps or DEFAULT_STEPS, named=named, parameters=parameters, weights_dtype=weights_dtype
+    )
     task = check_task(task or model.task)
     batches, label = resolve_inputs(model, steps or DEFAULT_STEPS, inputs, text, tokenizer)
     if task == "classifier":
         raise OpscopeError("task classifier needs labels, which only the zoo's digits brings; use task outputs")
-    return EvalSet(model.name, task, _source(model.module), batches, None, f"{len(batches)} batches of {label}")
+    return EvalSet(model.name, task, _source(model.module), batches, None, f"{len(batches)} batches of {label}", folder)
 
 
-def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named) -> EvalSet:
+def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named, parameters: bool | None) -> EvalSet:
     """A zoo model with held-out data sized for its task."""
     entry = get_entry(name)
     task = check_task(task or entry.task)
@@ -103,9 +114,8 @@ def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named) -> 
             steps = len(train_digits().x_test) // DIGITS_BATCH  # held-out images only
         else:
             steps = DEFAULT_STEPS
-    source, inputs, dist, display = entry.build(steps)
-    if named is not None:
-        named(display)
+    model, folder = open_apart(name, steps, named=named, parameters=parameters)
+    source, inputs, dist, display = model.module, model.inputs, model.dist, model.name
     batches = [list(b) for b in inputs]
     labels = None
     if name == "digits":
@@ -118,7 +128,7 @@ def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named) -> 
         "encoder": f"{sum(len(b[0]) for b in batches)} sentences",
         "classifier": f"{sum(len(b[0]) for b in batches)} held-out images",
     }.get(entry.task, f"{steps} batches")
-    return EvalSet(display, task, source, batches, labels, f"{data} ({dist})")
+    return EvalSet(display, task, _source(source), batches, labels, f"{data} ({dist})", folder)
 
 
 def _token_inputs(name: str) -> Callable[[int], list[list[np.ndarray]]]:

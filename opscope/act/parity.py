@@ -564,6 +564,8 @@ def op_parity(
     a_flags: Sequence[str] = (),
     b_flags: Sequence[str] | None = None,
     say=None,
+    parameters: bool | None = None,
+    weights_dtype: str | None = None,
 ) -> ParityReport:
     """Compare two builds op by op: every intermediate tensor of A (`a` with `a_pipeline`,
     for `a_target`) against B's (`b`, default `a`, with `b_pipeline`, for `b_target`,
@@ -574,9 +576,10 @@ def op_parity(
     applied before exposing; `ops`/`constants` are expose-all-ops' options;
     `a_flags`/`b_flags` extra iree-compile flags (B's default: A's when B's target is A's),
     e.g. `--iree-input-demote-i64-to-i32` for models with i64 inputs on vulkan-spirv.
-    `say` receives a line per build. Returns a `ParityReport` (`tol`: see the module
-    docstring)."""
-    from opscope.models.source import open_model
+    `say` receives a line per build. `parameters`: each model's weights go to a parameter file
+    in a temporary folder that its builds map (`opscope.models.source.open_apart`; None: so for
+    a large model; float32 ones stored as `weights_dtype`, a torch model file's). Returns a `ParityReport` (`tol`: see the module docstring)."""
+    from opscope.models.source import open_apart
     from opscope.run.targets import get_target
 
     if not tol >= 0:
@@ -588,8 +591,9 @@ def op_parity(
         get_target(target)
     for pipeline in (a_pipeline, b_pipeline):
         check_pipeline(pipeline)
-    model_a = open_model(a)
-    model_b = model_a if b is None or (isinstance(b, str) and isinstance(a, str) and b == a) else open_model(b)
+    model_a, folder_a = open_apart(a, parameters=parameters, weights_dtype=weights_dtype)
+    same = b is None or (isinstance(b, str) and isinstance(a, str) and b == a)
+    model_b, folder_b = (model_a, None) if same else open_apart(b, parameters=parameters, weights_dtype=weights_dtype)
     side_a, used = exposed_run(
         a,
         pipeline=a_pipeline,
@@ -618,6 +622,7 @@ def op_parity(
     if say:
         say(f"B: {side_b}")
     report = compare(side_a.tensors, side_b.tensors, tol=tol, a_label=str(side_a), b_label=str(side_b))
+    del folder_a, folder_b  # the parameter files, once both builds ran
     if not report.ops:
         raise OpscopeError(
             f"parity: no exposed op of A pairs with one of B by name ({len(side_a.tensors)} in A, "

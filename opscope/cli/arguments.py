@@ -28,3 +28,24 @@ def add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target", default="llvm-cpu", help="llvm-cpu (default), vulkan-spirv, ... (`opscope targets`)"
     )
+
+
+def add_parameters(parser: argparse.ArgumentParser, where: str) -> None:
+    """--parameters/--no-parameters: the model's weights in an IREE parameter file (`where`) or
+    inside every compiled module, default by the model's size; --weights-dtype: how that file
+    stores float32 weights."""
+    from opscope.ir.parameter_files import AUTO_BYTES, WEIGHT_DTYPES
+
+    parser.add_argument(
+        "--parameters",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"keep the weights in an IREE parameter file ({where}) instead of inside every compiled "
+        f"module: the builds share one mapped copy (default: for models of {AUTO_BYTES >> 20} MiB or more)",
+    )
+    parser.add_argument(
+        "--weights-dtype",
+        choices=WEIGHT_DTYPES,
+        help="store a torch model's float32 weights in the parameter file as this type (half the memory); "
+        "the model computes as exported, in f32, on the weights rounded to it",
+    )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import SOURCES
+from opscope.cli.arguments import SOURCES, add_parameters
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ops", default="", metavar="REGEX", help="expose only ops whose name or label matches")
     p.add_argument("--constants", action="store_true", help="expose constant expressions (weights' transposes) too")
     p.add_argument("--inputs", nargs="+", metavar="FILE", help="the inputs, as `profile --inputs` (first step)")
+    add_parameters(p, "in a temporary folder, for both builds")
     p.add_argument(
         "--all", action="store_true", help="every op in the table, not only those beyond tolerance and the worst"
     )
@@ -79,6 +80,8 @@ def _cmd_parity(args) -> int:
         ops=args.ops,
         constants=args.constants,
         inputs=args.inputs,
+        parameters=args.parameters,
+        weights_dtype=args.weights_dtype,
     )
     if args.json:
         print(report.to_json())

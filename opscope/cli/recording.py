@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_source, add_target
+from opscope.cli.arguments import add_parameters, add_source, add_target
 from opscope.errors import OpscopeError
 
 
@@ -40,14 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="all",
         help="what to tap: all (default) or some of matmul, attention, routing, residual, comma-separated",
     )
-    pr.add_argument(
-        "--parameters",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="keep the weights in an IREE parameter file in the run folder (weights.irpa) instead of "
-        "inside every compiled module: the builds share one mapped copy (default: for models of 128 MiB "
-        "or more)",
-    )
+    add_parameters(pr, "weights.irpa in the run folder")
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -94,6 +87,7 @@ def _cmd_profile(args) -> int:
         say=print,
         taps=args.taps,
         parameters=args.parameters,
+        weights_dtype=args.weights_dtype,
     )
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)

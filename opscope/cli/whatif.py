@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opscope.cli.arguments import add_source, add_target
+from opscope.cli.arguments import add_parameters, add_source, add_target
 from opscope.errors import OpscopeError
 
 
@@ -81,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     feed.add_argument("--inputs", nargs="+", metavar="FILE", help="the model's inputs, as `profile --inputs`")
     feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
     p.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text")
+    add_parameters(p, "in a temporary folder, for every build")
     p.add_argument("--all", action="store_true", help="every row of the sweep")
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.set_defaults(fn=_cmd_whatif)
@@ -148,6 +149,8 @@ def _cmd_whatif(args) -> int:
         text=args.text,
         tokenizer=args.tokenizer,
         named=lambda n: say(f"model {n}"),
+        parameters=args.parameters,
+        weights_dtype=args.weights_dtype,
     )
     if args.sweep:
         report = sweep_skips(

@@ -37,22 +37,17 @@ from opscope.ir.arguments import arguments, function_args
 from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
-from opscope.ir.parameter_files import parameter_files
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
-from opscope.models.source import ModelSource, Source, is_mlir_text, is_zoo_name, open_model
-from opscope.passes.externalize_weights import externalize, stored_weight_bytes
+from opscope.models.source import WEIGHTS_NAME, ModelSource, Source, is_mlir_text, is_zoo_name, open_model, weights_path
+from opscope.passes.externalize_weights import externalize, wants_file
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
-PARAMETERS_NAME = "weights.irpa"  # the model's weights, with `parameters` (IREE's parameter archive)
-# `parameters=None` puts the weights in a parameter file from this many bytes on (a model file's
-# size, or the module's stored constants): below it, inlined weights cost little memory.
-AUTO_PARAMETERS_BYTES = 128 << 20
 RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
@@ -170,6 +165,7 @@ def profile(
     tokenizer: str | Path | None = None,
     taps: str | Sequence[str] | None = None,
     parameters: bool | None = None,
+    weights_dtype: str | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -187,7 +183,9 @@ def profile(
     attention, routing, residual). `parameters`: the weights go to `out/weights.irpa` as the
     model is imported (`opscope.importers.import_source`: a torch model's straight from its
     tensors) and every build reads them there; None (default): so for a model of
-    `AUTO_PARAMETERS_BYTES` or more.
+    `opscope.ir.parameter_files.AUTO_BYTES` or more. `weights_dtype` (bf16, f16): a torch model
+    file's float32 weights are stored so in that file (half the bytes, on disk and in memory)
+    and read widened to f32: the model computes as exported, on weights rounded to that type.
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -196,6 +194,8 @@ def profile(
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     if inputs is not None and text is not None:
         raise OpscopeError("give inputs or text, not both")
+    if weights_dtype is not None and source is None:
+        raise OpscopeError("a weights dtype is for torch model files (.pt2): the built-in model has its own weights")
     out = Path(out) if out is not None else default_out()
     _check_fresh(out)
 
@@ -208,25 +208,15 @@ def profile(
         model = ModelSource(name or model.name, model.module, model.inputs, model.dist)
         named(model.name)
     else:
-        weights = out / PARAMETERS_NAME if parameters or (parameters is None and _large_file(source)) else None
+        weights = weights_path(source, parameters, out, weights_dtype)
         with ticking("import the model" + (f" and write its weights to {weights}" if weights else "")):
-            model = open_model(source, steps, name=name, named=named, parameters=weights)
+            model = open_model(source, steps, name=name, named=named, parameters=weights, weights_dtype=weights_dtype)
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
     result = profile_module(
         model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps, parameters=parameters
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer)
     return result
-
-
-def _large_file(source) -> bool:
-    """A model file of `AUTO_PARAMETERS_BYTES` or more (its weights, near enough)."""
-    if not isinstance(source, (str, Path)) or (isinstance(source, str) and is_mlir_text(source)):
-        return False
-    try:
-        return Path(source).stat().st_size >= AUTO_PARAMETERS_BYTES
-    except OSError:
-        return False
 
 
 def write_run_record(out: Path, source, target: str, steps: int, dist: str, inputs, text, tokenizer) -> None:
@@ -313,7 +303,7 @@ def profile_module(
     stats call (0: as many as a dispatch binds); `taps` what is tapped (default all).
     `parameters`: the module's weights are written to `out/weights.irpa` (`externalize-weights`)
     before it is tapped, and every build reads them from there (a module whose weights already
-    live in a parameter file keeps it); None: when its weights come to `AUTO_PARAMETERS_BYTES`.
+    live in a parameter file keeps it); None: when its weights come to `opscope.ir.parameter_files.AUTO_BYTES`.
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
@@ -322,9 +312,9 @@ def profile_module(
     csv = out / CSV_NAME
     if parameters is not False:
         module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
-        if not parameter_files(module) and (parameters or stored_weight_bytes(module) >= AUTO_PARAMETERS_BYTES):
-            with ticking(f"{name}: write the weights to {out / PARAMETERS_NAME}"):
-                externalize(module, out / PARAMETERS_NAME)
+        if wants_file(module, parameters):
+            with ticking(f"{name}: write the weights to {out / WEIGHTS_NAME}"):
+                externalize(module, out / WEIGHTS_NAME)
         source = module
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     if inputs is None:

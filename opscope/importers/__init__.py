@@ -68,22 +68,35 @@ def import_source(
     example_args: Sequence[Any] | None = None,
     parameters: str | Path | None = None,
     isolated: bool = True,
+    weights_dtype: str | None = None,
 ) -> ir.Module:
     """Import `source` (a path, '-', a module or a jax/torch model traced on `example_args`)
     as canonical linalg; `name` labels it in errors; `parameters`: the `.irpa` file its
     weights are written to (None: they stay in the module). A framework's model file with
-    `parameters` is imported in a child process unless not `isolated` (`importers.isolated`)."""
+    `parameters` is imported in a child process unless not `isolated` (`importers.isolated`).
+    `weights_dtype` (bf16, f16): a torch model's float32 weights are stored so in the file and
+    read widened to f32 (other routes refuse it in one line, before importing)."""
     suffix = Path(source).suffix.lower() if isinstance(source, Path | str) and source != "-" else ""
+    torch_model = suffix == ".pt2" or (_is_torch_module(source) and example_args is not None)
+    if weights_dtype is not None and not torch_model:
+        raise OpscopeError(
+            f"{name or describe(source)}: storing float32 weights as {weights_dtype} is built for torch "
+            f"models (.pt2, nn.Module); export this model in {weights_dtype} instead, or drop the weights dtype"
+        )
     if suffix in FRAMEWORK_SUFFIXES and parameters is not None and isolated:
         _check_path(Path(source))
         from opscope.importers.isolated import import_isolated
 
-        return import_isolated(source, name, parameters)
+        return import_isolated(source, name, parameters, weights_dtype)
     if suffix == ".pt2":
         _check_path(Path(source))
-        return _load("torch_fx", "import_exported_file", "torch")(source, name=name, parameters=parameters)
-    if _is_torch_module(source) and example_args is not None:
-        return _load("torch_fx", "import_torch", "torch")(source, tuple(example_args), name=name, parameters=parameters)
+        return _load("torch_fx", "import_exported_file", "torch")(
+            source, name=name, parameters=parameters, weights_dtype=weights_dtype
+        )
+    if torch_model:
+        return _load("torch_fx", "import_torch", "torch")(
+            source, tuple(example_args), name=name, parameters=parameters, weights_dtype=weights_dtype
+        )
     module = _import(source, name, example_args)
     if parameters is None:
         return module

@@ -25,13 +25,17 @@ from opscope.ir.loading import new_context, parse_module
 ERROR_MARK = "opscope-import-error: "  # how the child hands its one-line error back
 
 
-def import_isolated(path: str | Path, name: str | None, parameters: str | Path) -> ir.Module:
-    """`import_source(path, name=name, parameters=parameters)`, run in a child process."""
+def import_isolated(
+    path: str | Path, name: str | None, parameters: str | Path, weights_dtype: str | None = None
+) -> ir.Module:
+    """`import_source(path, name=name, parameters=parameters, weights_dtype=...)`, run in a child process."""
     with tempfile.TemporaryDirectory(prefix="opscope-import-") as tmp:
         out = Path(tmp) / "module.mlirbc"
         argv = [sys.executable, "-m", "opscope.importers.isolated_child", str(path), str(parameters), str(out)]
         if name is not None:
             argv += ["--name", name]
+        if weights_dtype is not None:
+            argv += ["--weights-dtype", weights_dtype]
         proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lines = proc.stderr.splitlines()
         failed = [ln[len(ERROR_MARK) :] for ln in lines if ln.startswith(ERROR_MARK)]

@@ -25,11 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("parameters")
     parser.add_argument("out")
     parser.add_argument("--name")
+    parser.add_argument("--weights-dtype")
     args = parser.parse_args(argv)
     from opscope.importers import import_source
 
     try:
-        module = import_source(args.source, name=args.name, parameters=args.parameters, isolated=False)
+        module = import_source(
+            args.source, name=args.name, parameters=args.parameters, isolated=False, weights_dtype=args.weights_dtype
+        )
     except OpscopeError as e:
         print(f"{ERROR_MARK}{e}", file=sys.stderr)
         return 2

@@ -210,8 +210,9 @@ def _run_decompositions(prog, table: dict, label: str):
     torch.backends.mkldnn.enabled = False
     # torch 2.13 leaves the traced graph (and through it every weight) in this module-level map
     # after the decomposition: 1 GB of a 222 M model's weights stayed alive after its import
+    # (restored as it was: entries added, and entries whose id a new fake tensor reused, both go)
     proxies = getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", None)
-    before = set(proxies) if isinstance(proxies, dict) else set()
+    before = dict(proxies) if isinstance(proxies, dict) else {}
     try:
         return prog.run_decompositions(dict(table))
     except Exception as e:  # torch raises many types; all become one line
@@ -223,8 +224,9 @@ def _run_decompositions(prog, table: dict, label: str):
         ) from None
     finally:
         torch.backends.mkldnn.enabled = mkldnn
-        for key in set(proxies) - before if isinstance(proxies, dict) else ():
-            del proxies[key]
+        if isinstance(proxies, dict):
+            proxies.clear()
+            proxies.update(before)
 
 
 def decompose_program(prog, decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS, label: str = "model"):
@@ -413,9 +415,12 @@ class _ImportFailure(Exception):
         )
 
 
-def _fx_import(prog, context: ir.Context | None, label: str, parameters: Path | None = None) -> ir.Module:
+def _fx_import(
+    prog, context: ir.Context | None, label: str, parameters: Path | None = None, weights_dtype: str | None = None
+) -> ir.Module:
     """Phase import: IREE's FX importer with the NameLoc'd context cache; `_ImportFailure` when it raises.
-    With `parameters`, the weights go to that `.irpa` file instead of into the module (`torch_parameters`)."""
+    With `parameters`, the weights go to that `.irpa` file instead of into the module (`torch_parameters`),
+    float32 ones as `weights_dtype` when given."""
     require_torch()
     from iree.compiler.extras import fx_importer
 
@@ -423,7 +428,7 @@ def _fx_import(prog, context: ir.Context | None, label: str, parameters: Path | 
     for key, value in prog.constants.items():  # lifted tensor constants are looked up in state_dict
         if key not in prog.state_dict and hasattr(value, "dtype"):
             prog.state_dict[key] = value
-    hooks = import_hooks(prog, externalize=parameters is not None)
+    hooks = import_hooks(prog, externalize=parameters is not None, weights_dtype=weights_dtype)
     importer = fx_importer.FxImporter(context=ctx, hooks=hooks)
     importer._cc = _named_context_cache()(ctx, py_attr_tracker=importer._py_attr_tracker)
     try:
@@ -436,7 +441,12 @@ def _fx_import(prog, context: ir.Context | None, label: str, parameters: Path | 
 
 
 def _import_decomposed(
-    prog, decompositions: Iterable[str], context: ir.Context | None, label: str, parameters: Path | None = None
+    prog,
+    decompositions: Iterable[str],
+    context: ir.Context | None,
+    label: str,
+    parameters: Path | None = None,
+    weights_dtype: str | None = None,
 ) -> ir.Module:
     """Phases decompose → name-steps → check → import; when the FX importer fails on an op torch can
     decompose, that op is decomposed too and the import runs again (up to `DECOMPOSE_ROUNDS` ops), so a
@@ -446,7 +456,7 @@ def _import_decomposed(
         decomposed = decompose_program(prog, (*decompositions, *extra), label)
         check_program(decomposed, label)
         try:
-            return _fx_import(decomposed, context, label, parameters)
+            return _fx_import(decomposed, context, label, parameters, weights_dtype)
         except _ImportFailure as failure:
             target = str(failure.node.target) if failure.node is not None else ""
             if not failure.decomposable or target in extra or len(extra) >= DECOMPOSE_ROUNDS:
@@ -477,12 +487,14 @@ def import_torch(
     example_kwargs: dict | None = None,
     context: ir.Context | None = None,
     parameters: str | Path | None = None,
+    weights_dtype: str | None = None,
 ) -> ir.Module:
     """An nn.Module and example inputs → the canonical linalg module (`func.func @main`); with
-    `parameters`, its weights are written to that `.irpa` file and the module refers to them."""
+    `parameters`, its weights are written to that `.irpa` file and the module refers to them
+    (float32 ones stored as `weights_dtype`, bf16 or f16, when given)."""
     label = name or type(model).__name__
     prog = _export(model, example_args, example_kwargs, label)
-    module = _import_decomposed(prog, decompositions, context, label, _path(parameters))
+    module = _import_decomposed(prog, decompositions, context, label, _path(parameters, weights_dtype), weights_dtype)
     del prog
     _free_traced_graphs(parameters)
     try:
@@ -496,11 +508,14 @@ def import_exported_file(
     name: str | None = None,
     decompositions: Iterable[str] = DEFAULT_DECOMPOSITIONS,
     parameters: str | Path | None = None,
+    weights_dtype: str | None = None,
 ) -> ir.Module:
     """A `.pt2` file (`torch.export.save` of an ExportedProgram) → the canonical linalg module; with
-    `parameters`, its weights are written to that `.irpa` file and the module refers to them."""
+    `parameters`, its weights are written to that `.irpa` file and the module refers to them
+    (float32 ones stored as `weights_dtype`, bf16 or f16, when given)."""
     label = name or str(path)
-    module = _import_decomposed(load_exported_file(path, label), decompositions, None, label, _path(parameters))
+    where = _path(parameters, weights_dtype)
+    module = _import_decomposed(load_exported_file(path, label), decompositions, None, label, where, weights_dtype)
     _free_traced_graphs(parameters)
     try:
         return lower_torch(module)
@@ -516,7 +531,10 @@ def _free_traced_graphs(parameters) -> None:
         gc.collect()
 
 
-def _path(parameters: str | Path | None) -> Path | None:
+def _path(parameters: str | Path | None, weights_dtype: str | None = None) -> Path | None:
+    """The parameter file as a Path; a weights dtype without one is refused (it is how the file stores them)."""
+    if parameters is None and weights_dtype is not None:
+        raise OpscopeError(f"weights_dtype={weights_dtype} stores the weights in a parameter file: give parameters too")
     return None if parameters is None else Path(parameters)
 
 

@@ -9,7 +9,9 @@ tensors it collected to one `.irpa` (IREE's own writer, from zero-copy numpy vie
 torch storage), and `name_file` records the file on the module as `externalize-weights`
 does (`opscope.parameters = {model = "/abs/path"}`), so the rest of opscope cannot tell the
 two routes apart. Keys are the tensors' torch names (`model.layers.0.mlp.up_proj.weight`);
-a tensor shared under two names (tied embeddings) is stored once.
+a tensor shared under two names (tied embeddings) is stored once. With `weights_dtype` a
+float32 weight is stored rounded to bf16 (or f16) and read through a widening `linalg.generic`
+back to f32: half the bytes in the file and in memory, the model computing as it was exported.
 
 The same hooks give every bf16 or f16 tensor that stays in the module a `dense<...>` literal
 instead of the importer's `dense_resource`: IREE 3.13's llvm-cpu cannot convert a 16-bit
@@ -27,13 +29,18 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.ir.parameter_files import MIN_BYTES, SCOPE, set_parameter_files
+from opscope.ir.build import widen
+from opscope.ir.parameter_files import MIN_BYTES, SCOPE, check_weights_dtype, set_parameter_files
 
 
-def import_hooks(prog, externalize: bool, min_bytes: int = MIN_BYTES):
+def import_hooks(prog, externalize: bool, min_bytes: int = MIN_BYTES, weights_dtype: str | None = None):
     """The hooks for importing `prog` (an ExportedProgram, frozen): with `externalize`, its weights
-    as parameters; 16-bit float literals as `dense` attributes either way."""
+    as parameters, a float32 one stored as `weights_dtype` (bf16, f16) and widened back to f32
+    where it is read; 16-bit float literals as `dense` attributes either way."""
+    import torch
     from iree.compiler.extras.fx_importer import FxImporterHooks
+
+    narrow = {None: None, "bf16": torch.bfloat16, "f16": torch.float16}[check_weights_dtype(weights_dtype)]
 
     class ParameterHooks(FxImporterHooks):
         """Weights of `min_bytes` or more become parameter globals; `tensors` maps key -> tensor."""
@@ -52,15 +59,18 @@ def import_hooks(prog, externalize: bool, min_bytes: int = MIN_BYTES):
             key = self.names.get(id(literal))
             if key is None or literal.numel() * literal.element_size() < min_bytes:
                 return _dense_literal(gni, literal) if literal.dtype in (torch.bfloat16, torch.float16) else None
-            tensor_type = ir.RankedTensorType.get(list(literal.shape), gni._cc.dtype_to_type(literal.dtype))
+            stored = literal.to(narrow) if narrow is not None and literal.dtype == torch.float32 else literal
+            tensor_type = ir.RankedTensorType.get(list(literal.shape), gni._cc.dtype_to_type(stored.dtype))
             if key not in self.symbols:
                 self.symbols[key] = self._declare(gni, key, tensor_type)
-                self.tensors[key] = literal
+                self.tensors[key] = stored
             load = ir.Operation.create(
                 "util.global.load",
                 results=[tensor_type],
                 attributes={"global": ir.FlatSymbolRefAttr.get(self.symbols[key]), "is_immutable": ir.UnitAttr.get()},
             ).result
+            if stored is not literal:
+                load = widen(load, ir.F32Type.get())
             return ir.Operation.create(
                 "torch_c.from_builtin_tensor", results=[gni._cc.tensor_to_vtensor_type(literal)], operands=[load]
             ).result

@@ -52,6 +52,20 @@ def generic(
     return op.result
 
 
+def widen(value: ir.Value, element: ir.Type, ip: ir.InsertionPoint | None = None) -> ir.Value:
+    """`value` (a ranked float tensor) with every element extended to the wider float type `element`:
+    how a weight stored in bf16 is read by a model that computes in f32."""
+    from iree.compiler.dialects import tensor
+
+    ty = ir.RankedTensorType(value.type)
+    result = ir.RankedTensorType.get(ty.shape, element)
+    empty = tensor.EmptyOp(ty.shape, element, ip=ip).result
+    ident = ir.AffineMap.get_identity(ty.rank)
+    return generic(
+        result, [value], empty, [ident, ident], ["parallel"] * ty.rank, lambda x, _: arith.extf(element, x), ip
+    )
+
+
 def remap_operands(new: ir.Operation, mapping: dict) -> None:
     """Point every operand of `new` (a clone) and of the ops in its regions that reads an original
     value at its copy in `mapping`."""

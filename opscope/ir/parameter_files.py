@@ -23,7 +23,20 @@ from opscope.errors import OpscopeError
 PARAMETERS_ATTR = "opscope.parameters"
 SCOPE = "model"  # the parameter scope opscope writes a model's weights under
 MIN_BYTES = 4096  # tensors smaller than this stay inside the module
+# a model whose weights (or model file) come to this many bytes has them written to a parameter
+# file by default (`parameters=None` of profile, whatif, parity): below it the module keeps them
+AUTO_BYTES = 128 << 20
+# what a float32 weight may be stored as in the parameter file (`weights_dtype`); the model reads it
+# widened back to f32, so it computes as exported, on weights rounded to the stored type
+WEIGHT_DTYPES = ("bf16", "f16")
 _REF = re.compile(r'^#(?:flow|stream)\.parameter\.named<(?:"((?:[^"\\]|\\.)*)"::)?"((?:[^"\\]|\\.)*)">')
+
+
+def check_weights_dtype(dtype: str | None) -> str | None:
+    """`dtype` if it is one a float32 weight can be stored as (or None); else a one-line error."""
+    if dtype is not None and dtype not in WEIGHT_DTYPES:
+        raise OpscopeError(f"weights dtype must be one of {', '.join(WEIGHT_DTYPES)}, got {dtype!r}")
+    return dtype
 
 
 def parameter_files(module: ir.Module) -> dict[str, str]:
@@ -97,6 +110,13 @@ def parameter_bytes(path: str, key: str) -> bytes:
 def _entries(index) -> dict:
     """Key -> entry of an index `open_index` gave (listed once per index, not per parameter read)."""
     return {index[i].key: index[i] for i in range(len(index))}
+
+
+def release_indexes() -> None:
+    """Drop this process's cached indexes (a module loaded from one keeps its own): called when a
+    temporary parameter file is deleted, so its mapping does not hold the disk space."""
+    _entries.cache_clear()
+    _index.cache_clear()
 
 
 atexit.register(_entries.cache_clear)

@@ -145,7 +145,7 @@ def _uses(expr: ir.AffineExpr, dim: int, n_dims: int) -> bool:
 
 def copy_source(value: ir.Value, dims: Sequence[int]) -> tuple[ir.Value, tuple[int, ...], list[ir.Operation]]:
     """Follow `value` back through pure data movement (`linalg.transpose`, `linalg.broadcast`,
-    a copy `linalg.generic` that only permutes or broadcasts its input) to the tensor it
+    a copy `linalg.generic` that only permutes, broadcasts or widens (`arith.extf`) its input) to the tensor it
     copies: (that tensor, the positions `dims` of `value` have in it, the copy ops from it
     to `value`). A weight imported as `broadcast(transpose(W))` is quantized as W, which
     IREE's const-eval folds into one constant of W's size (quantizing the broadcast copy
@@ -181,7 +181,10 @@ def _copy_dims(op: ir.Operation, dims: Sequence[int]) -> tuple[int, ...] | None:
     block = op.regions[0].blocks[0]
     body = list(block.operations)
     iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if len(body) != 1 or list(body[0].operands) != [block.arguments[0]] or any("parallel" not in i for i in iters):
+    read = list(body[0].operands) if body else []
+    if len(body) == 2 and body[0].name == "arith.extf" and list(body[1].operands) == [body[0].result]:
+        body = body[1:]  # a widening copy (a weight stored in bf16, read as f32) keeps every value
+    if len(body) != 1 or read != [block.arguments[0]] or any("parallel" not in i for i in iters):
         return None
     in_map, out_map = (ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"]))
     if not all(isinstance(e, ir.AffineDimExpr) for e in [*in_map.results, *out_map.results]):

@@ -3,14 +3,19 @@
 `open_model` resolves any of them to one `ModelSource`: the module to inject and compile,
 the name reports give it, and, for zoo models, the real inputs they bring (a file or MLIR
 brings none: the drivers feed synthetic ones). A bare word that is neither a file nor a
-zoo name is a one-line error listing the zoo, before any expensive import.
+zoo name is a one-line error listing the zoo, before any expensive import. `open_apart`
+does the same with a large model's weights written to a parameter file of a temporary
+folder, for the commands that build a model several times and keep no run folder (whatif,
+parity): every build then maps that one file.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 import numpy as np
@@ -20,6 +25,7 @@ from opscope.errors import OpscopeError
 from opscope.models.zoo import ZOO, get_entry
 
 Source = str | bytes | Path | ir.Module
+WEIGHTS_NAME = "weights.irpa"  # a model's parameter file in the folder that holds it
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,80 @@ def is_mlir_text(text: str) -> bool:
     return "{" in text or "\n" in text
 
 
+def large_model_file(source: Source) -> bool:
+    """A model file of `AUTO_BYTES` or more (its weights, near enough: the default for writing
+    them to a parameter file as it is imported)."""
+    from opscope.ir import parameter_files
+
+    if not isinstance(source, (str, Path)) or (
+        isinstance(source, str) and (is_mlir_text(source) or is_zoo_name(source))
+    ):
+        return False
+    try:
+        return Path(source).stat().st_size >= parameter_files.AUTO_BYTES
+    except OSError:
+        return False
+
+
+def weights_path(
+    source: Source, parameters: bool | None, folder: str | Path, weights_dtype: str | None = None
+) -> Path | None:
+    """`folder/weights.irpa` when `source`'s weights go to a parameter file as it is imported
+    (`parameters`, or with None a large model file or a `weights_dtype` to store them in), else
+    None. A weights dtype with `parameters=False` is refused in one line (the file stores them)."""
+    if weights_dtype is not None and parameters is False:
+        raise OpscopeError(
+            f"a weights dtype ({weights_dtype}) stores the weights in a parameter file: drop --no-parameters"
+        )
+    wanted = parameters or (parameters is None and (weights_dtype is not None or large_model_file(source)))
+    return Path(folder) / WEIGHTS_NAME if wanted else None
+
+
+def open_apart(
+    source: Source,
+    steps: int = 1,
+    *,
+    parameters: bool | None = None,
+    name: str | None = None,
+    named: Callable[[str], None] | None = None,
+    weights_dtype: str | None = None,
+) -> tuple[ModelSource, TemporaryDirectory | None]:
+    """`open_model`, with the weights written to a parameter file in a new temporary folder when
+    `parameters` asks, or (None) when the model file or its module's stored weights come to
+    `AUTO_BYTES` or more: every build of the model then maps that one file instead of carrying
+    its weights (float32 ones stored as `weights_dtype`, as `open_model`). Returns the model and
+    the folder, which lives as long as that handle (None when the weights stayed in the module).
+    A caller's `ir.Module` is copied, never changed."""
+    from opscope.ir.loading import module_bytecode, new_context, parse_module
+    from opscope.passes.externalize_weights import externalize, wants_file
+
+    wanted = weights_path(source, parameters, ".", weights_dtype)
+    folder = _scratch() if wanted else None
+    path = Path(folder.name) / WEIGHTS_NAME if folder is not None else None
+    model = open_model(source, steps, name=name, named=named, parameters=path, weights_dtype=weights_dtype)
+    if parameters is False:
+        return model, folder
+    module = model.module
+    if not isinstance(module, ir.Module) or module is source:
+        module = parse_module(
+            module if not isinstance(module, ir.Module) else module_bytecode(module), new_context(), model.name
+        )
+    if wants_file(module, parameters):
+        folder = folder or _scratch()
+        externalize(module, Path(folder.name) / WEIGHTS_NAME)
+        model = replace(model, module=module_bytecode(module))
+    return model, folder
+
+
+def _scratch() -> TemporaryDirectory:
+    """A temporary folder for a parameter file; when it goes, the cached index over the file goes too."""
+    from opscope.ir.parameter_files import release_indexes
+
+    folder = TemporaryDirectory(prefix="opscope-weights-")
+    weakref.finalize(folder, release_indexes)
+    return folder
+
+
 def open_model(
     source: Source,
     steps: int = 1,
@@ -67,6 +147,7 @@ def open_model(
     named: Callable[[str], None] | None = None,
     batch: int | None = None,
     parameters: str | Path | None = None,
+    weights_dtype: str | None = None,
 ) -> ModelSource:
     """Resolve `source` for `steps` calls: a zoo name (built with its inputs), a model file
     (imported to linalg: .mlir/.mlirbc, .onnx, .pt2, .jaxexport), MLIR text or bytecode, or
@@ -74,7 +155,18 @@ def open_model(
     soon as the name is known, before a file's import (which can take a while). `batch` builds
     a zoo model for that many examples per call (None: the entry's own; files have theirs).
     `parameters`: a model file's weights are written to that `.irpa` file as it is imported
-    (`opscope.importers.import_source`); other sources keep theirs in the module."""
+    (`opscope.importers.import_source`); other sources keep theirs in the module. `weights_dtype`
+    (bf16, f16): a torch model file's float32 weights are stored so there, read widened to f32;
+    refused in one line for any other source."""
+    from opscope.ir.parameter_files import check_weights_dtype
+
+    if check_weights_dtype(weights_dtype) is not None and not (
+        isinstance(source, (str, Path)) and not is_zoo_name(str(source)) and not is_mlir_text(str(source))
+    ):
+        raise OpscopeError(
+            f"storing float32 weights as {weights_dtype} is built for torch model files (.pt2): "
+            "give one, or drop the weights dtype"
+        )
     if isinstance(source, str) and is_zoo_name(source):
         entry = get_entry(source)
         module, inputs, dist, display = entry.build(steps, batch)
@@ -88,7 +180,7 @@ def open_model(
         label = name or str(path)
         if named is not None:
             named(label)
-        return ModelSource(label, import_source(path, parameters=parameters))
+        return ModelSource(label, import_source(path, parameters=parameters, weights_dtype=weights_dtype))
     raise OpscopeError(
         f"cannot open a {type(source).__name__} as a model: give a zoo name, a model file, "
         "MLIR text or bytecode, or an ir.Module"
