@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class EvalSet:
     batches: list[list[np.ndarray]]
     labels: list[np.ndarray] | None = field(default=None, repr=False)
     data: str = ""  # what the batches are, in words
-    weights: object = field(default=None, repr=False, compare=False)  # the folder of its parameter file, kept alive
+    weights: TemporaryDirectory | None = field(default=None, repr=False, compare=False)  # its parameter file's folder
 
     @property
     def examples(self) -> int:
@@ -83,9 +84,7 @@ def eval_set(
     if tokens < 1:
         raise OpscopeError(f"tokens must be >= 1, got {tokens}")
     if isinstance(source, str) and is_zoo_name(source) and inputs is None and text is None:
-        if weights_dtype is not None:
-            raise OpscopeError(f"{source}: a weights dtype is for torch model files (.pt2), not zoo models")
-        return _zoo(source, task, tokens, steps, named, parameters)
+        return _zoo(source, task, tokens, steps, named, parameters, weights_dtype)
     from opscope.drive.profile import resolve_inputs
 
     model: ModelSource
@@ -99,7 +98,15 @@ def eval_set(
     return EvalSet(model.name, task, _source(model.module), batches, None, f"{len(batches)} batches of {label}", folder)
 
 
-def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named, parameters: bool | None) -> EvalSet:
+def _zoo(
+    name: str,
+    task: str | None,
+    tokens: int,
+    steps: int | None,
+    named,
+    parameters: bool | None,
+    weights_dtype: str | None,
+) -> EvalSet:
     """A zoo model with held-out data sized for its task."""
     entry = get_entry(name)
     task = check_task(task or entry.task)
@@ -114,7 +121,7 @@ def _zoo(name: str, task: str | None, tokens: int, steps: int | None, named, par
             steps = len(train_digits().x_test) // DIGITS_BATCH  # held-out images only
         else:
             steps = DEFAULT_STEPS
-    model, folder = open_apart(name, steps, named=named, parameters=parameters)
+    model, folder = open_apart(name, steps, named=named, parameters=parameters, weights_dtype=weights_dtype)
     source, inputs, dist, display = model.module, model.inputs, model.dist, model.name
     batches = [list(b) for b in inputs]
     labels = None

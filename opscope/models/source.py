@@ -81,18 +81,22 @@ def large_model_file(source: Source) -> bool:
         return False
 
 
-def weights_path(
-    source: Source, parameters: bool | None, folder: str | Path, weights_dtype: str | None = None
-) -> Path | None:
-    """`folder/weights.irpa` when `source`'s weights go to a parameter file as it is imported
-    (`parameters`, or with None a large model file or a `weights_dtype` to store them in), else
-    None. A weights dtype with `parameters=False` is refused in one line (the file stores them)."""
+def weights_apart(source: Source, parameters: bool | None, weights_dtype: str | None = None) -> bool:
+    """Whether `source`'s weights go to a parameter file as it is imported: `parameters`, or with
+    None a large model file or a `weights_dtype` to store them in. A weights dtype with
+    `parameters=False` is refused in one line (the file is what stores them so)."""
     if weights_dtype is not None and parameters is False:
         raise OpscopeError(
             f"a weights dtype ({weights_dtype}) stores the weights in a parameter file: drop --no-parameters"
         )
-    wanted = parameters or (parameters is None and (weights_dtype is not None or large_model_file(source)))
-    return Path(folder) / WEIGHTS_NAME if wanted else None
+    return bool(parameters or (parameters is None and (weights_dtype is not None or large_model_file(source))))
+
+
+def weights_path(
+    source: Source, parameters: bool | None, folder: str | Path, weights_dtype: str | None = None
+) -> Path | None:
+    """`folder/weights.irpa` when `source`'s weights go to a parameter file (`weights_apart`), else None."""
+    return Path(folder) / WEIGHTS_NAME if weights_apart(source, parameters, weights_dtype) else None
 
 
 def open_apart(
@@ -113,8 +117,7 @@ def open_apart(
     from opscope.ir.loading import module_bytecode, new_context, parse_module
     from opscope.passes.externalize_weights import externalize, wants_file
 
-    wanted = weights_path(source, parameters, ".", weights_dtype)
-    folder = _scratch() if wanted else None
+    folder = _scratch() if weights_apart(source, parameters, weights_dtype) else None
     path = Path(folder.name) / WEIGHTS_NAME if folder is not None else None
     model = open_model(source, steps, name=name, named=named, parameters=path, weights_dtype=weights_dtype)
     if parameters is False:

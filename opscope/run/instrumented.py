@@ -181,13 +181,6 @@ def _float16_eps(dtype: np.dtype) -> float | None:
     return float(info.eps) if info.bits == 16 else None
 
 
-def parity_tolerance(dtype: np.dtype) -> float:
-    """The relative tolerance a result of `dtype` is held to, for display and tests: the
-    reference's 1e-3, or for a 16-bit float `ROUNDING_L2` of its epsilons (`compare_originals`)."""
-    eps = _float16_eps(dtype)
-    return PARITY_TOL if eps is None else ROUNDING_L2 * eps
-
-
 def tapped_outputs(loaded: LoadedModule, manifest: Manifest, inputs) -> list[np.ndarray]:
     """One call's results as the manifest numbers them: the call's own, then (split-weight-stats)
     the weights' statistics, computed once per loaded module."""
