@@ -39,6 +39,12 @@ def _lower_opscope():
     return LowerOpscope
 
 
+def _sample_rows():
+    from opscope.passes.sample_rows import SampleRows
+
+    return SampleRows
+
+
 def _split_weight_stats():
     from opscope.passes.split_weight_stats import SplitWeightStats
 
@@ -126,6 +132,7 @@ PASSES: dict[str, Callable[[], type]] = {
     "inject-residual-stats": _inject_residual_stats,
     "lower-opscope": _lower_opscope,
     "quantize-weight": _quantize_weight,
+    "sample-rows": _sample_rows,
     "skip-residual-blocks": _skip_residual_blocks,
     "skip-zero-channels": _skip_zero_channels,
     "split-weight-stats": _split_weight_stats,

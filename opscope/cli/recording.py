@@ -40,6 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="all",
         help="what to tap: all (default) or some of matmul, attention, routing, residual, comma-separated",
     )
+    pr.add_argument(
+        "--sample-rows",
+        type=int,
+        default=1,
+        metavar="K",
+        help="sketch 1 row (token) in K of each activation, rows 0, K, 2K, ... (default 1: every row, exact); "
+        "the weights stay exact, the manifest and the report say so",
+    )
     add_parameters(pr, "weights.irpa in the run folder")
     pr.set_defaults(fn=_cmd_profile)
 
@@ -88,6 +96,7 @@ def _cmd_profile(args) -> int:
         taps=args.taps,
         parameters=args.parameters,
         weights_dtype=args.weights_dtype,
+        config=opscope.StatConfig(row_stride=args.sample_rows),
     )
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)

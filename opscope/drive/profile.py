@@ -42,12 +42,13 @@ from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
 from opscope.models.source import WEIGHTS_NAME, ModelSource, Source, is_mlir_text, is_zoo_name, open_model, weights_path
 from opscope.passes.externalize_weights import externalize, wants_file
+from opscope.record.tidy import MANIFEST_NAME, SITE_COSTS_NAME
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
-CSV_NAME, COSTS_NAME, MANIFEST_NAME, REPORT_NAME = "sketches.csv", "site_costs.csv", "manifest.json", "report.md"
+CSV_NAME, COSTS_NAME, REPORT_NAME = "sketches.csv", SITE_COSTS_NAME, "report.md"
 RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.

@@ -14,6 +14,7 @@ from opscope.passes.inject_infer_stats import InjectInferStats
 from opscope.passes.inject_matmul_stats import InjectMatmulStats
 from opscope.passes.inject_residual_stats import InjectResidualStats
 from opscope.passes.lower_opscope import LowerOpscope
+from opscope.passes.sample_rows import SampleRows
 from opscope.passes.split_weight_stats import SplitWeightStats
 
 # What can be tapped: matmul/convolution sketches, and the inference dynamics (attention
@@ -74,9 +75,15 @@ def inject_stats(
     manifest). `sites` (a name regex) selects sites of every kind, `keep` (a predicate on
     `Site`) matmul and convolution sites; `lowering` is lower-opscope's options (see
     `inject_matmul_stats`). `weights_once` moves the statistics of constant tensors (weights) into
-    `@<function>$weights`, computed once per loaded module (`split-weight-stats`)."""
+    `@<function>$weights`, computed once per loaded module (`split-weight-stats`). A `config`
+    with `row_stride` K > 1 sketches each activation on 1 row in K (`sample-rows`), without
+    adjacent-row differences."""
     split = (SplitWeightStats(),) if weights_once else ()
-    pipeline = Pipeline(tap_passes(config, taps, sites, keep, every_add) + split + (LowerOpscope(**lowering),))
+    sample = ()
+    if config.row_stride > 1:  # adjacent-row differences need consecutive rows
+        config, sample = config.replace(adjacency=False), (SampleRows(config.row_stride),)
+    taps = tap_passes(config, taps, sites, keep, every_add)
+    pipeline = Pipeline(taps + sample + split + (LowerOpscope(**lowering),))
     run_pipeline(module, pipeline)
     return module, Manifest.from_module(module)
 

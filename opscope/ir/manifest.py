@@ -18,6 +18,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 
+ROW_STRIDE_ATTR = "opscope.row_stride"  # sample-rows: the function's activations sketched on 1 row in K
 WEIGHTS_SUFFIX = "$weights"  # split-weight-stats: @f's weight statistics live in @f$weights, called once
 
 
@@ -59,6 +60,7 @@ class Manifest:
     flags: list[str] = field(default_factory=list)
     weights_function: str = ""  # the function returning the weights' statistics, called once (split-weight-stats)
     weights_results: int = 0  # how many results it returns (the last of num_results)
+    row_stride: int = 1  # activations sketched on rows 0, K, 2K, ... (`sample-rows`); weights exact
 
     # -- reading the IR ------------------------------------------------------------------
     @classmethod
@@ -102,6 +104,7 @@ class Manifest:
             list(self.flags),
             weights.function,
             weights.num_results,
+            self.row_stride,
         )
 
     @property
@@ -134,7 +137,8 @@ class Manifest:
                         *(ir.IntegerAttr(d[k]).value for k in ("batch", "m", "k", "n", "flops")),
                     )
                 )
-        return cls(name, n_results, first_stat, _reference_order(entries, sites), sites)
+        stride = ir.IntegerAttr(fn.attributes[ROW_STRIDE_ATTR]).value if ROW_STRIDE_ATTR in fn.attributes else 1
+        return cls(name, n_results, first_stat, _reference_order(entries, sites), sites, row_stride=stride)
 
     # -- JSON sidecar --------------------------------------------------------------------
     def to_json(self) -> str:
@@ -152,6 +156,7 @@ class Manifest:
             list(d.get("flags", [])),
             d.get("weights_function", ""),
             int(d.get("weights_results", 0)),
+            int(d.get("row_stride", 1)),
         )
 
     def save(self, path: str | Path) -> None:

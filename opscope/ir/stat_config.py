@@ -31,12 +31,15 @@ class StatConfig:
     per_position: bool = True
     adjacency: bool = True
     roles: tuple[str, ...] = ROLES  # which operands of a matmul site are sketched (the reference: all three)
+    row_stride: int = 1  # sketch rows 0, K, 2K, ... of each activation (tokens; `sample-rows`); 1: every row
 
     def __post_init__(self) -> None:
         roles = tuple(self.roles)
         if not roles or len(set(roles)) != len(roles) or not set(roles) <= set(ROLES):
             raise OpscopeError(f"StatConfig: roles must be distinct names among {', '.join(ROLES)}, got {roles}")
         object.__setattr__(self, "roles", roles)
+        if self.row_stride < 1:
+            raise OpscopeError(f"StatConfig: row_stride must be >= 1 (1: every row), got {self.row_stride}")
         if self.hist_bins < 0:
             raise OpscopeError(f"StatConfig: hist_bins must be >= 0, got {self.hist_bins}")
         if not self.hist_normalize and self.hist_bins and not self.hist_min < self.hist_max:

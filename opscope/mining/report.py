@@ -8,6 +8,7 @@ sidecars. A report renders as text, Markdown or JSON (`opscope.mining.render`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from opscope.mining.render import render
 from opscope.mining.signals import classify, rank, value_signals
 from opscope.mining.temporal import aggregate, cross_step, opportunities
 from opscope.record.recorder import MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
-from opscope.record.tidy import COLUMNS, read_tidy, site_cost_files, tidy_files
+from opscope.record.tidy import COLUMNS, MANIFEST_NAME, read_tidy, site_cost_files, tidy_files
 
 GIVEN_COSTS = "the site costs given"  # `costs_source` of a mapping passed in
 
@@ -124,6 +125,23 @@ def coverage(site_costs: dict[str, int] | None) -> pl.DataFrame | None:
     )
 
 
+def sampling_notes(files: Iterable[str | Path]) -> list[str]:
+    """What a run's `manifest.json` beside its tidy files says of row sampling (`sample-rows`):
+    a report must not present statistics of 1 token in K as the whole tensor's."""
+    notes = []
+    for folder in dict.fromkeys(Path(f).parent for f in files):
+        try:
+            stride = int(json.loads((folder / MANIFEST_NAME).read_text()).get("row_stride", 1))
+        except (OSError, ValueError, AttributeError):
+            continue  # no manifest here (a bare CSV), or not one of ours: nothing to say
+        if stride > 1:
+            notes.append(
+                f"{folder}: sampled: each activation was sketched on 1 row (token) in {stride} (rows 0, {stride}, "
+                f"{2 * stride}, ...): its statistics, numel and positions are those rows'; the weights' are exact"
+            )
+    return notes
+
+
 def mine_paths(
     spec: str | Path | Iterable[str | Path], costs: str | Path | Mapping[str, int] | None = None
 ) -> MineReport:
@@ -132,6 +150,7 @@ def mine_paths(
     notes: list[str] = []
     files = tidy_files(spec, notes)
     df = read_tidy(files, notes)
+    notes += sampling_notes(files)
     if isinstance(costs, Mapping):
         return mine(df, dict(costs), notes=notes, costs_source=GIVEN_COSTS)
     sources = [Path(costs)] if costs is not None else site_cost_files(files)

@@ -48,6 +48,7 @@ SCHEMA: dict[str, pl.DataType] = {
     c: pl.Int64 if c in INT_COLUMNS else pl.Categorical if c in STR_COLUMNS else pl.Float32 for c in COLUMNS
 }
 SITE_COSTS_NAME = "site_costs.csv"
+MANIFEST_NAME = "manifest.json"  # a run folder's manifest: which result holds which sketch, the row sampling
 SITES_SUFFIX = ".sites"
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DATA_SUFFIXES = (".csv",) + PARQUET_SUFFIXES

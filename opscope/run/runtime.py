@@ -3,21 +3,33 @@
 Results are read through a mapped staging buffer (`allocate_buffer` + `queue_copy`)
 on drivers whose `DeviceArray.to_host()` cannot import host pointers (Vulkan on Mesa
 lavapipe needs 4096-byte alignment there), and with `to_host()` elsewhere.
+
+On the CPU each loaded module gets a device of its own, so the memory of IREE's queue
+allocation pool goes with the module. That pool (IREE 3.13, local-task) grows in 64 MiB
+slabs and never reuses a freed block whose death frontier spans more than 8 semaphores
+(it is "tainted"); a program with many concurrent transients, as a tapped 1.1 B model,
+leaks a few slabs every call (~280 MB there). A call that grows the process's own memory
+by a slab or more beyond its results, after the first, makes the next call run on a fresh
+device and context (`LoadedModule.renewals`): a few milliseconds, the pool's memory back.
 """
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from opscope.errors import OpscopeError
+from opscope.run.anon_memory import anon_bytes
 from opscope.run.compile import CompiledModule
 from opscope.run.heap import keep_freed_memory_once
 from opscope.run.parameters import explain_context_error, io_parameters_module
 from opscope.run.targets import require_runnable
 
 _STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
+_OWN_DEVICE_DRIVERS = {"local-task", "local-sync"}  # cheap to create (ms); a GPU's device is shared
+POOL_SLAB = 64 << 20  # what local-task's queue allocation pool grows by (IREE 3.13)
 
 
 @dataclass
@@ -28,6 +40,9 @@ class LoadedModule:
     config: object
     context: object
     _once: dict = field(default_factory=dict, repr=False, compare=False)  # function -> its kept results
+    renewals: int = 0  # times the device and context were made afresh (the pool grew by a call)
+    _calls: int = field(default=0, repr=False, compare=False)
+    _stale: bool = field(default=False, repr=False, compare=False)
 
     @property
     def driver(self) -> str:
@@ -41,20 +56,50 @@ class LoadedModule:
         runtime's device arrays (not yet on the host)."""
         import iree.runtime as rt
 
+        if self._stale:
+            inputs = self._renew(inputs)
         try:
             fn = self.context.modules.module[function]
         except (KeyError, AttributeError):
             raise OpscopeError(f"the compiled module has no function '{function}'") from None
+        before = anon_bytes() if self.compiled.target.driver in _OWN_DEVICE_DRIVERS else None
         res = fn(*[a if isinstance(a, rt.DeviceArray) else np.ascontiguousarray(a) for a in inputs])
-        if res is None:
-            return []
-        return list(res) if isinstance(res, (tuple, list)) else [res]
+        out = [] if res is None else list(res) if isinstance(res, (tuple, list)) else [res]
+        self._note_growth(before, out)
+        return out
+
+    def _note_growth(self, before: int | None, results: list) -> None:
+        """Mark the device for renewal when this call, not the first, grew the process's own
+        memory by a pool slab or more beyond what its results hold (see the module's docstring)."""
+        self._calls += 1
+        after = anon_bytes() if before is not None else None
+        if after is None or self._calls < 2:
+            return
+        held = sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in results)
+        if after - before - held >= POOL_SLAB:
+            self._stale = True
+
+    def _renew(self, inputs: tuple) -> list:
+        """Load the module again on a fresh device (the old one, with its pool, goes when
+        nothing holds it); inputs already uploaded to the old device come back through the host."""
+        import iree.runtime as rt
+
+        inputs = [np.asarray(a.to_host()) if isinstance(a, rt.DeviceArray) else a for a in inputs]
+        self.context = None  # the old context, then its device, go before a new device is made
+        self.config = None
+        gc.collect()  # IREE's Python objects hold cycles: without a collection the old device stays
+        fresh = load(self.compiled)
+        self.config, self.context = fresh.config, fresh.context
+        self._stale, self._calls = False, 0
+        self.renewals += 1
+        return inputs
 
     def to_numpy(self, arrays) -> list[np.ndarray]:
-        """Bring device arrays to the host."""
+        """Bring device arrays to the host, as arrays of their own: `to_host()` maps the device's
+        memory, which must not outlive the device (a CPU module's own, see the module docstring)."""
         if self.driver in _STAGED_DRIVERS:
             return [_read_staged(self.config.device, a) for a in arrays]
-        return [np.asarray(a.to_host()) for a in arrays]
+        return [np.array(a.to_host()) for a in arrays]
 
     def invoke_once(self, function: str) -> list[np.ndarray]:
         """The results of `function` (which takes nothing: the weights' statistics), computed on the
@@ -74,7 +119,11 @@ def load(compiled: CompiledModule) -> LoadedModule:
 
     require_runnable(compiled.target)
     keep_freed_memory_once()  # buffers above 32 MiB would be page-faulted in again every call
-    config = rt.Config(compiled.target.driver)
+    driver = compiled.target.driver
+    if driver in _OWN_DEVICE_DRIVERS:  # its pool's memory goes with the module
+        config = rt.Config(device=rt.system_api.get_first_device([driver], cache=False))
+    else:
+        config = rt.Config(driver)
     modules = [io_parameters_module(config.vm_instance, compiled.parameters)] if compiled.parameters else []
     modules.append(rt.VmModule.copy_buffer(config.vm_instance, compiled.vmfb))
     try:
