@@ -77,6 +77,20 @@ class StatOp:
         return {d[i].name: _py_value(d[i].attr) for i in range(len(d))}
 
 
+def stat_ops(op: ir.Operation) -> list[ir.Operation]:
+    """Every `opscope.stat` inside `op` (nested regions included), in walk order. The walk
+    only gathers: an exception raised in a walk callback reaches Python as a bare RuntimeError."""
+    found: list[ir.Operation] = []
+
+    def visit(inner):
+        if inner.name == STAT_OP:
+            found.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
 def _py_value(attr: ir.Attribute) -> object:
     if isinstance(attr, ir.BoolAttr):
         return attr.value

@@ -46,7 +46,7 @@ from iree.compiler.dialects import func
 
 from opscope.dialect.dynamics import DYNAMICS_KINDS, DynamicsKernel
 from opscope.dialect.lowering import HIST_LANES, StatItem, StatsKernel
-from opscope.dialect.ops import STAT_OP, StatOp, verify_stat
+from opscope.dialect.ops import StatOp, stat_ops, verify_stat
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import is_const_expr, is_constant, is_weight, owner
 
@@ -389,21 +389,10 @@ def _stat_type(length: int) -> ir.Type:
 
 
 def _collect(fn) -> list:
-    """(value, site, role) -> its stat ops, in order of first appearance.
-
-    The walk only gathers ops: an exception raised inside a walk callback reaches Python
-    as a bare RuntimeError, so checks run after it.
-    """
-    stat_ops = []
-
-    def visit(op):
-        if op.name == STAT_OP:
-            stat_ops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
+    """(value, site, role) -> its stat ops, in order of first appearance (checked after the
+    walk: `stat_ops`)."""
     groups: dict = {}
-    for op in stat_ops:
+    for op in stat_ops(fn):
         problem = verify_stat(op)
         if problem:
             raise OpscopeError(f"{problem} at {op.location}")

@@ -25,7 +25,7 @@ from typing import ClassVar
 from iree.compiler import ir
 from iree.compiler.dialects import tensor
 
-from opscope.dialect.ops import STAT_OP
+from opscope.dialect.ops import stat_ops
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import is_const_expr, memoized
 from opscope.ir.manifest import ROW_STRIDE_ATTR
@@ -48,29 +48,18 @@ class SampleRows:
         body = module.operation.regions[0].blocks[0]
         with memoized() as memo:
             for fn in [op.operation for op in body.operations if op.operation.name == "func.func"]:
-                slices: dict[ir.Value, ir.Value] = {}  # one slice of a tensor, however many sketches read it
-                for stat in _stats(fn):
+                # one slice of a tensor per block, however many of the block's sketches read it
+                slices: dict[tuple[ir.Block, ir.Value], ir.Value] = {}
+                for stat in stat_ops(fn):
                     if any(is_const_expr(v, memo=memo) for v in stat.operands):
                         continue
                     for i, value in enumerate(list(stat.operands)):
-                        if value not in slices:
-                            slices[value] = _rows(value, self.stride, stat)
-                        stat.operands[i] = slices[value]
-                if any(s != v for v, s in slices.items()):
+                        key = (stat.block, value)
+                        if key not in slices:
+                            slices[key] = _rows(value, self.stride, stat)
+                        stat.operands[i] = slices[key]
+                if any(s != v for (_, v), s in slices.items()):
                     fn.attributes[ROW_STRIDE_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), self.stride)
-
-
-def _stats(fn: ir.Operation) -> list[ir.Operation]:
-    """Every `opscope.stat` in `fn`, nested regions included."""
-    found: list[ir.Operation] = []
-
-    def visit(op):
-        if op.name == STAT_OP:
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
-    return found
 
 
 def _rows(value: ir.Value, stride: int, before: ir.Operation) -> ir.Value:

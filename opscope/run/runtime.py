@@ -62,7 +62,7 @@ class LoadedModule:
             fn = self.context.modules.module[function]
         except (KeyError, AttributeError):
             raise OpscopeError(f"the compiled module has no function '{function}'") from None
-        before = anon_bytes() if self.compiled.target.driver in _OWN_DEVICE_DRIVERS else None
+        before = anon_bytes() if self.driver in _OWN_DEVICE_DRIVERS else None
         res = fn(*[a if isinstance(a, rt.DeviceArray) else np.ascontiguousarray(a) for a in inputs])
         out = [] if res is None else list(res) if isinstance(res, (tuple, list)) else [res]
         self._note_growth(before, out)
