@@ -590,6 +590,7 @@ def kernel_plan(
     max_error: float = 0.01,
     kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight", "factor-weight", "memoize"),
     say: Callable[[str], None] | None = None,
+    parameters: bool | None = None,
 ) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
     guard's stability over the recorded steps, the estimated and the measured speedup of the site
@@ -597,7 +598,8 @@ def kernel_plan(
     within `max_error` of the site's output, both `min_speedup` faster); `apply` writes every
     accepted rewrite to `out` and measures the whole model. `model` defaults to the one the run's
     run.json names; `kinds` picks the candidates (skip-zero-channels, quantize-weight, factor-weight,
-    memoize)."""
+    memoize). `parameters`: every build maps the weights from one parameter file instead of carrying
+    them (None: so for a model of 128 MiB or more); `apply` then writes them beside `out` (OUT.irpa)."""
     from opscope.act.specialize import kernel_plan as build
 
     if rounds < 1:
@@ -613,6 +615,7 @@ def kernel_plan(
         max_error=max_error,
         kinds=kinds,
         say=say,
+        parameters=parameters,
     )
 
 
@@ -631,12 +634,14 @@ def live(
     state: str | Path | None = None,
     snapshot_every: int = 0,
     force: bool = False,
+    parameters: bool | None = None,
 ) -> LiveRun:
     """Serve `source` (None: the reference's live demo) over a trace of `requests` drawn from a `pool` of its
     inputs (Zipf `zipf`), 1 call in `every` instrumented, in `workers` processes; a `LiveRun` whose report
     has recurrence per site with the memoize verdict, hot inputs, drift and loads, beside the trace's truth.
     `csv`/`parquet` get the sampled statistics as tidy steps, `state` the mergeable sketches (JSON).
-    A served model of your own: `opscope.drive.live.LiveSampler`."""
+    `parameters`: both builds map the weights from one parameter file instead of carrying them (None:
+    so for a model of 128 MiB or more). A served model of your own: `opscope.drive.live.LiveSampler`."""
     from opscope.drive.live_run import run_live
 
     return run_live(
@@ -653,4 +658,5 @@ def live(
         state=state,
         snapshot_every=snapshot_every,
         force=force,
+        parameters=parameters,
     )

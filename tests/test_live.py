@@ -20,11 +20,12 @@ import opscope
 from opscope.drive.inputs import generate
 from opscope.drive.live import LiveSampler
 from opscope.drive.live_run import run_live
-from opscope.drive.serve import serve_workers
+from opscope.drive.serve import serve, serve_workers
 from opscope.drive.trace import Trace, demo_trace, zipf_order
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments
-from opscope.ir.loading import new_context, parse_module
+from opscope.ir.loading import module_bytecode, new_context, parse_module
+from opscope.ir.pipeline import run_pipeline
 from opscope.ir.stat_config import StatConfig
 from opscope.models.corpus import sentences
 from opscope.models.demo import moe_module, transformer_module
@@ -284,6 +285,23 @@ def test_workers_merge_and_a_crashed_worker_loses_only_its_unsaved_calls(demo, t
     assert outcome[1].calls_saved == 80  # its snapshots: every 8 samples = 40 calls; it died at call 100
     assert served.sketch.calls == 167 + 80 + 166 and served.lost == 87
     assert all(abs(site.distinct.estimate() - 8) < 0.1 for site in served.sketch.sites.values())
+
+
+def test_workers_map_the_parameter_file_the_builds_name(tmp_path):
+    """A model whose weights live in a parameter file: each worker loads both builds on that file
+    (not a copy of the weights) and together they count what one process does."""
+    text, trace = demo_trace(requests=24, pool=4)
+    module = parse_module(text, new_context())
+    run_pipeline(module, f"externalize-weights{{path={tmp_path / 'w.irpa'} min-bytes=0}}")
+    sampler = LiveSampler.build(module_bytecode(module), 4, name="demo")
+    named = (("model", str(tmp_path / "w.irpa")),)
+    assert sampler.tapped.compiled.parameters == sampler.plain.compiled.parameters == named
+    served = serve_workers(sampler, trace, 2, tmp_path / "workers")
+    assert [w.exitcode for w in served.workers] == [0, 0]
+    alone = serve(LiveSampler(sampler.manifest, sampler.tapped, sampler.plain, 4, name="demo"), trace).sketch
+    assert (served.sketch.calls, served.sketch.samples) == (alone.calls, alone.samples) == (24, 6)
+    assert served.sketch.sites.keys() == alone.sites.keys()  # (workers sample other calls than one process)
+    assert all(0.9 < site.distinct.estimate() < 4.1 for site in served.sketch.sites.values())  # of a pool of 4
 
 
 def test_two_workers_report_the_demo_as_one_process_does():

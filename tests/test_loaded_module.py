@@ -76,8 +76,9 @@ def test_a_growing_call_renews_the_device_once_and_keeps_results(compiled, monke
     device = loaded.config.device
     on_old = rt.asdevicearray(device, A)
     monkeypatch.setattr(runtime, "anon_bytes", Growing(2 * POOL_SLAB))  # each call grows two slabs
-    kept = loaded.invoke_once("constant")  # the first call after a load is not judged (warm-up)
-    assert loaded.renewals == 0
+    kept = loaded.invoke_once("constant")  # a function's first call on a device is not judged (warm-up)
+    np.testing.assert_array_equal(loaded.invoke("main", A, B)[0], A + B)  # main's first: not judged
+    assert loaded.renewals == 0 and not loaded._stale
     np.testing.assert_array_equal(loaded.invoke("main", A, B)[0], A + B)  # grew: renew before the next
     assert loaded.renewals == 0
     # the next call runs on a fresh device; an input uploaded to the old one comes through the host

@@ -165,6 +165,65 @@ def test_profile_parameters_writes_the_weights_to_the_run_folder(mlp, tmp_path):
     assert runs["inside"].height > 0 and runs["inside"].equals(runs["parameters"])
 
 
+def _mapped(path: Path) -> bool:
+    """Whether this process maps `path` (Linux: /proc/self/maps)."""
+    return str(path.resolve()) in Path("/proc/self/maps").read_text()
+
+
+def test_a_released_module_unmaps_its_file_and_loads_again(mlp, tmp_path):
+    """`LoadedModule.release()`: the device goes, the file stays mapped while another loaded module
+    maps it and leaves the process with the last; the next call loads it again, same results."""
+    if not Path("/proc/self/maps").exists():
+        pytest.skip("no /proc/self/maps here to see the mapping")
+    compiled = _copy(mlp, tmp_path, mlp[2].read_bytes())
+    x = mlp[3]
+    first, second = load(compiled), load(compiled)
+    expected = first.invoke("main", x)[0]
+    np.testing.assert_array_equal(second.invoke("main", x)[0], expected)
+    first.release()
+    assert first.context is None and _mapped(tmp_path / "w.irpa")  # the second module still reads it
+    second.release()
+    assert not _mapped(tmp_path / "w.irpa")
+    np.testing.assert_array_equal(first.invoke("main", x)[0], expected)  # loaded again, on the file
+    assert _mapped(tmp_path / "w.irpa") and first.renewals == 0  # a release is not a renewal
+
+
+def test_plan_maps_the_weights_and_apply_writes_them_beside_the_module(mlp, tmp_path):
+    """`opscope plan RUN --parameters`: every build maps one parameter file, the candidates' errors
+    equal those of the plan with the weights inside, and `--apply -o FILE` writes the weights to
+    FILE's .irpa, which the written module names (the temporary file is gone after the plan)."""
+    import opscope
+
+    inline, _, _, x, _ = mlp
+    model = tmp_path / "mlp.mlirbc"
+    model.write_bytes(inline)
+    opscope.profile(str(model), out=tmp_path / "run", steps=1)
+    out = tmp_path / "spec.mlir"
+    plans = {
+        apart: opscope.kernel_plan(
+            tmp_path / "run",
+            kinds=("quantize-weight",),
+            rounds=1,
+            parameters=apart,
+            apply=apart,
+            out=out if apart else None,
+        )
+        for apart in (False, True)
+    }
+    errors = {
+        apart: [(c.site, c.proposal.label, c.rel_error) for c in plan.candidates] for apart, plan in plans.items()
+    }
+    assert len(errors[True]) == 4 and errors[True] == errors[False]  # W8A16 and W8A8 of both layers
+    irpa = (tmp_path / "spec.irpa").resolve()
+    assert plans[True].applied.weights == (("model", irpa),)
+    written = parse_module(out.read_text(), new_context())
+    assert parameter_files(written) == {"model": str(irpa)}
+    assert "--parameters=model=" in plans[True].text()
+    got = load(compile_module(written, "llvm-cpu")).invoke("main", x)[0]
+    want = load(compile_module(inline, "llvm-cpu")).invoke("main", x)[0]
+    np.testing.assert_allclose(got, want, rtol=0.05, atol=0.05)  # int8 sites within the plan's bound
+
+
 # ----- the torch route: weights written straight from the tensors (`importers.torch_parameters`)
 
 

@@ -69,6 +69,17 @@ def test_the_manifest_and_the_report_say_it(builds, tmp_path):
     assert any(note in n for n in mine_paths(tmp_path / "run").notes)  # re-mined from the folder
 
 
+def test_the_cli_summary_says_it(tmp_path):
+    from inprocess import opscope
+
+    model = tmp_path / "model.mlir"
+    model.write_text(MODEL)
+    args = ["profile", str(model), "--steps", "1", "--taps", "matmul", "--sample-rows", str(STRIDE)]
+    proc = opscope(*args, "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"sketches per step (activations on 1 row in {STRIDE}: rows 0, {STRIDE}, ...; weights exact)" in proc.stdout
+
+
 def test_a_stride_below_one_is_refused():
     with pytest.raises(OpscopeError, match="row_stride must be >= 1"):
         StatConfig(row_stride=0)

@@ -69,7 +69,12 @@ def plan_text(plan: KernelPlan) -> str:
                     "the whole model is slower with them: the sites' gains did not survive in the model "
                     "(or were the machine's noise); keep the original"
                 )
-        if a.path is not None:
+        if a.path is not None and a.weights:
+            flags = " ".join(f"--parameters={scope}={f}" for scope, f in a.weights)
+            lines.append(
+                f"wrote {a.path} (compiles with plain iree-compile) and its weights beside it: run it with {flags}"
+            )
+        elif a.path is not None:
             lines.append(f"wrote {a.path} (compiles with plain iree-compile)")
     for c in plan.accepted:
         if c.kind == "memoize":

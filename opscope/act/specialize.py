@@ -75,6 +75,7 @@ class Applied:
     parity: str
     rel_error: float
     steps: int
+    weights: tuple[tuple[str, Path], ...] = ()  # (scope, file) of the parameter files written beside it
 
 
 @dataclass
@@ -102,6 +103,7 @@ class KernelPlan:
         d["run"] = str(self.run)
         if self.applied is not None and self.applied.path is not None:
             d["applied"]["path"] = str(self.applied.path)
+            d["applied"]["weights"] = [[scope, str(f)] for scope, f in self.applied.weights]
         for c, cd in zip(self.candidates, d["candidates"]):
             cd.update(cd.pop("proposal"))
             cd["pipeline"] = c.pipeline
@@ -150,9 +152,12 @@ def kernel_plan(
     max_error: float = MAX_ERROR,
     kinds=KINDS,
     say: Callable[[str], None] | None = None,
+    parameters: bool | None = None,
 ) -> KernelPlan:
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
-    write the specialized module to `out` and measure the whole model."""
+    write the specialized module to `out` and measure the whole model. `parameters`: the model's
+    weights are mapped from one parameter file (in a temporary folder; None: so for a model of
+    128 MiB or more, `opscope.models.source.open_apart`) by every build instead of carried in it."""
     from opscope.drive.profile import CSV_NAME, resolve_inputs
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.record.tidy import read_tidy
@@ -167,7 +172,10 @@ def kernel_plan(
     target = target or record.get("target", "llvm-cpu")
     steps = int(record.get("steps", 1))
     tidy = read_tidy(folder / CSV_NAME)
-    source, text, module, sites = _model(model if model is not None else record["source"], steps, tidy, folder)
+    dtype = record.get("weights_dtype") if model is None else None  # the run's weights, rounded as profiled
+    source, held, text, module, sites = _model(
+        model if model is not None else record["source"], steps, tidy, folder, parameters, dtype
+    )
     if say is not None:
         say(f"{source.name} on {target} ({folder})")
     batches, _ = resolve_inputs(source, steps, _inputs(record))
@@ -189,20 +197,26 @@ def kernel_plan(
         plan.candidates = keep_fastest(plan.candidates)
     if apply:
         plan.applied = _apply(plan, text, function, batches, target, rounds, out, say)
+    del held  # the temporary parameter file, if any, goes now that nothing builds from it
     return plan
 
 
-def _model(model, steps: int, tidy, folder: Path):
-    """(the model source, its module text with locations, the parsed module, its recorded sites
-    by name: they live as long as the module); one line if the run recorded sites the model lacks."""
+def _model(model, steps: int, tidy, folder: Path, parameters: bool | None, weights_dtype: str | None):
+    """(the model source, the temporary folder of its parameter file or None, its module text with
+    locations, the parsed module, its recorded sites by name: they live as long as the module);
+    one line if the run recorded sites the model lacks."""
     import polars as pl
 
     from opscope.drive.profile import default_source
     from opscope.ir.loading import module_text, new_context, parse_module
     from opscope.ir.sites import ROLES, find_sites
-    from opscope.models.source import open_model
+    from opscope.models.source import open_apart
 
-    source = default_source(steps) if model is None else open_model(model, steps)
+    source, held = (
+        (default_source(steps), None)
+        if model is None
+        else open_apart(model, steps, parameters=parameters, weights_dtype=weights_dtype)
+    )
     if isinstance(source.module, str):
         text = source.module
     else:
@@ -226,7 +240,7 @@ def _model(model, steps: int, tidy, folder: Path):
             f"{folder} records sites the model lacks ({', '.join(missing[:6])}): "
             f"profile this model again, or give the model the run was recorded on (--model)"
         )
-    return source, text, module, {name: site for name, site in every.items() if name in set(recorded)}
+    return source, held, text, module, {name: site for name, site in every.items() if name in set(recorded)}
 
 
 def _inputs(record: dict):
@@ -270,6 +284,37 @@ def keep_fastest(candidates: list[Candidate]) -> list[Candidate]:
     ]
 
 
+def write_module(text: str, path: Path) -> tuple[tuple[str, Path], ...]:
+    """Write the module `text` to `path`; a parameter file it reads its weights from goes beside it
+    (`PATH.irpa`, or `PATH.SCOPE.irpa` for several; a hard link where the file system allows) and
+    the written module names it, so it outlives a temporary file. Returns (scope, file) of each
+    file written beside."""
+    import os
+    import shutil
+
+    from opscope.ir.loading import module_text, new_context, parse_module
+    from opscope.ir.parameter_files import parameter_files, set_parameter_files
+
+    module = parse_module(text, new_context(), str(path))
+    files = parameter_files(module)
+    if not files:
+        path.write_text(text)
+        return ()
+    beside = {scope: path.with_suffix(".irpa" if len(files) == 1 else f".{scope or 'default'}.irpa") for scope in files}
+    for scope, source in files.items():
+        target = beside[scope]
+        if target.resolve() == Path(source).resolve():
+            continue
+        target.unlink(missing_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:  # another file system, or links not allowed
+            shutil.copyfile(source, target)
+    set_parameter_files(module, {scope: str(f.resolve()) for scope, f in beside.items()})
+    path.write_text(module_text(module, debug_info=True))
+    return tuple(beside.items())
+
+
 def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, say) -> Applied:
     """The module with every accepted rewrite, written to `out`, timed and compared with the original."""
     from opscope.act.site_bench import rewritten
@@ -279,14 +324,14 @@ def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: st
 
     pipeline = ",".join(c.pipeline for c in plan.accepted if c.kind in IR_KINDS)
     specialized = rewritten(text, pipeline) if pipeline else text
-    path = None
+    path, kept = None, ()
     if out is not None:
         path = Path(out)
-        path.write_text(specialized)
+        kept = write_module(specialized, path)
         if say is not None:
-            say(f"wrote {path} ({pipeline.count('{')} rewrite(s))")
+            say(f"wrote {path} ({pipeline.count('{')} rewrite(s))" + "".join(f", its weights {f}" for _, f in kept))
     if not pipeline:
-        return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches))
+        return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches), kept)
     compiled = [compile_module(text, target), compile_module(specialized, target)]
     loaded = [load(m) for m in compiled]
     worst, worst_rel = "bit-identical", 0.0
@@ -297,4 +342,4 @@ def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: st
             if same != "bit-identical" and rel >= worst_rel:
                 worst, worst_rel = same, rel
     times = time_calls(compiled, function, batches[0], rounds=rounds)
-    return Applied(path, pipeline, measured(times), worst, worst_rel, len(batches))
+    return Applied(path, pipeline, measured(times), worst, worst_rel, len(batches), kept)

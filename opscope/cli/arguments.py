@@ -30,10 +30,10 @@ def add_target(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parameters(parser: argparse.ArgumentParser, where: str) -> None:
+def add_parameters(parser: argparse.ArgumentParser, where: str, dtype: bool = True) -> None:
     """--parameters/--no-parameters: the model's weights in an IREE parameter file (`where`) or
-    inside every compiled module, default by the model's size; --weights-dtype: how that file
-    stores float32 weights."""
+    inside every compiled module, default by the model's size; with `dtype`, --weights-dtype: how
+    that file stores float32 weights."""
     from opscope.ir.parameter_files import AUTO_BYTES, WEIGHT_DTYPES
 
     parser.add_argument(
@@ -43,6 +43,8 @@ def add_parameters(parser: argparse.ArgumentParser, where: str) -> None:
         help=f"keep the weights in an IREE parameter file ({where}) instead of inside every compiled "
         f"module: the builds share one mapped copy (default: for models of {AUTO_BYTES >> 20} MiB or more)",
     )
+    if not dtype:
+        return
     parser.add_argument(
         "--weights-dtype",
         choices=WEIGHT_DTYPES,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import add_source, add_target
+from opscope.cli.arguments import add_parameters, add_source, add_target
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     lv.add_argument("--force", action="store_true", help="overwrite --csv, --parquet, --state")
     lv.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_parameters(lv, "in a temporary folder, for both builds and every worker", dtype=False)
     lv.add_argument(
         "--merge",
         nargs="+",
@@ -80,6 +81,7 @@ def _cmd_live(args) -> int:
         state=args.state,
         snapshot_every=args.snapshot_every,
         force=args.force,
+        parameters=args.parameters,
     )
     print(run.to_json() if args.json else run.text())
     if args.csv and not args.json:

@@ -100,9 +100,11 @@ def _cmd_profile(args) -> int:
     )
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)
+    stride = m.manifest.row_stride
+    sampled = f" (activations on 1 row in {stride}: rows 0, {stride}, ...; weights exact)" if stride > 1 else ""
     print(
         f"  {sites_text(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
-        f"per step; {compile_text(m.compile_seconds, m.compile_cached)}; "
+        f"per step{sampled}; {compile_text(m.compile_seconds, m.compile_cached)}; "
         f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with injection"
     )
     print()

@@ -11,6 +11,7 @@ import sys
 
 from opscope.act.candidates import KINDS
 from opscope.act.specialize import MAX_ERROR, MIN_SPEEDUP
+from opscope.cli.arguments import add_parameters
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"the candidate kinds to measure, comma-separated (default all: {','.join(KINDS)})",
     )
     p.add_argument("--json", action="store_true", help="the plan as JSON")
+    add_parameters(p, "in a temporary folder, for every build; --apply writes it beside -o", dtype=False)
     p.set_defaults(fn=_cmd_plan)
 
 
@@ -68,6 +70,7 @@ def _cmd_plan(args) -> int:
         max_error=args.max_error,
         kinds=[k.strip() for k in args.kinds.split(",") if k.strip()],
         say=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True),
+        parameters=args.parameters,
     )
     print(plan.to_json() if args.json else plan.text())
     return 0

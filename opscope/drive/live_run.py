@@ -105,10 +105,13 @@ def run_live(
     snapshot_every: int = 0,
     force: bool = False,
     progress: bool | None = None,
+    parameters: bool | None = None,
 ) -> LiveRun:
     """Serve `source` (None: the reference's demo, 500 requests over a pool of 8, every 5th sampled) over a
     trace of `requests` drawn from a `pool` of its inputs (Zipf `zipf`), 1 call in `every` instrumented,
-    in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON)."""
+    in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON).
+    `parameters`: both builds (and every worker) map a model's weights from one parameter file in a
+    temporary folder (None: so for a model of 128 MiB or more) instead of carrying them."""
     demo = source is None
     every = check_every(every if every is not None else DEMO_EVERY if demo else MODEL_EVERY)
     requests = requests if requests is not None else DEMO_REQUESTS if demo else MODEL_REQUESTS
@@ -125,11 +128,12 @@ def run_live(
     parquet = _check_out(parquet, force, "Parquet file")
     if parquet is not None and csv is None:
         raise OpscopeError("live: --parquet converts the tidy CSV: give --csv too")
+    held = None  # the temporary folder of the model's parameter file, kept while the builds run
     if demo:
         module, trace = demo_trace(requests, pool, DEMO_SEED + seed, zipf)  # seed 0: the reference's
         name = "reference live demo (4-layer MLP, [16,64])"
     else:
-        model, trace = model_trace(source, requests, pool, zipf, seed)
+        model, trace, held = model_trace(source, requests, pool, zipf, seed, parameters)
         module, name = model.module, model.name
     single = workers == 1
     sampler = LiveSampler.build(
@@ -148,6 +152,7 @@ def run_live(
         with tempfile.TemporaryDirectory(prefix="opscope-live-") as folder:
             served = serve_workers(sampler, trace, workers, folder, snapshot_every or WORKER_SNAPSHOT)
         _write_merged(served, sampler, csv, parquet, state)
+    del sampler, held  # the builds, then their parameter file
     return LiveRun(name, trace, every, workers, served, live_report(served.sketch))
 
 

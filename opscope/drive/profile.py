@@ -216,15 +216,20 @@ def profile(
     result = profile_module(
         model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps, parameters=parameters
     )
-    write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer)
+    write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype)
     return result
 
 
-def write_run_record(out: Path, source, target: str, steps: int, dist: str, inputs, text, tokenizer) -> None:
+def write_run_record(
+    out: Path, source, target: str, steps: int, dist: str, inputs, text, tokenizer, weights_dtype: str | None = None
+) -> None:
     """`run.json`: the model as the user named it (a zoo name or an absolute file path; null for
-    the built-in model; no `source` key when it came in memory), the target, the steps and where
-    the inputs came from, so a later command (`opscope plan RUN`) rebuilds the same model and inputs."""
+    the built-in model; no `source` key when it came in memory), the target, the steps, the dtype
+    its weights were stored as and where the inputs came from, so a later command
+    (`opscope plan RUN`) rebuilds the same model and inputs."""
     record: dict = {"target": target, "steps": steps, "dist": dist}
+    if weights_dtype is not None:
+        record["weights_dtype"] = weights_dtype
     if source is None or isinstance(source, str) and is_zoo_name(source):
         record["source"] = source
     elif isinstance(source, Path) or isinstance(source, str) and not is_mlir_text(source):
@@ -324,6 +329,7 @@ def profile_module(
     model.manifest.save(out / MANIFEST_NAME)
     # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
     run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
+    model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())
     return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name)

@@ -124,7 +124,8 @@ def serve_workers(
 
 
 def _write_spec(sampler: LiveSampler, trace: Trace, folder: Path, snapshot_every: int) -> dict:
-    """What a worker needs, as files: both builds, the manifest, the trace."""
+    """What a worker needs, as files: both builds (and the parameter files they map), the manifest,
+    the trace."""
     (folder / "tapped.vmfb").write_bytes(sampler.tapped.compiled.vmfb)
     (folder / "plain.vmfb").write_bytes(sampler.plain.compiled.vmfb)
     sampler.manifest.save(folder / "manifest.json")
@@ -139,6 +140,10 @@ def _write_spec(sampler: LiveSampler, trace: Trace, folder: Path, snapshot_every
         "snapshot_every": snapshot_every,
         "fingerprint_inputs": sampler.fingerprint_inputs,
         "arity": len(trace.pool[0]) if trace.pool else 0,
+        "parameters": {
+            k: [list(f) for f in m.compiled.parameters]
+            for k, m in (("tapped", sampler.tapped), ("plain", sampler.plain))
+        },
     }
 
 
@@ -154,7 +159,15 @@ def _worker(spec_path: str, w: int, workers: int, state: str, crash_after: int |
     spec = json.loads(Path(spec_path).read_text())
     folder = Path(spec["folder"])
     target = get_target(spec["target"])
-    tapped, plain = (load(CompiledModule((folder / f"{k}.vmfb").read_bytes(), target, ())) for k in ("tapped", "plain"))
+    files = spec.get("parameters", {})
+    tapped, plain = (
+        load(
+            CompiledModule(
+                (folder / f"{k}.vmfb").read_bytes(), target, (), parameters=tuple(map(tuple, files.get(k, ())))
+            )
+        )
+        for k in ("tapped", "plain")
+    )
     sampler = LiveSampler(
         Manifest.load(folder / "manifest.json"),
         tapped,

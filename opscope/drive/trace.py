@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from tempfile import TemporaryDirectory
 
 import numpy as np
 from iree.compiler import ir
@@ -22,7 +23,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments
 from opscope.ir.loading import new_context, parse_module
 from opscope.models.demo import mlp_module
-from opscope.models.source import ModelSource, open_model
+from opscope.models.source import ModelSource, open_apart
 
 DEMO_REQUESTS, DEMO_POOL, DEMO_EVERY, DEMO_SEED = 500, 8, 5, 0x11FE  # the reference's opscope-live
 DEMO_LAYERS, DEMO_WIDTH, DEMO_ROWS = 4, 64, 16
@@ -87,12 +88,17 @@ def demo_trace(
     )
 
 
-def model_trace(source, requests: int, pool: int, zipf: float, seed: int = 0) -> tuple[ModelSource, Trace]:
+def model_trace(
+    source, requests: int, pool: int, zipf: float, seed: int = 0, parameters: bool | None = None
+) -> tuple[ModelSource, Trace, TemporaryDirectory | None]:
     """A model's trace: a zoo model built for one example per call with `pool` of its own inputs
-    (text models: corpus sentences, labelled by their text), or a file's signature-generated inputs."""
+    (text models: corpus sentences, labelled by their text), or a file's signature-generated inputs;
+    and the temporary folder of the parameter file its builds map (`open_apart`: `parameters`, or
+    None for a model of 128 MiB or more; None when the weights stay in the module), to keep while
+    they run."""
     if pool < 1 or requests < 1:
         raise OpscopeError(f"trace: pool and requests must be >= 1, got pool {pool}, requests {requests}")
-    model = open_model(source, steps=pool, batch=1)
+    model, held = open_apart(source, steps=pool, batch=1, parameters=parameters)
     order = zipf_order(pool, requests, zipf, seed)
     if model.inputs is not None:
         inputs = [list(x) for x in model.inputs][:pool]
@@ -108,10 +114,11 @@ def model_trace(source, requests: int, pool: int, zipf: float, seed: int = 0) ->
         inputs = list(generate(args, pool, seed))
         labels = [f"generated input #{i}" for i in range(pool)]
     what = "uniformly" if zipf == 0 else f"Zipf s={zipf:g}"
-    return model, Trace(
+    trace = Trace(
         inputs,
         labels,
         order,
         f"{requests} requests over a pool of {pool} inputs ({labels[0][:40]}"
         f"{'…' if len(labels[0]) > 40 else ''}, ...), drawn {what}",
     )
+    return model, trace, held

@@ -14,7 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
-from functools import lru_cache
+from dataclasses import dataclass
 
 from iree.compiler import ir
 
@@ -64,9 +64,27 @@ def parameter_ref(attr: ir.Attribute | None) -> tuple[str, str] | None:
     return (found.group(1) or "", found.group(2)) if found else None
 
 
+@dataclass
+class _Mapped:
+    """One parameter file as this process maps it: the file's (mtime, size) when it was opened,
+    IREE's index over it, and its key -> entry table once a parameter was read by key."""
+
+    stamp: tuple[int, int]
+    index: object
+    entries: dict | None = None
+
+
+_mapped: dict[str, _Mapped] = {}  # absolute path -> its mapping, oldest first
+_MAPPED_MAX = 16  # files kept mapped at once: the oldest is forgotten when another is opened
+
+
 def open_index(path: str):
     """The `iree.runtime.ParameterIndex` over `path`, mapped once per process (reopened when the
-    file changes on disk)."""
+    file changes on disk) until `release_index` forgets it."""
+    return _mapped_file(path).index
+
+
+def _mapped_file(path: str) -> _Mapped:
     try:
         stat = os.stat(path)
     except OSError:
@@ -74,11 +92,16 @@ def open_index(path: str):
             f"parameter file {path} is missing: the module's weights live there; "
             "import the model again to write it (or put the file back)"
         ) from None
-    return _index(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+    key, stamp = os.path.abspath(path), (stat.st_mtime_ns, stat.st_size)
+    held = _mapped.get(key)
+    if held is None or held.stamp != stamp:
+        held = _mapped[key] = _Mapped(stamp, _load_index(key))
+        while len(_mapped) > _MAPPED_MAX:
+            _mapped.pop(next(iter(_mapped)))
+    return held
 
 
-@lru_cache(maxsize=16)  # emptied at exit: an index still held then makes nanobind report a leak
-def _index(path: str, mtime_ns: int, size: int):
+def _load_index(path: str):
     import iree.runtime as rt
 
     index = rt.ParameterIndex()
@@ -96,28 +119,28 @@ def _index(path: str, mtime_ns: int, size: int):
 
 def parameter_bytes(path: str, key: str) -> bytes:
     """The stored bytes of parameter `key` in the file `path` (a splat expanded)."""
-    entries = _entries(open_index(path))
-    if key not in entries:
+    mapped = _mapped_file(path)
+    if mapped.entries is None:  # listed once per mapping, not per parameter read
+        mapped.entries = {mapped.index[i].key: mapped.index[i] for i in range(len(mapped.index))}
+    if key not in mapped.entries:
         raise OpscopeError(f"parameter file {path} has no parameter '{key}': import the model again to rewrite it")
-    entry = entries[key]
+    entry = mapped.entries[key]
     if entry.is_splat:
         pattern = bytes(entry.splat_pattern)
         return (pattern * (entry.length // max(len(pattern), 1) + 1))[: entry.length]
     return bytes(entry.file_view)
 
 
-@lru_cache(maxsize=16)
-def _entries(index) -> dict:
-    """Key -> entry of an index `open_index` gave (listed once per index, not per parameter read)."""
-    return {index[i].key: index[i] for i in range(len(index))}
+def release_index(path: str) -> None:
+    """Forget this process's mapping of `path`: its pages leave the process once no loaded module
+    holds a provider over it (a module loaded from it keeps its own until it is released)."""
+    _mapped.pop(os.path.abspath(path), None)
 
 
 def release_indexes() -> None:
-    """Drop this process's cached indexes (a module loaded from one keeps its own): called when a
-    temporary parameter file is deleted, so its mapping does not hold the disk space."""
-    _entries.cache_clear()
-    _index.cache_clear()
+    """Forget every mapping (as `release_index`): called when a temporary parameter file is
+    deleted, so its mapping does not hold the disk space."""
+    _mapped.clear()
 
 
-atexit.register(_entries.cache_clear)
-atexit.register(_index.cache_clear)
+atexit.register(release_indexes)  # an index still held at exit makes nanobind report a leak

@@ -107,11 +107,13 @@ def open_apart(
     name: str | None = None,
     named: Callable[[str], None] | None = None,
     weights_dtype: str | None = None,
+    batch: int | None = None,
 ) -> tuple[ModelSource, TemporaryDirectory | None]:
     """`open_model`, with the weights written to a parameter file in a new temporary folder when
     `parameters` asks, or (None) when the model file or its module's stored weights come to
     `AUTO_BYTES` or more: every build of the model then maps that one file instead of carrying
-    its weights (float32 ones stored as `weights_dtype`, as `open_model`). Returns the model and
+    its weights (float32 ones stored as `weights_dtype`, and a zoo model built for `batch`, as
+    `open_model`). Returns the model and
     the folder, which lives as long as that handle (None when the weights stayed in the module).
     A caller's `ir.Module` is copied, never changed."""
     from opscope.ir.loading import module_bytecode, new_context, parse_module
@@ -119,7 +121,7 @@ def open_apart(
 
     folder = _scratch() if weights_apart(source, parameters, weights_dtype) else None
     path = Path(folder.name) / WEIGHTS_NAME if folder is not None else None
-    model = open_model(source, steps, name=name, named=named, parameters=path, weights_dtype=weights_dtype)
+    model = open_model(source, steps, name=name, named=named, parameters=path, weights_dtype=weights_dtype, batch=batch)
     if parameters is False:
         return model, folder
     module = model.module

@@ -8,7 +8,8 @@ kernel: MiniLM returning its matmul activations (8 × 48 tokens) ran 87 → 59 m
 the thresholds raised (20,342 → 0 minor faults), SmolLM2 296 → 208 ms (`bench/bench_heap.py`).
 Raising the mmap and trim thresholds keeps freed memory in the heap, where the next call
 reuses it. The cost: the process keeps up to `TRIM` bytes of freed heap instead of returning
-them to the OS. `OPSCOPE_MALLOC=system` leaves glibc's settings alone.
+them to the OS; `give_back_freed_memory` returns them when a module's device goes (nothing
+would reuse them soon). `OPSCOPE_MALLOC=system` leaves glibc's settings alone.
 """
 
 from __future__ import annotations
@@ -29,11 +30,28 @@ OPT_OUT = "OPSCOPE_MALLOC"  # =system: leave malloc alone
 _applied = False
 
 
-def _mallopt():
-    """glibc's `mallopt`, or None where the C library is another one."""
+def _libc():
+    """The C library when it is glibc (whose `mallopt` and `malloc_trim` these are), else None."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
-    fn = ctypes.CDLL(None).mallopt
+    return ctypes.CDLL(None)
+
+
+def give_back_freed_memory() -> None:
+    """Return the freed memory every malloc arena holds to the OS (glibc's `malloc_trim(0)`):
+    what a released device's buffers leave behind, which the kept thresholds would hold."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+        libc.malloc_trim(0)
+
+
+def _mallopt():
+    """glibc's `mallopt`, or None where the C library is another one."""
+    libc = _libc()
+    if libc is None:
+        return None
+    fn = libc.mallopt
     fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return fn
 

@@ -111,6 +111,7 @@ class InstrumentedModel:
                 e,
             )
             return None
+        self.loaded.release(files=False)  # its device's memory goes before the untapped build's comes
         base = load(compiled).invoke(self.function, *inputs)
         return compare_originals(base, self.original(outputs), self.target)
 

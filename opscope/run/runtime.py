@@ -11,28 +11,35 @@ slabs and never reuses a freed block whose death frontier spans more than 8 sema
 leaks a few slabs every call (~280 MB there). A call that grows the process's own memory
 by a slab or more beyond its results, after the first, makes the next call run on a fresh
 device and context (`LoadedModule.renewals`): a few milliseconds, the pool's memory back.
+
+`LoadedModule.release()` gives the device, its memory and the module's mapping of its parameter
+files back when a driver is done calling (before mining a large model's run, so its weights' pages
+leave the process); a later call loads the module again.
 """
 
 from __future__ import annotations
 
 import gc
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from opscope.errors import OpscopeError
+from opscope.ir.parameter_files import release_index
 from opscope.run.anon_memory import anon_bytes
 from opscope.run.compile import CompiledModule
-from opscope.run.heap import keep_freed_memory_once
+from opscope.run.heap import give_back_freed_memory, keep_freed_memory_once
 from opscope.run.parameters import explain_context_error, io_parameters_module
 from opscope.run.targets import require_runnable
 
 _STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
 _OWN_DEVICE_DRIVERS = {"local-task", "local-sync"}  # cheap to create (ms); a GPU's device is shared
 POOL_SLAB = 64 << 20  # what local-task's queue allocation pool grows by (IREE 3.13)
+_live: weakref.WeakSet[LoadedModule] = weakref.WeakSet()  # every loaded module of this process
 
 
-@dataclass
+@dataclass(eq=False)
 class LoadedModule:
     """A compiled module loaded on a device, callable by function name."""
 
@@ -41,7 +48,7 @@ class LoadedModule:
     context: object
     _once: dict = field(default_factory=dict, repr=False, compare=False)  # function -> its kept results
     renewals: int = 0  # times the device and context were made afresh (the pool grew by a call)
-    _calls: int = field(default=0, repr=False, compare=False)
+    _calls: dict = field(default_factory=dict, repr=False, compare=False)  # function -> calls on this device
     _stale: bool = field(default=False, repr=False, compare=False)
 
     @property
@@ -49,14 +56,32 @@ class LoadedModule:
         return self.compiled.target.driver
 
     def function_names(self) -> list[str]:
+        if self.context is None:
+            self._renew(())
         return list(self.context.modules.module.vm_module.function_names)
+
+    def release(self, files: bool = True) -> None:
+        """Give back the device and its memory and, with `files`, this module's mapping of its
+        parameter files (kept while another loaded module maps them); the next call loads the
+        module again, with the weights' statistics already computed kept."""
+        if self.context is None:
+            return
+        self._drop()
+        if not files:
+            return
+        others = {
+            path for m in list(_live) if m is not self and m.context is not None for _, path in m.compiled.parameters
+        }
+        for _, path in self.compiled.parameters:
+            if path not in others:
+                release_index(path)
 
     def invoke_raw(self, function: str, *inputs):
         """Call `function` with numpy (or already uploaded `DeviceArray`) inputs; returns the
         runtime's device arrays (not yet on the host)."""
         import iree.runtime as rt
 
-        if self._stale:
+        if self._stale or self.context is None:
             inputs = self._renew(inputs)
         try:
             fn = self.context.modules.module[function]
@@ -65,15 +90,16 @@ class LoadedModule:
         before = anon_bytes() if self.driver in _OWN_DEVICE_DRIVERS else None
         res = fn(*[a if isinstance(a, rt.DeviceArray) else np.ascontiguousarray(a) for a in inputs])
         out = [] if res is None else list(res) if isinstance(res, (tuple, list)) else [res]
-        self._note_growth(before, out)
+        self._note_growth(function, before, out)
         return out
 
-    def _note_growth(self, before: int | None, results: list) -> None:
-        """Mark the device for renewal when this call, not the first, grew the process's own
-        memory by a pool slab or more beyond what its results hold (see the module's docstring)."""
-        self._calls += 1
+    def _note_growth(self, function: str, before: int | None, results: list) -> None:
+        """Mark the device for renewal when this call, not the function's first on this device
+        (which fills the pool with its working set), grew the process's own memory by a pool slab
+        or more beyond what its results hold (see the module's docstring)."""
+        self._calls[function] = calls = self._calls.get(function, 0) + 1
         after = anon_bytes() if before is not None else None
-        if after is None or self._calls < 2:
+        if after is None or calls < 2:
             return
         held = sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in results)
         if after - before - held >= POOL_SLAB:
@@ -84,15 +110,21 @@ class LoadedModule:
         nothing holds it); inputs already uploaded to the old device come back through the host."""
         import iree.runtime as rt
 
-        inputs = [np.asarray(a.to_host()) if isinstance(a, rt.DeviceArray) else a for a in inputs]
-        self.context = None  # the old context, then its device, go before a new device is made
+        inputs = [np.array(a.to_host()) if isinstance(a, rt.DeviceArray) else a for a in inputs]
+        self.renewals += self._stale  # a release is not a renewal
+        self._drop()
+        fresh = load(self.compiled)
+        _live.discard(fresh)
+        self.config, self.context = fresh.config, fresh.context
+        self._stale, self._calls = False, {}
+        return inputs
+
+    def _drop(self) -> None:
+        """Let the context, then its device, go (before a new device is made)."""
+        self.context = None
         self.config = None
         gc.collect()  # IREE's Python objects hold cycles: without a collection the old device stays
-        fresh = load(self.compiled)
-        self.config, self.context = fresh.config, fresh.context
-        self._stale, self._calls = False, 0
-        self.renewals += 1
-        return inputs
+        give_back_freed_memory()  # its buffers' memory, which the heap would otherwise keep
 
     def to_numpy(self, arrays) -> list[np.ndarray]:
         """Bring device arrays to the host, as arrays of their own: `to_host()` maps the device's
@@ -133,7 +165,9 @@ def load(compiled: CompiledModule) -> LoadedModule:
         if explained is None:
             raise
         raise explained from None
-    return LoadedModule(compiled, config, ctx)
+    loaded = LoadedModule(compiled, config, ctx)
+    _live.add(loaded)
+    return loaded
 
 
 def _read_staged(device, array) -> np.ndarray:
