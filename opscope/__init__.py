@@ -160,8 +160,8 @@ def profile(
     routes through the `externalize-weights` pass) before anything is compiled: the builds
     then carry only the weights' names and share the one mapped file. None (the default):
     so for a model of 128 MiB or more (`opscope.ir.parameter_files.AUTO_BYTES`).
-    `weights_dtype` ("bf16" or "f16"): a torch model file's float32 weights are stored so in
-    that file, half their bytes on disk and in memory, and read widened to f32: the model
+    `weights_dtype` ("bf16" or "f16"): the model's float32 weights are stored so in that file
+    (any route), half their bytes on disk and in memory, and read widened to f32: the model
     computes as it was exported, on weights rounded to that type.
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
@@ -354,7 +354,7 @@ def whatif(
     Data: the zoo model's own held-out data (`tokens` predicted tokens for a causal LM), else
     `inputs` / `text` + `tokenizer` / generated. `parameters`: every build maps the weights from
     one parameter file in a temporary folder instead of carrying them (None: so for a model of
-    128 MiB or more), float32 ones stored as `weights_dtype` (bf16, f16; a torch model file).
+    128 MiB or more), float32 ones stored as `weights_dtype` (bf16, f16).
     Returns a `WhatIfReport` (`.text()`, `.to_dict()`)."""
     from opscope.act.evalset import eval_set
     from opscope.act.whatif import Variant, sweep_skips
@@ -411,6 +411,7 @@ def plan_layers(
     steps: int | None = None,
     task: str | None = None,
     say: Callable[[str], None] | None = None,
+    parameters: bool | None = None,
 ) -> LayersReport:
     """One storage option per layer (dense, int8/int4 per channel, group-wise int4, ternary, 2:4, low
     rank, Monarch, Tucker, tensor train) within `budget` of the dense bytes, chosen by `allocator`
@@ -419,7 +420,9 @@ def plan_layers(
     model, with greedy's plan and uniform int8/int4 (and the plan at their bytes), and measures each
     end to end on the model's real data (`whatif`'s metrics). `objective="measured"` (implies
     `measure`) also builds the plans for the other two errors and picks, among every plan within the budget,
-    the one that keeps most of the headline metric (`report.picked`). Returns a `LayersReport`."""
+    the one that keeps most of the headline metric (`report.picked`). `parameters` (with `measure`):
+    the model's weights are mapped from one parameter file by every build, each plan's rewritten
+    weights inside its module (None: so for a model of 128 MiB or more). Returns a `LayersReport`."""
     from opscope.probe.report import plan_layers as plan
     from opscope.probe.sources import is_tensor_path, module_weights, open_weights
 
@@ -444,8 +447,9 @@ def plan_layers(
     from opscope.act.evalset import eval_set
     from opscope.act.plan import measure_plans
 
-    # the plan's rewritten weights are built into the module (`opscope.probe.layers`): inside it
-    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say), parameters=False)
+    # each plan's rewritten weights go into its module as constants (`replace_weights`); the others
+    # stay in the parameter file every build maps, when the model has one
+    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say), parameters=parameters)
     weights = module_weights(evalset.name, evalset.module, sites, evalset.batches[0])
     return measure_plans(
         evalset,

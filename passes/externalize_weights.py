@@ -15,6 +15,10 @@ runtime maps the file once per process and every build of the model (tapped, unt
 rewritten) reads the same pages (`opscope.run.parameters`). Keys are the globals' names
 (`weight_0`, `weight_1`, ... in program order; a global the module already had keeps its own).
 
+`dtype=bf16` (or `f16`) stores every float32 weight so in the file, half the bytes on disk and in
+memory, and reads it through a widening `linalg.generic` where it is loaded: the model computes as
+before, in f32, on weights rounded to that type (bf16 to nearest even, as torch rounds them).
+
     %w = arith.constant dense_resource<torch_tensor_32_64> : tensor<32x64xf32>
   becomes
     util.global private @weight_0 = #flow.parameter.named<"model"::"weight_0"> : tensor<32x64xf32>
@@ -23,6 +27,7 @@ rewritten) reads the same pages (`opscope.run.parameters`). Keys are the globals
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from math import prod
@@ -32,9 +37,19 @@ from iree.compiler import ir, passmanager
 
 from opscope.errors import OpscopeError
 from opscope.ir import parameter_files as _files
-from opscope.ir.parameter_files import MIN_BYTES, SCOPE, parameter_files, parameter_ref, set_parameter_files
+from opscope.ir.build import widen
+from opscope.ir.parameter_files import (
+    MIN_BYTES,
+    SCOPE,
+    WEIGHT_DTYPES,
+    parameter_files,
+    parameter_ref,
+    set_parameter_files,
+)
+from opscope.ir.phase import phase
 
 GLOBAL_PREFIX = "weight_"
+log = logging.getLogger("opscope")
 
 
 @dataclass(frozen=True)
@@ -46,14 +61,19 @@ class ExternalizeWeights:
     path: str = ""
     scope: str = SCOPE
     min_bytes: int = MIN_BYTES
+    dtype: str = ""  # bf16 or f16: float32 weights stored so, read widened; "": as they are
 
     def __post_init__(self) -> None:
-        """Refuse a scope with characters IREE's `scope=path` flags cannot carry, and a negative
-        size, each in one line (a missing path is refused when the pass runs)."""
+        """Refuse a scope with characters IREE's `scope=path` flags cannot carry, a negative size
+        and an unknown dtype, each in one line (a missing path is refused when the pass runs)."""
         if not self.scope or any(c in self.scope for c in '=:"'):
             raise OpscopeError(f"{self.name}: option 'scope' must be a plain name, got '{self.scope}'")
         if self.min_bytes < 0:
             raise OpscopeError(f"{self.name}: option 'min-bytes' expects a byte count >= 0, got {self.min_bytes}")
+        if self.dtype and self.dtype not in WEIGHT_DTYPES:
+            raise OpscopeError(
+                f"{self.name}: option 'dtype' must be one of {', '.join(WEIGHT_DTYPES)}, got '{self.dtype}'"
+            )
 
     def apply(self, module) -> None:
         if not self.path:
@@ -67,25 +87,35 @@ class ExternalizeWeights:
         path = os.path.abspath(self.path)
         with module.context, ir.Location.unknown():
             _outline_constants(module, self.min_bytes)
+            phase(f"write the weights to {os.path.basename(path)}")
             exported = f"iree-io-export-parameters{{path={self.scope}={path} minimum-size={self.min_bytes}}}"
             try:
                 passmanager.PassManager.parse(f"builtin.module({exported})").run(module.operation)
             except Exception as e:  # noqa: BLE001  (MLIR reports a failed pass as a bare error)
                 detail = " ".join(str(e).split())[:300]
                 raise OpscopeError(f"{self.name}: could not write the parameter file {path}: {detail}") from None
-            if not any(_names_parameter(op.operation, self.scope) for op in module.body.operations):
+            written = any(_names_parameter(op.operation, self.scope) for op in module.body.operations)
+            if self.dtype and not (written and _narrow(module, path, self.scope, self.dtype)):
+                log.warning(
+                    "weights dtype %s: the module holds no float32 weight of %d bytes or more to store so "
+                    "(weights it takes as arguments stay as they are given)",
+                    self.dtype,
+                    self.min_bytes,
+                )
+            if not written:
                 return  # no weight of min-bytes or more: nothing written, nothing to name
             set_parameter_files(module, {**files, self.scope: path})
 
 
-def externalize(module: ir.Module, path: str | os.PathLike) -> ir.Module:
+def externalize(module: ir.Module, path: str | os.PathLike, weights_dtype: str | None = None) -> ir.Module:
     """`module` (changed in place) with its weights written to the parameter file `path`, its
-    folder made; left as it is when its weights already live in a parameter file."""
+    folder made, float32 ones stored as `weights_dtype` (bf16, f16; None: as they are); left as it
+    is when its weights already live in a parameter file."""
     if parameter_files(module):
         return module
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    ExternalizeWeights(path=path).apply(module)
+    ExternalizeWeights(path=path, dtype=weights_dtype or "").apply(module)
     return module
 
 
@@ -103,6 +133,55 @@ def _names_parameter(op: ir.Operation, scope: str) -> bool:
         return False
     ref = parameter_ref(op.attributes["initial_value"])
     return ref is not None and ref[0] == scope
+
+
+def _narrow(module: ir.Module, path: str, scope: str, dtype: str) -> bool:
+    """Store the float32 parameters of `scope` in `path` as `dtype` and read each one widened back
+    to f32 where it is loaded (the globals and their loads retyped); False when there is none."""
+    f32 = ir.F32Type.get()
+    narrow = {"bf16": ir.BF16Type.get, "f16": ir.F16Type.get}[dtype]()
+    wide: dict[str, ir.Operation] = {}  # global name -> its op, for each float32 parameter of `scope`
+    for op in module.body.operations:
+        op = op.operation
+        if (
+            _names_parameter(op, scope)
+            and ir.RankedTensorType(ir.TypeAttr(op.attributes["type"]).value).element_type == f32
+        ):
+            wide[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    if not wide:
+        return False
+    phase(f"store the weights as {dtype}")
+    _files.narrow_file(path, {parameter_ref(op.attributes["initial_value"])[1] for op in wide.values()}, dtype)
+    for op in wide.values():
+        narrowed = ir.RankedTensorType.get(ir.RankedTensorType(ir.TypeAttr(op.attributes["type"]).value).shape, narrow)
+        named = str(op.attributes["initial_value"]).rsplit(" : ", 1)[0]  # #flow.parameter.named<"scope"::"key">
+        op.attributes["type"] = ir.TypeAttr.get(narrowed)
+        op.attributes["initial_value"] = ir.Attribute.parse(f"{named} : {narrowed}")
+    loads: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "util.global.load" and ir.FlatSymbolRefAttr(op.attributes["global"]).value in wide:
+            loads.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for load in loads:
+        shape = ir.RankedTensorType(load.results[0].type).shape
+        attributes = {"global": load.attributes["global"]}
+        if "is_immutable" in load.attributes:
+            attributes["is_immutable"] = ir.UnitAttr.get()
+        narrowed = ir.Operation.create(
+            "util.global.load",
+            results=[ir.RankedTensorType.get(shape, narrow)],
+            attributes=attributes,
+            loc=load.location,
+            ip=ir.InsertionPoint(load),
+        )
+        with load.location:
+            widened = widen(narrowed.results[0], f32, ir.InsertionPoint(load))
+        load.results[0].replace_all_uses_with(widened)
+        load.erase()
+    return True
 
 
 def _outline_constants(module: ir.Module, min_bytes: int) -> None:

@@ -28,6 +28,19 @@ def test_ticker_shows_elapsed_time_and_clears(capsys):
     assert err.endswith("\r")  # the line is cleared, not left behind
 
 
+def test_ticker_shows_the_phase_the_step_says(capsys):
+    from opscope.ir.phase import phase
+
+    with ticking("import the model", enabled=True):
+        phase("decompose")
+        with ticking("inner step", enabled=True):
+            phase("lower: torch-to-linalg")  # the innermost step's phase, not the outer one's
+    err = capsys.readouterr().err
+    assert "import the model (decompose): 00:00" in err
+    assert "inner step (lower: torch-to-linalg): 00:00" in err
+    assert "import the model (lower" not in err
+
+
 def test_ticker_is_silent_off_a_terminal(capsys):
     with ticking("compile"):  # pytest's stderr is no terminal
         time.sleep(0.6)

@@ -13,7 +13,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.parameter_files import open_index, parameter_files, set_parameter_files
 from opscope.ir.pipeline import run_pipeline
-from opscope.ir.weights import read_weights
+from opscope.ir.weights import read_weights, replace_weights
 from opscope.run.compile import compile_module
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.runtime import load
@@ -74,6 +74,23 @@ def test_read_weights_reads_the_parameter_file(mlp):
     for w_in, w_out in zip(inside, outside):
         np.testing.assert_array_equal(w_out.values, w_in.values)
     np.testing.assert_array_equal(outside[0].matrix(), first)
+
+
+def test_replaced_weights_beside_parameters_compute_as_inside(mlp):
+    """`layers --measure` with a parameter file: a plan's rewritten weight goes into the module as a
+    constant while the others stay parameters; the build computes what the module with every
+    weight inside computes with the same replacement, bit for bit."""
+    inline, external, path, x, first = mlp
+    new = {read_weights(parse_module(inline, new_context()))[0].name: np.round(first * 8) / 8}
+    outs = []
+    for source in (inline, external):
+        module = parse_module(source, new_context())
+        replace_weights(module, new)
+        outs.append(load(compile_module(module, "llvm-cpu")).invoke("main", x)[0])
+        if source is external:
+            assert parameter_files(module) == {"model": str(path)}
+            assert "#flow.parameter.named" in str(module) and "dense_resource" in str(module)
+    np.testing.assert_array_equal(outs[1], outs[0])
 
 
 def test_one_file_serves_every_build_mapped_once(mlp):
@@ -436,7 +453,7 @@ def test_weights_dtype_bf16_stores_half_and_computes_in_f32(mlp_pt2, tmp_path):
     """`weights_dtype="bf16"` on an f32 torch model: the file holds each large weight's bf16 bits
     (torch's own rounding), the model computes in f32 what torch computes with those rounded
     weights, the weights' sketches are the rounded weights' numpy statistics, injection stays
-    bit-identical; without a parameter file, or for a model that is not torch, it is one line."""
+    bit-identical; without a parameter file it is one line."""
     import copy
 
     import ml_dtypes
@@ -467,5 +484,76 @@ def test_weights_dtype_bf16_stores_half_and_computes_in_f32(mlp_pt2, tmp_path):
     with pytest.raises(OpscopeError, match="drop --no-parameters") as e:
         opscope.profile(pt2, out=tmp_path / "inline", weights_dtype="bf16", parameters=False)
     assert "\n" not in str(e.value)
-    with pytest.raises(OpscopeError, match="torch model files"):
-        opscope.profile("digits", out=tmp_path / "zoo", weights_dtype="bf16")
+
+
+def _bf16_bits(x: np.ndarray) -> bytes:
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16).tobytes()
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def test_weights_dtype_on_the_other_routes(mlp, tmp_path):
+    """`weights_dtype="bf16"` beyond torch (`externalize-weights{dtype=bf16}`): an MLIR file, an
+    ONNX file (imported in a child process) and a module in memory store each float32 weight's bf16 bits
+    (rounded to nearest even, as torch rounds), declare it bf16 and compute in f32 what numpy
+    computes with the rounded weights; injection stays bit-identical. The child's import phases
+    reach the parent as they happen (a ticker shows them)."""
+    import opscope
+    from opscope.importers import import_source
+    from opscope.ir.phase import listening
+
+    inline, _, _, x, first = mlp
+    model = tmp_path / "mlp.mlirbc"
+    model.write_bytes(inline)
+    run = opscope.profile(str(model), out=tmp_path / "mlir", steps=1, weights_dtype="bf16")
+    assert run.parity == 0.0
+    index = open_index(str(tmp_path / "mlir" / "weights.irpa"))
+    stored = sorted(bytes(index[i].file_view) for i in range(len(index)))
+    assert _bf16_bits(first) in stored and len(stored) == 1  # the 48x8 weight is under MIN_BYTES
+    assert "tensor<48x64xbf16>" in str(parse_module(run.model.base_source, new_context()))
+
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(2).standard_normal((64, 48)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"], name="/proj/MatMul")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 48])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    with listening((phases := []).append):  # the child's phases, said here as it enters them
+        module = import_source(tmp_path / "m.onnx", parameters=tmp_path / "onnx.irpa", weights_dtype="bf16")
+    assert phases[:2] == ["load the ONNX model", "import to MLIR"] and "lower: onnx-to-torch" in phases
+    assert phases[-2:] == ["write the weights to onnx.irpa", "store the weights as bf16"]
+    index = open_index(str(tmp_path / "onnx.irpa"))
+    assert [bytes(index[i].file_view) for i in range(len(index))] == [_bf16_bits(w)]
+    got = load(compile_module(module, "llvm-cpu")).invoke("main", x)[0]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ _rounded(w), rtol=1e-5, atol=1e-5)
+
+    from opscope.models.source import open_apart
+
+    apart, folder = open_apart(inline, weights_dtype="bf16")  # a module in memory
+    assert "tensor<48x64xbf16>" in str(parse_module(apart.module, new_context()))
+    index = open_index(str(Path(folder.name) / "weights.irpa"))
+    assert [bytes(index[i].file_view) for i in range(len(index))] == [_bf16_bits(first)]
+
+
+def test_weights_dtype_without_stored_weights_says_so(caplog):
+    """The zoo's digits MLP takes its weights as arguments: nothing to store as bf16, and a warning
+    says so instead of a run that silently ignored the option."""
+    from opscope.ir.loading import parse_module as parse
+    from opscope.models.source import open_apart
+
+    with caplog.at_level("WARNING", logger="opscope"):
+        model, folder = open_apart("digits", weights_dtype="bf16")
+    assert "weights dtype bf16: the module holds no float32 weight" in caplog.text
+    assert "bf16" not in str(parse(model.module, new_context())) and folder is not None

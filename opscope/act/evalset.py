@@ -80,7 +80,7 @@ def eval_set(
     """The evaluation set of `source` (a zoo name, a model file, MLIR): see the module docstring.
     `parameters`: the model's weights go to a parameter file in a temporary folder that every
     build maps (`opscope.models.source.open_apart`; None: so for a large model), float32 ones
-    stored as `weights_dtype` when given (a torch model file)."""
+    stored as `weights_dtype` when given."""
     if tokens < 1:
         raise OpscopeError(f"tokens must be >= 1, got {tokens}")
     if isinstance(source, str) and is_zoo_name(source) and inputs is None and text is None:

@@ -578,7 +578,7 @@ def op_parity(
     e.g. `--iree-input-demote-i64-to-i32` for models with i64 inputs on vulkan-spirv.
     `say` receives a line per build. `parameters`: each model's weights go to a parameter file
     in a temporary folder that its builds map (`opscope.models.source.open_apart`; None: so for
-    a large model; float32 ones stored as `weights_dtype`, a torch model file's). Returns a `ParityReport` (`tol`: see the module docstring)."""
+    a large model; float32 ones stored as `weights_dtype`). Returns a `ParityReport` (`tol`: see the module docstring)."""
     from opscope.models.source import open_apart
     from opscope.run.targets import get_target
 

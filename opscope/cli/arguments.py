@@ -48,6 +48,6 @@ def add_parameters(parser: argparse.ArgumentParser, where: str, dtype: bool = Tr
     parser.add_argument(
         "--weights-dtype",
         choices=WEIGHT_DTYPES,
-        help="store a torch model's float32 weights in the parameter file as this type (half the memory); "
+        help="store the model's float32 weights in the parameter file as this type (half the memory); "
         "the model computes as exported, in f32, on the weights rounded to it",
     )

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from opscope.cli.arguments import SOURCES, add_target
+from opscope.cli.arguments import SOURCES, add_parameters, add_target
 from opscope.errors import OpscopeError
 
 TENSORS = "or tensors: a .tensor (u32 rows, u32 cols, f32 row-major), .npy or .safetensors file, or a directory of them"
@@ -90,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", type=int, default=2000, help="predicted tokens a causal LM is measured on")
     p.add_argument("--steps", type=int, help="batches to measure on (default: sized by the model's task)")
     p.add_argument("--json", action="store_true", help="the report as JSON")
+    add_parameters(p, "with --measure: in a temporary folder, for every plan's build", dtype=False)
     p.set_defaults(fn=_cmd_layers)
 
     p = sub.add_parser(
@@ -172,6 +173,7 @@ def _cmd_layers(args) -> int:
         tokens=args.tokens,
         steps=args.steps,
         say=_say("layers"),
+        parameters=args.parameters,
     )
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(every=args.every), end="")
     return 0

@@ -37,10 +37,20 @@ from opscope.ir.arguments import arguments, function_args
 from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
+from opscope.ir.parameter_files import check_weights_dtype
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
-from opscope.models.source import WEIGHTS_NAME, ModelSource, Source, is_mlir_text, is_zoo_name, open_model, weights_path
+from opscope.models.source import (
+    WEIGHTS_NAME,
+    ModelSource,
+    Source,
+    is_mlir_text,
+    is_model_file,
+    is_zoo_name,
+    open_model,
+    weights_path,
+)
 from opscope.passes.externalize_weights import externalize, wants_file
 from opscope.record.tidy import MANIFEST_NAME, SITE_COSTS_NAME
 from opscope.run.instrumented import InstrumentedModel
@@ -184,9 +194,10 @@ def profile(
     attention, routing, residual). `parameters`: the weights go to `out/weights.irpa` as the
     model is imported (`opscope.importers.import_source`: a torch model's straight from its
     tensors) and every build reads them there; None (default): so for a model of
-    `opscope.ir.parameter_files.AUTO_BYTES` or more. `weights_dtype` (bf16, f16): a torch model
-    file's float32 weights are stored so in that file (half the bytes, on disk and in memory)
-    and read widened to f32: the model computes as exported, on weights rounded to that type.
+    `opscope.ir.parameter_files.AUTO_BYTES` or more. `weights_dtype` (bf16, f16): the model's
+    float32 weights are stored so in that file (half the bytes, on disk and in memory; any route:
+    `externalize-weights{dtype=...}`) and read widened to f32: the model computes as exported, on
+    weights rounded to that type.
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -196,7 +207,7 @@ def profile(
     if inputs is not None and text is not None:
         raise OpscopeError("give inputs or text, not both")
     if weights_dtype is not None and source is None:
-        raise OpscopeError("a weights dtype is for torch model files (.pt2): the built-in model has its own weights")
+        raise OpscopeError("a weights dtype is for a model's float32 weights: the built-in model has its own")
     out = Path(out) if out is not None else default_out()
     _check_fresh(out)
 
@@ -210,11 +221,22 @@ def profile(
         named(model.name)
     else:
         weights = weights_path(source, parameters, out, weights_dtype)
+        imported = weights_dtype if is_model_file(source) else None  # else stored so by profile_module
         with ticking("import the model" + (f" and write its weights to {weights}" if weights else "")):
-            model = open_model(source, steps, name=name, named=named, parameters=weights, weights_dtype=weights_dtype)
+            model = open_model(source, steps, name=name, named=named, parameters=weights, weights_dtype=imported)
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
     result = profile_module(
-        model.module, out, tgt.name, steps, config, model.name, dist, feed, taps=taps, parameters=parameters
+        model.module,
+        out,
+        tgt.name,
+        steps,
+        config,
+        model.name,
+        dist,
+        feed,
+        taps=taps,
+        parameters=parameters,
+        weights_dtype=weights_dtype,
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype)
     return result
@@ -301,6 +323,7 @@ def profile_module(
     batch: int = 0,
     taps: Sequence[str] = TAPS,
     parameters: bool | None = None,
+    weights_dtype: str | None = None,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
@@ -309,18 +332,23 @@ def profile_module(
     stats call (0: as many as a dispatch binds); `taps` what is tapped (default all).
     `parameters`: the module's weights are written to `out/weights.irpa` (`externalize-weights`)
     before it is tapped, and every build reads them from there (a module whose weights already
-    live in a parameter file keeps it); None: when its weights come to `opscope.ir.parameter_files.AUTO_BYTES`.
+    live in a parameter file keeps it); None: when its weights come to `opscope.ir.parameter_files.AUTO_BYTES`
+    (or a `weights_dtype`, bf16 or f16, asks to store its float32 weights so there).
     """
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
+    if check_weights_dtype(weights_dtype) is not None and parameters is False:
+        raise OpscopeError(
+            f"a weights dtype ({weights_dtype}) stores the weights in a parameter file: drop --no-parameters"
+        )
     out = Path(out_dir)
     _check_fresh(out)
     csv = out / CSV_NAME
     if parameters is not False:
         module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
-        if wants_file(module, parameters):
+        if wants_file(module, True if weights_dtype is not None else parameters):
             with ticking(f"{name}: write the weights to {out / WEIGHTS_NAME}"):
-                externalize(module, out / WEIGHTS_NAME)
+                externalize(module, out / WEIGHTS_NAME, weights_dtype)
         source = module
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     if inputs is None:

@@ -74,14 +74,14 @@ def import_source(
     as canonical linalg; `name` labels it in errors; `parameters`: the `.irpa` file its
     weights are written to (None: they stay in the module). A framework's model file with
     `parameters` is imported in a child process unless not `isolated` (`importers.isolated`).
-    `weights_dtype` (bf16, f16): a torch model's float32 weights are stored so in the file and
-    read widened to f32 (other routes refuse it in one line, before importing)."""
+    `weights_dtype` (bf16, f16): float32 weights are stored so in the file and read widened to f32
+    (a torch model's straight from its tensors, any other's by `externalize-weights{dtype=...}`)."""
     suffix = Path(source).suffix.lower() if isinstance(source, Path | str) and source != "-" else ""
     torch_model = suffix == ".pt2" or (_is_torch_module(source) and example_args is not None)
-    if weights_dtype is not None and not torch_model:
+    if weights_dtype is not None and parameters is None:
         raise OpscopeError(
-            f"{name or describe(source)}: storing float32 weights as {weights_dtype} is built for torch "
-            f"models (.pt2, nn.Module); export this model in {weights_dtype} instead, or drop the weights dtype"
+            f"{name or describe(source)}: weights_dtype={weights_dtype} stores the weights in a parameter file: "
+            "give parameters too"
         )
     if suffix in FRAMEWORK_SUFFIXES and parameters is not None and isolated:
         _check_path(Path(source))
@@ -102,7 +102,7 @@ def import_source(
         return module
     from opscope.passes.externalize_weights import externalize
 
-    return externalize(module, parameters)
+    return externalize(module, parameters, weights_dtype)
 
 
 def _import(source: Any, name: str | None, example_args: Sequence[Any] | None) -> ir.Module:

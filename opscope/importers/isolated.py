@@ -7,7 +7,8 @@ module that comes back is small, so `import_isolated` runs the import in a child
 (`python -m opscope.importers.isolated_child`) and reads back its bytecode: the caller never
 imports torch. Measured on a 222 M Llama `.pt2` (0.89 GB of weights), `opscope profile`'s peak
 RSS: 2.61 GB importing in-process, 2.15 GB importing here (1.94 GB with the compile in a child
-too, `opscope.run.compile`). A failure in the child is the child's own one-line error.
+too, `opscope.run.compile`). A failure in the child is the child's own one-line error; each
+phase the child enters (`opscope.ir.phase`) is said here as it comes, for the caller's progress.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import new_context, parse_module
+from opscope.ir.phase import phase
 
 ERROR_MARK = "opscope-import-error: "  # how the child hands its one-line error back
+PHASE_MARK = "opscope-import-phase: "  # and each phase it enters (`opscope.ir.phase`)
 
 
 def import_isolated(
@@ -36,8 +39,14 @@ def import_isolated(
             argv += ["--name", name]
         if weights_dtype is not None:
             argv += ["--weights-dtype", weights_dtype]
-        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines = proc.stderr.splitlines()
+        lines = []
+        with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+            for line in proc.stderr:  # as the child writes it: its phases show while it works
+                line = line.rstrip("\n")
+                if line.startswith(PHASE_MARK):
+                    phase(line[len(PHASE_MARK) :])
+                else:
+                    lines.append(line)
         failed = [ln[len(ERROR_MARK) :] for ln in lines if ln.startswith(ERROR_MARK)]
         if failed:
             raise OpscopeError(failed[-1])

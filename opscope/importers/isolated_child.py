@@ -3,7 +3,8 @@
     python -m opscope.importers.isolated_child SOURCE PARAMETERS OUT [--name NAME]
 
 writes the imported module (its weights in the parameter file PARAMETERS) to OUT as MLIR
-bytecode; an `OpscopeError` is one line on stderr after `ERROR_MARK`, exit status 2.
+bytecode; an `OpscopeError` is one line on stderr after `ERROR_MARK`, exit status 2; each phase
+of the import one line after `PHASE_MARK` as it begins.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import sys
 from pathlib import Path
 
 from opscope.errors import OpscopeError
-from opscope.importers.isolated import ERROR_MARK
+from opscope.importers.isolated import ERROR_MARK, PHASE_MARK
 from opscope.ir.loading import module_bytecode
+from opscope.ir.phase import listening
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     from opscope.importers import import_source
 
     try:
-        module = import_source(
-            args.source, name=args.name, parameters=args.parameters, isolated=False, weights_dtype=args.weights_dtype
-        )
+        with listening(lambda text: print(f"{PHASE_MARK}{text}", file=sys.stderr, flush=True)):
+            module = import_source(
+                args.source,
+                name=args.name,
+                parameters=args.parameters,
+                isolated=False,
+                weights_dtype=args.weights_dtype,
+            )
     except OpscopeError as e:
         print(f"{ERROR_MARK}{e}", file=sys.stderr)
         return 2

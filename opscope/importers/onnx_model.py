@@ -23,6 +23,7 @@ from opscope.importers.onnx_rnn import SCOPE_KEY, unroll_recurrent
 from opscope.importers.torch_fx import normalize_path
 from opscope.importers.torch_lowering import lower_torch
 from opscope.ir.loading import new_context
+from opscope.ir.phase import phase
 
 MIN_OPSET = 17  # the opset `iree-import-onnx --opset-version` is documented with
 
@@ -179,12 +180,14 @@ def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Contex
     from iree.compiler.extras import onnx_importer
 
     label = _label(path_or_model, name)
+    phase("load the ONNX model")
     model = load_model(path_or_model, label)
     model = upgrade_opset(model, label)
     model = infer_shapes(model, label)
     if unroll_recurrent(model, scope_of, label):
         model = infer_shapes(model, label)
     ctx = context or new_context()
+    phase("import to MLIR")
     info = onnx_importer.ModelInfo(model)
     module = info.create_module(context=ctx)
     try:

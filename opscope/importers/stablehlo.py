@@ -20,6 +20,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.jax_names import rename_jax_sites, scope_path, typed, user_frame
 from opscope.importers.phase import first_op, run_phase, save_input
+from opscope.ir.phase import phase
 from opscope.ir.sites import location_name
 
 PIPELINE = "builtin.module(iree-stablehlo-input-transformation-pipeline)"
@@ -46,6 +47,7 @@ def describe_location(loc: ir.Location) -> str:
 
 def lower_stablehlo(module: ir.Module) -> ir.Module:
     """Lower a StableHLO module to linalg on tensors in place, name JAX sites; returns it."""
+    phase("lower StableHLO to linalg")
     run = run_phase(module, PIPELINE)
     if run.failed:
         msg = run.message

@@ -34,6 +34,7 @@ from opscope.importers.recurrent import step_scopes
 from opscope.importers.torch_lowering import lower_torch
 from opscope.importers.torch_parameters import import_hooks, name_file, write_archive
 from opscope.ir.loading import new_context
+from opscope.ir.phase import phase
 
 # Recurrent layers: torch-mlir has no lowering for them (the FX importer stops at their
 # list-of-tensors arguments); torch's decompositions unroll them over the static time steps.
@@ -429,6 +430,7 @@ def _fx_import(
         if key not in prog.state_dict and hasattr(value, "dtype"):
             prog.state_dict[key] = value
     hooks = import_hooks(prog, externalize=parameters is not None, weights_dtype=weights_dtype)
+    phase("import to MLIR")
     importer = fx_importer.FxImporter(context=ctx, hooks=hooks)
     importer._cc = _named_context_cache()(ctx, py_attr_tracker=importer._py_attr_tracker)
     try:
@@ -436,6 +438,7 @@ def _fx_import(
     except Exception as e:
         raise _ImportFailure(e, _failing_node(e)) from None
     if hooks.tensors:
+        phase(f"write the weights to {Path(parameters).name}")
         name_file(importer.module, write_archive(hooks.tensors, parameters, label))
     return importer.module
 
@@ -453,6 +456,7 @@ def _import_decomposed(
     refusal is left only where no decomposition helps."""
     extra: list[str] = []
     while True:
+        phase("decompose")
         decomposed = decompose_program(prog, (*decompositions, *extra), label)
         check_program(decomposed, label)
         try:
@@ -515,6 +519,7 @@ def import_exported_file(
     (float32 ones stored as `weights_dtype`, bf16 or f16, when given)."""
     label = name or str(path)
     where = _path(parameters, weights_dtype)
+    phase("load the exported program")
     module = _import_decomposed(load_exported_file(path, label), decompositions, None, label, where, weights_dtype)
     _free_traced_graphs(parameters)
     try:

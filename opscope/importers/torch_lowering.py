@@ -21,6 +21,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.phase import first_op, run_phase, save_input
 from opscope.ir.loading import new_context
+from opscope.ir.phase import phase
 from opscope.ir.sites import location_name
 
 # IREE's TorchInput::BackendLegalOps: ops kept whole by decompose-complex-ops because
@@ -166,6 +167,7 @@ def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
     When a conversion gives up on a `torch.operator` (an ONNX op onnx-to-torch has no pattern for, e.g.
     `onnx.Softsign` on IREE 3.13), the op it stands for is read from the phase's input and named instead.
     """
+    phase(f"lower: {name}")
     run = run_phase(module, pipeline)
     if run.failed:
         msg = run.message.split(": %")[0].split(': "')[0][:200]

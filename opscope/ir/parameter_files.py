@@ -131,6 +131,40 @@ def parameter_bytes(path: str, key: str) -> bytes:
     return bytes(entry.file_view)
 
 
+def narrow_file(path: str, keys: set[str], dtype: str) -> None:
+    """Rewrite the parameter file `path` with its float32 parameters `keys` stored as `dtype` (bf16
+    rounded to nearest even, as torch's `.to(torch.bfloat16)`; f16), every other one as it was;
+    atomically (a partly written file never has its name). A one-line error names the file."""
+    import iree.runtime as rt
+    import ml_dtypes
+    import numpy as np
+    from iree.runtime.io import parameter_index_add_numpy_ndarray
+
+    narrow = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}[check_weights_dtype(dtype)]
+    source, index, held = _load_index(path), rt.ParameterIndex(), []
+    tmp = f"{path}.narrow{os.getpid()}"
+    try:
+        for i in range(len(source)):
+            entry = source[i]
+            if entry.is_splat:
+                data = np.frombuffer(parameter_bytes(path, entry.key), np.uint8)
+            else:
+                data = np.frombuffer(entry.file_view, np.uint8)
+            if entry.key in keys:
+                data = data.view(np.float32).astype(narrow).view(np.uint16)
+            held.append(data)  # alive until the archive is written
+            parameter_index_add_numpy_ndarray(index, entry.key, data)
+        index.create_archive_file(tmp)
+        os.replace(tmp, path)
+    except (OSError, ValueError, RuntimeError) as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        detail = " ".join(str(e).split())[:200]
+        raise OpscopeError(f"could not store the weights as {dtype} in the parameter file {path}: {detail}") from None
+    finally:
+        release_index(path)
+
+
 def release_index(path: str) -> None:
     """Forget this process's mapping of `path`: its pages leave the process once no loaded module
     holds a provider over it (a module loaded from it keeps its own until it is released)."""

@@ -66,6 +66,11 @@ def is_mlir_text(text: str) -> bool:
     return "{" in text or "\n" in text
 
 
+def is_model_file(source: Source) -> bool:
+    """A path to a model file (not a zoo name, MLIR text, bytecode or a module in memory)."""
+    return isinstance(source, (str, Path)) and not is_zoo_name(str(source)) and not is_mlir_text(str(source))
+
+
 def large_model_file(source: Source) -> bool:
     """A model file of `AUTO_BYTES` or more (its weights, near enough: the default for writing
     them to a parameter file as it is imported)."""
@@ -112,16 +117,18 @@ def open_apart(
     """`open_model`, with the weights written to a parameter file in a new temporary folder when
     `parameters` asks, or (None) when the model file or its module's stored weights come to
     `AUTO_BYTES` or more: every build of the model then maps that one file instead of carrying
-    its weights (float32 ones stored as `weights_dtype`, and a zoo model built for `batch`, as
-    `open_model`). Returns the model and
-    the folder, which lives as long as that handle (None when the weights stayed in the module).
-    A caller's `ir.Module` is copied, never changed."""
+    its weights (float32 ones stored as `weights_dtype`, whatever the source; a zoo model built for
+    `batch`, as `open_model`). Returns the model and the folder, which lives as long as that handle
+    (None when the weights stayed in the module). A caller's `ir.Module` is copied, never changed."""
     from opscope.ir.loading import module_bytecode, new_context, parse_module
     from opscope.passes.externalize_weights import externalize, wants_file
 
     folder = _scratch() if weights_apart(source, parameters, weights_dtype) else None
     path = Path(folder.name) / WEIGHTS_NAME if folder is not None else None
-    model = open_model(source, steps, name=name, named=named, parameters=path, weights_dtype=weights_dtype, batch=batch)
+    imported_dtype = weights_dtype if is_model_file(source) else None  # else stored so below
+    model = open_model(
+        source, steps, name=name, named=named, parameters=path, weights_dtype=imported_dtype, batch=batch
+    )
     if parameters is False:
         return model, folder
     module = model.module
@@ -129,9 +136,9 @@ def open_apart(
         module = parse_module(
             module if not isinstance(module, ir.Module) else module_bytecode(module), new_context(), model.name
         )
-    if wants_file(module, parameters):
+    if wants_file(module, True if weights_dtype is not None else parameters):
         folder = folder or _scratch()
-        externalize(module, Path(folder.name) / WEIGHTS_NAME)
+        externalize(module, Path(folder.name) / WEIGHTS_NAME, weights_dtype)
         model = replace(model, module=module_bytecode(module))
     return model, folder
 
@@ -161,15 +168,13 @@ def open_model(
     a zoo model for that many examples per call (None: the entry's own; files have theirs).
     `parameters`: a model file's weights are written to that `.irpa` file as it is imported
     (`opscope.importers.import_source`); other sources keep theirs in the module. `weights_dtype`
-    (bf16, f16): a torch model file's float32 weights are stored so there, read widened to f32;
-    refused in one line for any other source."""
+    (bf16, f16): a model file's float32 weights are stored so there, read widened to f32; refused
+    in one line for a zoo name or a model in memory (`open_apart` stores theirs so)."""
     from opscope.ir.parameter_files import check_weights_dtype
 
-    if check_weights_dtype(weights_dtype) is not None and not (
-        isinstance(source, (str, Path)) and not is_zoo_name(str(source)) and not is_mlir_text(str(source))
-    ):
+    if check_weights_dtype(weights_dtype) is not None and not is_model_file(source):
         raise OpscopeError(
-            f"storing float32 weights as {weights_dtype} is built for torch model files (.pt2): "
+            f"storing float32 weights as {weights_dtype} is for model files (.pt2, .onnx, .jaxexport, .mlir): "
             "give one, or drop the weights dtype"
         )
     if isinstance(source, str) and is_zoo_name(source):

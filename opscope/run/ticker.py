@@ -1,8 +1,9 @@
 """Elapsed time on the terminal while a long step runs (a compile can take a minute).
 
 `ticking("compile for llvm-cpu")` shows `compile for llvm-cpu: 12 s` on stderr, updated
-every half second, and clears it when the step ends; off the terminal (pipes, tests,
-notebooks) it shows nothing, as tqdm decides.
+every half second, and clears it when the step ends; a phase the step says
+(`opscope.ir.phase.phase`) shows beside it: `import the model (lower torch to linalg): 31 s`.
+Off the terminal (pipes, tests, notebooks) it shows nothing, as tqdm decides.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tqdm import tqdm
+
+from opscope.ir.phase import listening
 
 INTERVAL_S = 0.5
 
@@ -35,10 +38,14 @@ def ticking(what: str, enabled: bool | None = None) -> Iterator[None]:
         while not done.wait(INTERVAL_S):
             bar.refresh()
 
+    def show(text: str) -> None:
+        bar.set_description_str(f"{what} ({text})")
+
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()
     try:
-        yield
+        with listening(show):
+            yield
     finally:
         done.set()
         thread.join()
