@@ -68,6 +68,104 @@ def test_signature_reads_token_id_bounds_through_views():
     assert ids.describe() == "argument 0 (tensor<2x8xi64>)"
 
 
+# ONNX's Gather as the legacy importer lowers it: negative ids wrapped, `select(ids < 0, ids + V,
+# ids)`, over three generics, then a clamp into range before the lookup; the mask only decides.
+WRAPPED = """
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#map1 = affine_map<(d0, d1) -> (d0)>
+func.func @main(%ids: tensor<2x5xi64>, %mask: tensor<2x5xi64>) -> tensor<10x16xf32> {
+  %table = arith.constant dense<0.5> : tensor<50x16xf32>
+  %c0 = arith.constant 0 : i64
+  %c49 = arith.constant 49 : i64
+  %c50 = arith.constant 50 : i64
+  %b = tensor.empty() : tensor<2x5xi1>
+  %neg = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%ids : tensor<2x5xi64>) outs(%b : tensor<2x5xi1>) {
+  ^bb0(%in: i64, %out: i1):
+    %c = arith.cmpi slt, %in, %c0 : i64
+    linalg.yield %c : i1
+  } -> tensor<2x5xi1>
+  %e = tensor.empty() : tensor<2x5xi64>
+  %plus = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%ids : tensor<2x5xi64>) outs(%e : tensor<2x5xi64>) {
+  ^bb0(%in: i64, %out: i64):
+    %a = arith.addi %in, %c50 : i64
+    linalg.yield %a : i64
+  } -> tensor<2x5xi64>
+  %wrapped = linalg.generic {indexing_maps = [#map, #map, #map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%neg, %plus, %ids, %mask : tensor<2x5xi1>, tensor<2x5xi64>, tensor<2x5xi64>, tensor<2x5xi64>) outs(%e : tensor<2x5xi64>) {
+  ^bb0(%n: i1, %p: i64, %i: i64, %m: i64, %out: i64):
+    %on = arith.cmpi ne, %m, %c0 : i64
+    %w = arith.select %n, %p, %i : i64
+    %k = arith.select %on, %w, %c0 : i64
+    %lo = arith.maxsi %k, %c0 : i64
+    %hi = arith.minsi %lo, %c49 : i64
+    linalg.yield %hi : i64
+  } -> tensor<2x5xi64>
+  %flat = tensor.collapse_shape %wrapped [[0, 1]] : tensor<2x5xi64> into tensor<10xi64>
+  %o = tensor.empty() : tensor<10x16xf32>
+  %emb = linalg.generic {indexing_maps = [#map1, #map], iterator_types = ["parallel", "parallel"]} ins(%flat : tensor<10xi64>) outs(%o : tensor<10x16xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %idx = arith.index_cast %in : i64 to index
+    %j = linalg.index 1 : index
+    %v = tensor.extract %table[%idx, %j] : tensor<50x16xf32>
+    linalg.yield %v : f32
+  } -> tensor<10x16xf32>
+  return %emb : tensor<10x16xf32>
+}
+"""
+
+
+def test_token_id_bounds_are_followed_through_index_arithmetic():
+    """Issue 31: legacy-ONNX text models were fed id 1 everywhere (the mask rule) because the
+    bound was not followed through the wrap of negative ids; a mask that only decides stays a mask."""
+    ids, mask = signature(WRAPPED)
+    assert ids.index_bound == 50 and mask.index_bound is None
+    steps = list(generate([ids, mask], 2))
+    assert all(len(np.unique(s[0])) > 1 and 0 <= s[0].min() and s[0].max() < 50 for s in steps)
+    assert not np.array_equal(steps[0][0], steps[1][0])
+
+
+def test_a_legacy_onnx_text_models_ids_reach_it_varied():
+    """A hand-built ONNX Gather + MatMul through the ONNX importer: the ids argument is bounded
+    by the table's 50 rows, and the generated ids differ along the sequence and across steps."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from opscope.importers.onnx_model import import_onnx
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["E", "ids"], ["h"], name="/emb/Gather"),
+            helper.make_node("MatMul", ["h", "W"], ["y"], name="/proj/MatMul"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 8])],
+        [
+            numpy_helper.from_array(rng.standard_normal((50, 16)).astype(np.float32), "E"),
+            numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "W"),
+        ],
+    )
+    (ids,) = arguments(import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
+    assert ids.index_bound == 50
+    (first,), (second,) = generate([ids], 2)
+    assert len(np.unique(first)) > 1 and not np.array_equal(first, second)
+
+
+def test_out_of_range_ids_are_refused_naming_the_argument():
+    args = signature()
+    (step,) = generate(args, 1)
+    for bad in (50, -51):
+        step[0][1, 3] = bad
+        with pytest.raises(OpscopeError) as e:
+            check_steps([step], args, 1)
+        assert one_line(e) == (
+            f"inputs: step 0: argument 0 (tensor<2x8xi64>) indexes a table of 50 rows (the vocabulary) but "
+            f"holds id {bad}: give ids in [0, 50) (this model's tokenizer, or --text with it)"
+        )
+    step[0][1, 3] = -50  # counted from the end, as ONNX's Gather takes it
+    assert len(check_steps([step], args, 1)) == 1
+
+
 def test_float_arguments_have_no_bound():
     args = signature(transformer_module(1, 16, 8))
     assert args[0].is_float and all(a.index_bound is None for a in args)

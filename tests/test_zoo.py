@@ -157,6 +157,11 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     kinds = [s.kind for s in sites if s.kind in DYNAMICS]  # the dynamics: 2 layers, 2 blocks each
     assert kinds.count("softmax") == (4 if name == "mixtral-tiny" else 2) and kinds.count("residual") == 4
     assert kinds.count("routing") == (2 if name == "mixtral-tiny" else 0)
+    softmax_roles = sorted({e.site: e.role for e in result.model.manifest.entries if ".softmax" in e.site}.values())
+    # GPT-2's q and k are slices of one fused c_attn projection: attention, not a router (issue 31)
+    assert softmax_roles == (["attn"] * 2 + ["gate"] * 2 if name == "mixtral-tiny" else ["attn"] * 2)
+    if name == "gpt2-tiny":
+        assert "Attention per site (2 sites" in result.report.to_text()  # with its heads, as a table
     assert {e.site for e in result.model.manifest.entries} == {s.name for s in sites}  # every site tapped
     assert not [s.name for s in sites if re.match(r"(matmul|batch_matmul|generic|contract)#", s.name)]  # named
     assert result.parity == 0.0  # original results bit-identical with and without injection

@@ -100,12 +100,30 @@ def check_steps(
 
 
 def _check(arg: Argument, x: np.ndarray, where: str) -> None:
-    """One array against its argument: dtype and shape exactly."""
+    """One array against its argument: dtype and shape exactly, and ids within the table they
+    index (an id past it reads memory that is not the table's: NaNs or garbage, which parity
+    would blame on the taps)."""
     want = numpy_dtype(arg)
     if x.dtype != want:
         raise OpscopeError(f"{where}: {arg.describe()} takes {want}, got {x.dtype} (save it as {want})")
     if tuple(x.shape) != arg.shape:
         raise OpscopeError(f"{where}: {arg.describe()} takes shape {list(arg.shape)}, got {list(x.shape)}")
+    check_ids(arg, x, where)
+
+
+def check_ids(arg: Argument, x: np.ndarray, where: str) -> None:
+    """Refuse ids of `arg` outside [-V, V) for the V rows of the table it indexes (negative ids
+    count from the end, as ONNX's Gather takes them), in one line naming the argument."""
+    bound = arg.index_bound
+    if bound is None or not x.size:
+        return
+    low, high = int(x.min()), int(x.max())
+    if high >= bound or low < -bound:
+        bad = high if high >= bound else low
+        raise OpscopeError(
+            f"{where}: {arg.describe()} indexes a table of {bound} rows (the vocabulary) but holds id {bad}: "
+            f"give ids in [0, {bound}) (this model's tokenizer, or --text with it)"
+        )
 
 
 def read_files(paths: Sequence[str | Path], args: Sequence[Argument], steps: int) -> list[list[np.ndarray]]:

@@ -6,7 +6,11 @@ vocabulary size (an embedding lookup asserts it), and an integer argument that i
 nothing is a mask. The bound is found where the argument, through views and casts, is
 the index of a `tensor.extract` in a `linalg.generic` body (what torch's `embedding`,
 ONNX's `Gather` and StableHLO's `gather` lower to) or the indices of an
-`iree_linalg_ext.gather`; the smallest such table dimension wins.
+`iree_linalg_ext.gather`; the smallest such table dimension wins. The ids are followed
+through the index arithmetic importers put before the lookup, element by element and from one
+generic's result to the next: ONNX's negative-index wrap `select(ids < 0, ids + V, ids)`, a
+clamp (`max`/`min`), an offset (`add`/`sub`), a remainder; a comparison only decides (its i1
+result indexes nothing).
 """
 
 from __future__ import annotations
@@ -28,6 +32,20 @@ VIEWS = frozenset(
     }
 )
 CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
+# integer arithmetic an index passes through on its way to a lookup (select: its chosen operands)
+INDEX_ARITH = frozenset(
+    {
+        "arith.addi",
+        "arith.subi",
+        "arith.select",
+        "arith.maxsi",
+        "arith.minsi",
+        "arith.maxui",
+        "arith.minui",
+        "arith.remsi",
+        "arith.remui",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +134,10 @@ def _index_bound(value: ir.Value) -> int | None:
         for use in v.uses:
             user = use.owner
             name = user.name
-            if name in VIEWS or name in CASTS:
+            if name in VIEWS or name in CASTS or (name in INDEX_ARITH and not _condition(user, use)):
                 todo.extend(user.results)
+            elif name == "linalg.yield" and user.parent.name == "linalg.generic":
+                todo.append(user.parent.results[use.operand_number])  # the element's tensor, on to its readers
             elif name == "linalg.generic" and use.operand_number < len(user.regions[0].blocks[0].arguments):
                 todo.append(user.regions[0].blocks[0].arguments[use.operand_number])
             elif name == "tensor.extract" and use.operand_number > 0:
@@ -127,6 +147,11 @@ def _index_bound(value: ir.Value) -> int | None:
             elif name == "iree_linalg_ext.gather" and use.operand_number == 1:
                 bounds.extend(_gather_bounds(user))
     return min(bounds) if bounds else None
+
+
+def _condition(op: ir.Operation, use) -> bool:
+    """Whether `use` is a select's condition (it decides which value goes on, it is not one)."""
+    return op.name == "arith.select" and use.operand_number == 0
 
 
 def _gather_bounds(op: ir.Operation) -> list[int]:

@@ -420,7 +420,10 @@ def _softmaxish(label: str) -> bool:
 
 
 def _products_of_computed(graph: OpGraph, n: int) -> bool:
+    """Whether the contraction at `n` multiplies two computed tensors (q·kᵀ), not a tensor and a
+    weight (a router's x·W_gate). Counted by operand, not by producer: q and k sliced from one
+    fused QKV projection (GPT-2, GPT-NeoX, Phi-3, Falcon, timm ViTs) come from the same node."""
     head, _ = label_body(graph.labels[n])
     if not (head.startswith(("matmul", "batch_matmul", "contract")) or head == "dot_general"):
         return False
-    return sum(not graph.leaf[i] for i in dict.fromkeys(graph.inputs[n])) >= 2
+    return sum(not graph.leaf[i] for i in graph.inputs[n][:2]) >= 2
