@@ -46,7 +46,7 @@ from opscope.ir.parameter_files import (
     parameter_ref,
     set_parameter_files,
 )
-from opscope.ir.phase import phase
+from opscope.ir.progress import phase
 
 GLOBAL_PREFIX = "weight_"
 log = logging.getLogger("opscope")

@@ -29,7 +29,7 @@ def test_ticker_shows_elapsed_time_and_clears(capsys):
 
 
 def test_ticker_shows_the_phase_the_step_says(capsys):
-    from opscope.ir.phase import phase
+    from opscope.ir.progress import phase
 
     with ticking("import the model", enabled=True):
         phase("decompose")

@@ -16,6 +16,7 @@ from opscope.drive.inputs import check_steps, generate, read_files, read_sentenc
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import Argument, arguments, function_args
 from opscope.ir.loading import new_context, parse_module
+from opscope.mining.render import render
 from opscope.models.demo import transformer_module
 
 # An embedding lookup (ids index a 50-row table through a view), a mask multiplied in, and a
@@ -126,7 +127,7 @@ def test_token_id_bounds_are_followed_through_index_arithmetic():
 def test_a_legacy_onnx_text_models_ids_reach_it_varied():
     """A hand-built ONNX Gather + MatMul through the ONNX importer: the ids argument is bounded
     by the table's 50 rows, and the generated ids differ along the sequence and across steps."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     from opscope.importers.onnx_model import import_onnx
@@ -367,6 +368,7 @@ def test_profile_generates_token_ids_for_an_integer_model(embedding_file, tmp_pa
     run = opscope.profile(embedding_file, steps=2, out=tmp_path / "run")
     assert run.parity == 0.0 and len(run.manifest.sites) == 1
     assert opscope.read_sketches(run)["dist"].unique().to_list() == ["synthetic"]
+    assert not run.report.notes and not (tmp_path / "run" / "notes.json").exists()  # varied ids: nothing to say
 
 
 def test_profile_reads_input_files(embedding_file, tmp_path):
@@ -379,6 +381,29 @@ def test_profile_reads_input_files(embedding_file, tmp_path):
     # lhs = (table[id] + type_table[type]) * mask = (0.5 + 0.25) * mask
     lhs_max = frame.filter((frame["role"] == "lhs") & (frame["stat"] == "max")).sort("step")["value"].to_list()
     assert lhs_max == [0.75, 0.0]
+    # the one batch of ids reused at both steps is said first, and again when the run is re-mined
+    said = "inputs: argument 0 (tensor<2x8xi64>) (token ids) is identical at all 2 steps"
+    assert [n for n in run.report.notes if n.startswith("inputs:")] == [
+        said + ": cross-step and reuse findings describe one input repeated"
+    ]
+    assert render(run.report, "findings").startswith(f"note: {said}")
+    assert any(n.startswith(said) for n in opscope.mine(tmp_path / "run").notes)
+
+
+def test_degenerate_inputs_are_named():
+    """Issue 31: ids the same at every position (legacy ONNX fed 1 everywhere), activations constant
+    along the sequence, a data argument repeated at every step; a mask of ones is no finding."""
+    ids, mask, types = signature()
+    steps = [[np.full((2, 8), 7, np.int64), np.ones((2, 8), np.int64), np.zeros((2, 8), np.int64)] for _ in range(2)]
+    steps[1][0] = np.full((2, 8), 9, np.int64)  # changes between steps, constant along each sequence
+    (note,) = opscope.drive.inputs.degenerate_notes([ids, mask, types], steps)
+    assert note.startswith("inputs: argument 0 (tensor<2x8xi64>) (token ids) holds the same value at every position")
+    args = signature(transformer_module(1, 16, 8))
+    x = np.repeat(np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32), 8, axis=0)
+    rest = [np.ones(a.shape, np.float32) for a in args[1:]]
+    notes = opscope.drive.inputs.degenerate_notes(args, [[x, *rest], [x, *rest]])
+    assert len(notes) == 1 + 1 and "(activations) holds the same value at every position" in notes[0]
+    assert "(activations) is identical at all 2 steps" in notes[1]  # the fixed weights are not judged
 
 
 def test_cli_bad_inputs_fail_before_compiling(embedding_file, tmp_path):

@@ -376,3 +376,34 @@ func.func @main(%x: tensor<1x6x6x2xf32>) -> tensor<1x4x4x4xf32> {{
     assert np.array_equal(w.matrix(), filt.transpose(3, 0, 1, 2).reshape(4, 18))
     replace_weights(module, {"conv": 2 * w.matrix()})
     assert np.array_equal(read_weights(module)[0].values, 2 * filt)
+
+
+def test_a_weight_broadcast_over_merged_batch_dims_is_read_and_counted_once():
+    """Issue 31: a Linear applied to a 4-D NHWC activation (ConvNeXt's pointwise convs) is imported
+    as a batch_matmul whose rhs is the weight broadcast over [B, H] and the two dims merged
+    (`collapse_shape`); a depthwise conv's filter is a collapse of [C, 1, kh, kw]. The weight is
+    the stored tensor: read once with torch's values, counted at its own bytes (it was counted
+    once per batch element, 3.5x ConvNeXt's bytes, and `read_weights` skipped 6 of 8)."""
+    torch = pytest.importorskip("torch")
+    from opscope.act.weights import weight_bytes
+    from opscope.importers.torch_fx import import_torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dwconv = torch.nn.Conv2d(8, 8, 7, padding=3, groups=8)
+            self.pw1, self.pw2 = torch.nn.Linear(8, 32), torch.nn.Linear(32, 8)
+
+        def forward(self, x):
+            y = self.dwconv(x).permute(0, 2, 3, 1)
+            return x + self.pw2(torch.nn.functional.gelu(self.pw1(y))).permute(0, 3, 1, 2)
+
+    torch.manual_seed(0)
+    block = Block().eval()
+    module = import_torch(block, (torch.randn(2, 8, 6, 6),))
+    params = {n.removesuffix(".weight"): p.detach().numpy() for n, p in block.named_parameters() if p.dim() >= 2}
+    weights = {w.name.removeprefix("m."): w for w in read_weights(module)}
+    assert weights.keys() == params.keys()
+    for name, w in weights.items():
+        np.testing.assert_array_equal(w.values.reshape(params[name].shape), params[name], err_msg=name)
+    assert weight_bytes(module) == sum(p.nbytes for p in params.values())

@@ -235,6 +235,21 @@ def test_backends_stay_apart(tmp_path):
     ]
 
 
+def test_tensors_too_small_for_a_statistic_are_not_ranked(tmp_path):
+    """Issue 31: a 1-element tensor is "100% in one bin" and a 48-element one of zeros "sparse":
+    signals on fewer than 64 elements stay in the signals table but are not ranked, and the
+    report says how many were left out."""
+    rows: list = []
+    sketch_rows(rows, 0, 0, "x", "tiny", {"lhs": np.full((1, 1), 3.0, np.float32)})
+    sketch_rows(rows, 0, 0, "x", "small", {"lhs": sample("sparse90", (6, 8), 1)})
+    sketch_rows(rows, 0, 0, "x", "big", {"lhs": sample("sparse90", (8, 8), 1)})  # 64: ranked
+    report = mine(read_tidy(write_tidy_csv(tmp_path / "s.csv", rows)))
+    assert report.signals.select("site", "numel").rows() == [("tiny", 1), ("small", 48), ("big", 64)]
+    assert (report.signals["score"] > 0).all() and report.ranked["site"].to_list() == ["big"]
+    line = "2 tensors under 64 elements with a signal not ranked (too few values for a statistic"
+    assert line in render(report, "findings") and line in report.to_text() and line in report.to_markdown()
+
+
 def test_missing_signals_are_null_and_keys_without_signals_left_out(tmp_path):
     rows: list = []
     a, b = sample("outlier", (128, 128), 1), sample("outlier", (128, 128), 1001)
@@ -651,6 +666,7 @@ def test_renderers(seq, replay):
         "site",
         "role",
         "observations",
+        "numel",
         "density",
         "zchan",
         "outlier",

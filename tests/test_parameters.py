@@ -506,7 +506,7 @@ def test_weights_dtype_on_the_other_routes(mlp, tmp_path):
     reach the parent as they happen (a ticker shows them)."""
     import opscope
     from opscope.importers import import_source
-    from opscope.ir.phase import listening
+    from opscope.ir.progress import listening
 
     inline, _, _, x, first = mlp
     model = tmp_path / "mlp.mlirbc"

@@ -261,3 +261,35 @@ def tokenize(
                 step.append(np.zeros(a.shape, numpy_dtype(a)))
         out.append(step)
     return check_steps(out, args, steps, source)
+
+
+def degenerate_notes(args: Sequence[Argument], steps: Sequence[Sequence[np.ndarray]]) -> list[str]:
+    """What would make a run describe its inputs rather than the model at work, one line each: the
+    token ids (the argument indexing the largest table: the vocabulary) or the first float argument
+    (the activations) the same at every position of every sequence, or the same at every step.
+    Masks, token types (a small table, often all 0) and weights passed as arguments are meant to
+    stay fixed and are not judged."""
+    floats = [a for a in args if a.is_float]
+    ids = max((a for a in args if a.index_bound is not None), key=lambda a: a.index_bound, default=None)
+    data = [a for a in args if a is ids or (floats and a is floats[0])]
+    notes = []
+    for a in data:
+        xs = [np.asarray(step[a.index]) for step in steps]
+        what = "token ids" if a.index_bound is not None else "activations"
+        axis = -1 if a.index_bound is not None else -2  # ids [.., seq]; activations [.., seq, features]
+        if xs and xs[0].ndim >= -axis and xs[0].shape[axis] > 1 and all(_constant_along(x, axis) for x in xs):
+            notes.append(
+                f"inputs: {a.describe()} ({what}) holds the same value at every position of every sequence: "
+                "the statistics describe a constant input, not the model at work; feed real or varied inputs"
+            )
+        if len(xs) > 1 and all(np.array_equal(xs[0], x) for x in xs[1:]):
+            notes.append(
+                f"inputs: {a.describe()} ({what}) is identical at all {len(xs)} steps: cross-step and "
+                "reuse findings describe one input repeated"
+            )
+    return notes
+
+
+def _constant_along(x: np.ndarray, axis: int) -> bool:
+    first = np.take(x, [0], axis=axis)
+    return bool(np.all(x == first))

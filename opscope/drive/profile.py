@@ -25,12 +25,21 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 from iree.compiler import ir
 
-from opscope.drive.inputs import check_steps, generate, load_tokenizer, read_files, read_sentences, tokenize
+from opscope.drive.inputs import (
+    check_steps,
+    degenerate_notes,
+    generate,
+    load_tokenizer,
+    read_files,
+    read_sentences,
+    tokenize,
+)
 from opscope.drive.sequence import record_steps
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
@@ -52,7 +61,7 @@ from opscope.models.source import (
     weights_path,
 )
 from opscope.passes.externalize_weights import externalize, wants_file
-from opscope.record.tidy import MANIFEST_NAME, SITE_COSTS_NAME
+from opscope.record.tidy import MANIFEST_NAME, NOTES_NAME, SITE_COSTS_NAME
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
@@ -351,10 +360,11 @@ def profile_module(
                 externalize(module, out / WEIGHTS_NAME, weights_dtype)
         source = module
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
-    if inputs is None:
-        inputs = generate(model.args, steps)
+    inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
     out.mkdir(parents=True, exist_ok=True)
     model.manifest.save(out / MANIFEST_NAME)
+    if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run
+        (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
     # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
     run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
     model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads

@@ -8,7 +8,7 @@ module that comes back is small, so `import_isolated` runs the import in a child
 imports torch. Measured on a 222 M Llama `.pt2` (0.89 GB of weights), `opscope profile`'s peak
 RSS: 2.61 GB importing in-process, 2.15 GB importing here (1.94 GB with the compile in a child
 too, `opscope.run.compile`). A failure in the child is the child's own one-line error; each
-phase the child enters (`opscope.ir.phase`) is said here as it comes, for the caller's progress.
+phase the child enters (`opscope.ir.progress`) is said here as it comes, for the caller's progress.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import new_context, parse_module
-from opscope.ir.phase import phase
+from opscope.ir.progress import phase
 
 ERROR_MARK = "opscope-import-error: "  # how the child hands its one-line error back
-PHASE_MARK = "opscope-import-phase: "  # and each phase it enters (`opscope.ir.phase`)
+PHASE_MARK = "opscope-import-phase: "  # and each phase it enters (`opscope.ir.progress`)
 
 
 def import_isolated(

@@ -17,7 +17,7 @@ from pathlib import Path
 from opscope.errors import OpscopeError
 from opscope.importers.isolated import ERROR_MARK, PHASE_MARK
 from opscope.ir.loading import module_bytecode
-from opscope.ir.phase import listening
+from opscope.ir.progress import listening
 
 
 def main(argv: list[str] | None = None) -> int:

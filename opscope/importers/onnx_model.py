@@ -23,7 +23,7 @@ from opscope.importers.onnx_rnn import SCOPE_KEY, unroll_recurrent
 from opscope.importers.torch_fx import normalize_path
 from opscope.importers.torch_lowering import lower_torch
 from opscope.ir.loading import new_context
-from opscope.ir.phase import phase
+from opscope.ir.progress import phase
 
 MIN_OPSET = 17  # the opset `iree-import-onnx --opset-version` is documented with
 

@@ -20,7 +20,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.jax_names import rename_jax_sites, scope_path, typed, user_frame
 from opscope.importers.phase import first_op, run_phase, save_input
-from opscope.ir.phase import phase
+from opscope.ir.progress import phase
 from opscope.ir.sites import location_name
 
 PIPELINE = "builtin.module(iree-stablehlo-input-transformation-pipeline)"

@@ -34,7 +34,7 @@ from opscope.importers.recurrent import step_scopes
 from opscope.importers.torch_lowering import lower_torch
 from opscope.importers.torch_parameters import import_hooks, name_file, write_archive
 from opscope.ir.loading import new_context
-from opscope.ir.phase import phase
+from opscope.ir.progress import phase
 
 # Recurrent layers: torch-mlir has no lowering for them (the FX importer stops at their
 # list-of-tensors arguments); torch's decompositions unroll them over the static time steps.

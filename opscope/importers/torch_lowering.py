@@ -21,7 +21,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.phase import first_op, run_phase, save_input
 from opscope.ir.loading import new_context
-from opscope.ir.phase import phase
+from opscope.ir.progress import phase
 from opscope.ir.sites import location_name
 
 # IREE's TorchInput::BackendLegalOps: ops kept whole by decompose-complex-ops because

@@ -165,6 +165,8 @@ def copy_source(value: ir.Value, dims: Sequence[int]) -> tuple[ir.Value, tuple[i
 def _copy_dims(op: ir.Operation, dims: Sequence[int]) -> tuple[int, ...] | None:
     """Where the result dims `dims` of a pure copy `op` come from in its input, or None when
     `op` is no such copy (or broadcasts along one of `dims`)."""
+    if op.name in ("tensor.collapse_shape", "tensor.expand_shape") and len(op.results) == 1:
+        return _reshape_dims(op, dims)
     if len(op.results) != 1 or len(op.operands) != 2:
         return None
     if op.name == "linalg.transpose":
@@ -197,6 +199,29 @@ def _copy_dims(op: ir.Operation, dims: Sequence[int]) -> tuple[int, ...] | None:
     if not all(loop in in_loops for loop in wanted):
         return None  # broadcast along a wanted dim
     return tuple(sorted(in_loops.index(loop) for loop in wanted))
+
+
+def _reshape_dims(op: ir.Operation, dims: Sequence[int]) -> tuple[int, ...] | None:
+    """Where the result dims `dims` of a `collapse_shape`/`expand_shape` come from in its source,
+    when each is one source dim (its group's other dims all 1), else None. A weight broadcast over
+    a batch and the batch dims merged (`linalg.linear` on a 4-D activation: ConvNeXt's pointwise
+    convs) is then read as the weight, counted once."""
+    groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
+    source = ir.RankedTensorType(op.operands[0].type).shape
+    result = ir.RankedTensorType(op.results[0].type).shape
+    back = []
+    for d in dims:
+        if op.name == "tensor.collapse_shape":  # result dim d is source group d
+            wide = [s for s in groups[d] if source[s] != 1]
+            if len(wide) > 1:
+                return None
+            back.append(wide[0] if wide else groups[d][0])
+        else:  # expand_shape: source dim g became the result dims of group g
+            g = next(i for i, group in enumerate(groups) if d in group)
+            if any(result[r] != 1 for r in groups[g] if r != d):
+                return None
+            back.append(g)
+    return tuple(sorted(back))
 
 
 def rhs_source(site: Site) -> str:

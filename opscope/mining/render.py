@@ -16,7 +16,7 @@ import polars as pl
 
 from opscope.errors import OpscopeError
 from opscope.mining import render_dynamics
-from opscope.mining.signals import DENSE
+from opscope.mining.signals import DENSE, MIN_RANKED_NUMEL, unranked_small
 from opscope.mining.temporal import MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, NO_REUSE, too_few
 
 if TYPE_CHECKING:
@@ -79,6 +79,17 @@ DENSE_NOTE = (
     "dense: none of the six sketch signals fired; low rank, for one, is not observable in "
     "sketches (it needs a deep dump)."
 )
+
+
+def _small_line(report: MineReport) -> str:
+    """What the ranking leaves out on purpose: signals on tensors too small to carry a statistic."""
+    n = unranked_small(report.signals)
+    if not n:
+        return ""
+    return (
+        f"{n} tensor{'s' if n != 1 else ''} under {MIN_RANKED_NUMEL} elements with a signal not ranked "
+        "(too few values for a statistic; listed with the value signals)"
+    )
 
 
 def _signal_rows(report: MineReport) -> list[list[str]]:
@@ -246,6 +257,8 @@ class TextRenderer:
         out.append("Ranked exploitable sites (by sketch signal strength):")
         if not report.ranked.height:
             out.append("  (none — all sites look dense/structureless to the current sketches)")
+        if small := _small_line(report):
+            out.append(f"  {small}")
         for r in report.ranked.iter_rows(named=True):
             out.append(
                 f"  {r['rank']:>3}. [{r['score']:.2f}] {r['backend']}/{r['dist']}/{r['site']}/{r['role']}: "
@@ -315,6 +328,8 @@ class MarkdownRenderer:
         if report.signals.height and (report.signals["exploit"] == DENSE).any():
             out += [DENSE_NOTE, ""]
         out += ["## Ranked exploitable sites", ""]
+        if small := _small_line(report):
+            out += [small, ""]
         if report.ranked.height:
             out.append(
                 self.table(
@@ -450,9 +465,15 @@ class FindingsRenderer:
             return f"{r['site']} {r['role']}" if one else f"{r['backend']}/{r['dist']}/{r['site']}/{r['role']}"
 
         line = coverage_line(report)
-        out = ([line, ""] if line else []) + [
-            f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"
-        ]
+        said = [
+            textwrap.fill(f"note: {n}", 120, subsequent_indent="  ") for n in report.notes
+        ]  # first: they qualify the rest
+        out = (
+            said
+            + ([""] if said else [])
+            + ([line, ""] if line else [])
+            + [f"Top findings ({report.ranked.height} of {report.signals.height} tapped tensors show structure):"]
+        )
         out += [
             f"  {r['rank']:>3}. [{r['score']:.2f}] {where(r)}: {r['suggestion']}"
             for r in report.ranked.head(self.top).iter_rows(named=True)
@@ -461,6 +482,8 @@ class FindingsRenderer:
             out.append(f"       ... {report.ranked.height - self.top} more in the full report")
         if not report.ranked.height:
             out.append("  (none: every tapped tensor looks dense to the current sketches)")
+        if small := _small_line(report):
+            out.append(f"  {small}")
         if report.dynamics is not None:
             out += [""] + [
                 textwrap.fill(line, 120, subsequent_indent="  ") for line in render_dynamics.summary(report.dynamics)

@@ -22,7 +22,7 @@ from opscope.mining.render import render
 from opscope.mining.signals import classify, rank, value_signals
 from opscope.mining.temporal import aggregate, cross_step, opportunities
 from opscope.record.recorder import MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
-from opscope.record.tidy import COLUMNS, MANIFEST_NAME, read_tidy, site_cost_files, tidy_files
+from opscope.record.tidy import COLUMNS, MANIFEST_NAME, NOTES_NAME, read_tidy, site_cost_files, tidy_files
 
 GIVEN_COSTS = "the site costs given"  # `costs_source` of a mapping passed in
 
@@ -125,6 +125,18 @@ def coverage(site_costs: dict[str, int] | None) -> pl.DataFrame | None:
     )
 
 
+def recorded_notes(files: Iterable[str | Path]) -> list[str]:
+    """The notes a run's recorder left beside its tidy files (`notes.json`: degenerate inputs)."""
+    notes = []
+    for folder in dict.fromkeys(Path(f).parent for f in files):
+        try:
+            saved = json.loads((folder / NOTES_NAME).read_text())
+        except (OSError, ValueError):
+            continue  # none recorded here
+        notes += [str(n) for n in saved] if isinstance(saved, list) else []
+    return notes
+
+
 def sampling_notes(files: Iterable[str | Path]) -> list[str]:
     """What a run's `manifest.json` beside its tidy files says of row sampling (`sample-rows`):
     a report must not present statistics of 1 token in K as the whole tensor's."""
@@ -150,7 +162,7 @@ def mine_paths(
     notes: list[str] = []
     files = tidy_files(spec, notes)
     df = read_tidy(files, notes)
-    notes += sampling_notes(files)
+    notes += recorded_notes(files) + sampling_notes(files)
     if isinstance(costs, Mapping):
         return mine(df, dict(costs), notes=notes, costs_source=GIVEN_COSTS)
     sources = [Path(costs)] if costs is not None else site_cost_files(files)

@@ -24,6 +24,7 @@ ADJ_COHERENT = 0.5  # adjacent-row Δ energy / row energy below this: delta comp
 POS_CV_STRUCTURED = 0.75  # row-energy coefficient of variation above this: positional
 OUTLIER_SCORE_FULL = 30.0  # outlier ratio that scores 1
 POS_CV_SCORE_FULL = 3.0  # pos_cv that scores 1
+MIN_RANKED_NUMEL = 64  # a tensor of fewer elements carries no statistic worth ranking (a 1-element "spike")
 # Guards of the signal formulas (the reference's).
 CHAN_MEAN_MIN = 1e-9
 CV_MEAN_MIN = 1e-12
@@ -77,6 +78,7 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
     per_obs = (
         per_stat.group_by(OBSERVATION)
         .agg(
+            numel=pl.col("numel").max(),
             density=(first / pl.col("numel").clip(lower_bound=1)).filter(s == "nnz").first(),
             zchan=pl.col("zshare").filter(s == "chan_maxabs").first(),
             outlier=pl.when(avg > CHAN_MEAN_MIN).then(top / avg).filter(s == "chan_maxabs").first(),
@@ -97,13 +99,13 @@ def value_signals(df: pl.DataFrame, order: dict[str, pl.DataFrame] | None = None
     )
     per_key = (
         per_obs.group_by(KEY)
-        .agg(pl.len().alias("observations"), *(pl.col(c).mean() for c in SIGNALS))
+        .agg(pl.len().alias("observations"), pl.col("numel").max(), *(pl.col(c).mean() for c in SIGNALS))
         .filter(pl.any_horizontal(pl.col(c).is_not_null() for c in SIGNALS))
         .with_columns(pl.col(c).cast(pl.String) for c in KEY)
         .collect()
     )
     per_key = order_by(per_key, order, KEY).sort([f"_{c}_order" for c in KEY])
-    return per_key.select(*KEY, pl.col("observations").cast(pl.Int64), *SIGNALS)
+    return per_key.select(*KEY, pl.col("observations").cast(pl.Int64), pl.col("numel").cast(pl.Int64), *SIGNALS)
 
 
 def classify(signals: pl.DataFrame) -> pl.DataFrame:
@@ -145,10 +147,24 @@ def suggestion(exploit: str, sig: dict[str, float | None]) -> str:
 
 
 def rank(signals: pl.DataFrame) -> pl.DataFrame:
-    """Keys with a positive score, best first; ties keep the signals' (appearance) order."""
+    """Keys with a positive score on tensors of `MIN_RANKED_NUMEL` elements or more, best first;
+    ties keep the signals' (appearance) order."""
     ranked = (
-        signals.with_row_index("_pos").filter(pl.col("score") > 0).sort(["score", "_pos"], descending=[True, False])
+        signals.with_row_index("_pos")
+        .filter((pl.col("score") > 0) & _large_enough())
+        .sort(["score", "_pos"], descending=[True, False])
     )
     return ranked.select(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"), *KEY, "exploit", "score", "suggestion"
     )
+
+
+def unranked_small(signals: pl.DataFrame) -> int:
+    """Keys whose signal fired on a tensor too small to rank (fewer than `MIN_RANKED_NUMEL` elements)."""
+    if not signals.height or "numel" not in signals.columns:
+        return 0
+    return signals.filter((pl.col("score") > 0) & ~_large_enough()).height
+
+
+def _large_enough() -> pl.Expr:
+    return pl.col("numel").is_null() | (pl.col("numel") >= MIN_RANKED_NUMEL)

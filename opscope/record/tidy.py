@@ -49,6 +49,7 @@ SCHEMA: dict[str, pl.DataType] = {
 }
 SITE_COSTS_NAME = "site_costs.csv"
 MANIFEST_NAME = "manifest.json"  # a run folder's manifest: which result holds which sketch, the row sampling
+NOTES_NAME = "notes.json"  # what the recorder noticed (degenerate inputs), said by every report mined from the run
 SITES_SUFFIX = ".sites"
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DATA_SUFFIXES = (".csv",) + PARQUET_SUFFIXES

@@ -2,7 +2,7 @@
 
 `ticking("compile for llvm-cpu")` shows `compile for llvm-cpu: 12 s` on stderr, updated
 every half second, and clears it when the step ends; a phase the step says
-(`opscope.ir.phase.phase`) shows beside it: `import the model (lower torch to linalg): 31 s`.
+(`opscope.ir.progress.phase`) shows beside it: `import the model (lower torch to linalg): 31 s`.
 Off the terminal (pipes, tests, notebooks) it shows nothing, as tqdm decides.
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from tqdm import tqdm
 
-from opscope.ir.phase import listening
+from opscope.ir.progress import listening
 
 INTERVAL_S = 0.5
 
