@@ -168,3 +168,22 @@ def test_missing_jax_names_the_extra(monkeypatch):
 def test_describe_names_the_kind():
     assert describe(mlp) == "a JAX callable mlp"
     assert describe("m.jaxexport").startswith("a jax.export artifact")
+
+
+def test_a_symbolic_batch_is_the_dynamic_dim_one_liner(tmp_path):
+    """Issue 31: a `.jaxexport` with a symbolic batch got IREE's StableHLO error at a reshape far
+    from the cause; now the same one line `.pt2` and `.onnx` give, before lowering."""
+
+    def f(x, w):
+        return jnp.tanh(x @ w).reshape(-1, 2).sum(0)
+
+    (b,) = jax.export.symbolic_shape("b")
+    spec = (jax.ShapeDtypeStruct((b, 8), jnp.float32), jax.ShapeDtypeStruct((8, 4), jnp.float32))
+    path = tmp_path / "dyn.jaxexport"
+    path.write_bytes(jax.export.export(jax.jit(f))(*spec).serialize())
+    with pytest.raises(OpscopeError) as e:
+        import_source(path)
+    assert one_line(e).startswith(
+        "argument 0 (tensor<?x8xf32>) has a dynamic dim (0): drivers feed static shapes; export the model "
+        "with static shapes"
+    )

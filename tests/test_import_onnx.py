@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -284,3 +285,28 @@ def test_missing_onnx_says_which_extra(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "onnx", None)
     with pytest.raises(OpscopeError, match=r"pip install 'opscope\[onnx\]'"):
         import_onnx("model.onnx")
+
+
+def test_a_lowering_failure_says_whose_it_is_and_the_route_that_works(tmp_path):
+    """Issue 31: IREE's ONNX lowering failing (here on a NonZero whose declared output type it cannot
+    cast to) is one line that says it is IREE's, before any tap, gives the first diagnostic, names
+    the .pt2 route, and keeps every diagnostic with a reproducer in a log file."""
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["y"], name="/nz/NonZero")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [])],
+    )
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(OpscopeError) as e:
+        import_onnx(path)
+    msg = one_line(e)
+    assert msg.startswith(
+        "nz.onnx: IREE's ONNX lowering (torch-mlir, in iree-base-compiler) failed on this model before any tap, "
+        "in phase 'torch-to-linalg' at nz (node /nz/NonZero): 'tensor.cast' op"
+    )
+    assert "the PyTorch model exported with torch.export to a .pt2 is lowered by the FX route instead" in msg
+    log = msg.rsplit("all diagnostics and a reproducer: ", 1)[1].rstrip(")")
+    text = Path(log).read_text()
+    assert "cast incompatible" in text and "reproduce: iree-opt --pass-pipeline=" in text

@@ -18,6 +18,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.importers.stablehlo import lower_stablehlo
+from opscope.ir.arguments import dynamic_dim_error
 from opscope.ir.loading import new_context, parse_module
 
 
@@ -56,6 +57,20 @@ def import_jax(
     return lower_stablehlo(module)
 
 
+_MLIR_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64"}
+_MLIR_TYPES.update({"int32": "i32", "int16": "i16", "int8": "i8", "uint8": "ui8", "bool": "i1"})
+
+
+def _refuse_symbolic(exported) -> None:
+    """A symbolic dim (`jax.export.symbolic_shape`) in an argument is the one line every route gives
+    for a dynamic dim, before lowering (IREE's StableHLO pipeline would fail at a reshape instead)."""
+    for i, aval in enumerate(getattr(exported, "in_avals", ())):
+        dims = [d for d, size in enumerate(aval.shape) if not isinstance(size, int)]
+        if dims:
+            shape = "x".join("?" if d in dims else str(size) for d, size in enumerate(aval.shape))
+            raise dynamic_dim_error(i, f"tensor<{shape}x{_MLIR_TYPES.get(str(aval.dtype), aval.dtype)}>", dims)
+
+
 def import_jax_export(source: Any, *, name: str | None = None, context: ir.Context | None = None) -> ir.Module:
     """Lower a `jax.export.Exported`, its `serialize()` bytes or a `.jaxexport` file to linalg."""
     jax = require_jax()
@@ -75,6 +90,7 @@ def import_jax_export(source: Any, *, name: str | None = None, context: ir.Conte
             ) from None
     else:
         exported = source
+    _refuse_symbolic(exported)
     ctx = context or new_context()
     try:
         module = ir.Module.parse(bytes(exported.mlir_module_serialized), ctx)

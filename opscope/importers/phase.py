@@ -24,6 +24,7 @@ class PhaseRun:
     input: bytes
     message: str | None = None
     location: ir.Location | None = None
+    full: str = ""  # every diagnostic, as MLIR printed them (for a log file; the message is one line)
 
     @property
     def failed(self) -> bool:
@@ -40,7 +41,7 @@ def run_phase(module: ir.Module, pipeline: str) -> PhaseRun:
     except ir.MLIRError as e:
         diags = list(getattr(e, "error_diagnostics", None) or [])
         d = diags[0] if diags else None
-        return PhaseRun(before, (d.message if d else str(e)).splitlines()[0], d.location if d else None)
+        return PhaseRun(before, (d.message if d else str(e)).splitlines()[0], d.location if d else None, str(e))
     return PhaseRun(before)
 
 

@@ -20,6 +20,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.importers.jax_names import rename_jax_sites, scope_path, typed, user_frame
 from opscope.importers.phase import first_op, run_phase, save_input
+from opscope.ir.arguments import function_args
 from opscope.ir.progress import phase
 from opscope.ir.sites import location_name
 
@@ -45,8 +46,19 @@ def describe_location(loc: ir.Location) -> str:
     return name or where or str(loc)
 
 
+def _entry_args(module: ir.Module) -> None:
+    """Check the entry function's arguments (`main`, else the first function) are static tensors."""
+    funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
+    names = [ir.StringAttr(op.attributes["sym_name"]).value for op in funcs]
+    if names:
+        function_args(module, "main" if "main" in names else None)
+
+
 def lower_stablehlo(module: ir.Module) -> ir.Module:
-    """Lower a StableHLO module to linalg on tensors in place, name JAX sites; returns it."""
+    """Lower a StableHLO module to linalg on tensors in place, name JAX sites; returns it. A dynamic
+    dim in the entry function's arguments is the one line every route gives, before lowering (a
+    symbolic batch otherwise fails inside the pipeline, at a reshape far from the cause)."""
+    _entry_args(module)
     phase("lower StableHLO to linalg")
     run = run_phase(module, PIPELINE)
     if run.failed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from iree.compiler import ir
 
@@ -106,10 +107,11 @@ def describe_location(loc: ir.Location) -> str:
 
 def lower_torch(module: ir.Module) -> ir.Module:
     """Lower a torch-dialect module (FX or ONNX import) to linalg on tensors, in place; returns it."""
-    phases = ((ONNX_PHASE,) if is_onnx_module(module) else ()) + TORCH_PHASES
-    _refuse_unknown(module, allow_onnx=is_onnx_module(module))
+    onnx = is_onnx_module(module)
+    phases = ((ONNX_PHASE,) if onnx else ()) + TORCH_PHASES
+    _refuse_unknown(module, allow_onnx=onnx)
     for name, pipeline in phases:
-        _run_phase(module, name, pipeline)
+        _run_phase(module, name, pipeline, onnx)
         if name == "onnx-to-torch":
             _refuse_unknown(module, allow_onnx=False)
         if name == "torch-to-linalg":
@@ -161,26 +163,52 @@ def _first_torch_op(module: ir.Module, skip: tuple[str, ...] = ()) -> ir.Operati
     return first_op(module, _TORCH_DIALECTS, skip)
 
 
-def _run_phase(module: ir.Module, name: str, pipeline: str) -> None:
-    """Run one phase; a failure names the first diagnostic's op and location and saves a reproducer.
+def _run_phase(module: ir.Module, name: str, pipeline: str, onnx: bool = False) -> None:
+    """Run one phase; a failure says whose it is (IREE's lowering, before any tap), names the first
+    diagnostic and its location in one line, and keeps every diagnostic and a reproducer in a log.
 
     When a conversion gives up on a `torch.operator` (an ONNX op onnx-to-torch has no pattern for, e.g.
     `onnx.Softsign` on IREE 3.13), the op it stands for is read from the phase's input and named instead.
+    An ONNX model's failure names the route that lowers the same model otherwise: torch.export's `.pt2`.
     """
     phase(f"lower: {name}")
     run = run_phase(module, pipeline)
-    if run.failed:
-        msg = run.message.split(": %")[0].split(': "')[0][:200]
-        where = describe_location(run.location) if run.location else "an unknown location"
-        path = save_input(run.input, "opscope-torch-", pipeline)
-        repro = f'; reproducer: iree-opt --pass-pipeline="$(cat {path}.pipeline)" {path}' if path else ""
-        operator = _operator_at(run.input, run.location) if "'torch.operator'" in msg else None
-        if operator and operator.startswith("onnx."):
-            raise OpscopeError(
-                f"unsupported op '{operator}' at {where}: torch-mlir's onnx-to-torch has no pattern for it (at this "
-                f"opset); try: replace the node with equivalent ONNX ops{repro}"
-            ) from None
-        raise OpscopeError(f"torch lowering phase '{name}' failed at {where}: {msg}{repro}") from None
+    if not run.failed:
+        return
+    msg = run.message.split(": %")[0].split(': "')[0][:160]
+    where = describe_location(run.location) if run.location else ""
+    where = "an unknown location" if where in ("", 'loc("")', "loc(unknown)") else where
+    log = _failure_log(run, pipeline)
+    kept = f" (all diagnostics and a reproducer: {log})" if log else ""
+    operator = _operator_at(run.input, run.location) if "'torch.operator'" in msg else None
+    if operator and operator.startswith("onnx."):
+        raise OpscopeError(
+            f"unsupported op '{operator}' at {where}: torch-mlir's onnx-to-torch has no pattern for it (at this "
+            f"opset); try: replace the node with equivalent ONNX ops, or export the PyTorch model to a .pt2{kept}"
+        ) from None
+    whose = "IREE's ONNX lowering" if onnx else "IREE's torch lowering"
+    route = (
+        "; the PyTorch model exported with torch.export to a .pt2 is lowered by the FX route instead" if onnx else ""
+    )
+    raise OpscopeError(
+        f"{whose} (torch-mlir, in iree-base-compiler) failed on this model before any tap, in phase '{name}' "
+        f"at {where}: {msg}{route}{kept}"
+    ) from None
+
+
+def _failure_log(run, pipeline: str) -> str | None:
+    """A file with every diagnostic of a failed phase and the command that reproduces it (the phase's
+    input saved beside it); its path, or None when nothing could be written."""
+    path = save_input(run.input, "opscope-torch-", pipeline)
+    if path is None:
+        return None
+    try:
+        Path(f"{path}.log").write_text(
+            f'{run.full}\n\nreproduce: iree-opt --pass-pipeline="$(cat {path}.pipeline)" {path}\n'
+        )
+    except OSError:
+        return None
+    return f"{path}.log"
 
 
 def _operator_at(data: bytes, location: ir.Location | None) -> str | None:

@@ -97,14 +97,18 @@ def function_args(module: ir.Module, function: str | None = None) -> list[tuple[
         if not isinstance(t, ir.RankedTensorType):
             raise OpscopeError(f"drivers feed tensors; argument {i} has type {t}")
         if not t.has_static_shape:
-            dims = ", ".join(str(d) for d in range(t.rank) if t.is_dynamic_dim(d))
-            raise OpscopeError(
-                f"argument {i} ({t}) has a dynamic dim ({dims}): drivers feed static shapes; export the model "
-                "with static shapes (torch.export without dynamic_shapes, a fixed ONNX input shape, concrete "
-                "JAX example arguments)"
-            )
+            raise dynamic_dim_error(i, str(t), [d for d in range(t.rank) if t.is_dynamic_dim(d)])
         args.append((tuple(t.shape), str(t.element_type)))
     return args
+
+
+def dynamic_dim_error(index: int, type_text: str, dims: list[int]) -> OpscopeError:
+    """The one line every route gives for an argument with dynamic dims `dims`."""
+    return OpscopeError(
+        f"argument {index} ({type_text}) has a dynamic dim ({', '.join(map(str, dims))}): drivers feed static "
+        "shapes; export the model with static shapes (torch.export without dynamic_shapes, a fixed ONNX input "
+        "shape, concrete JAX example arguments)"
+    )
 
 
 def arguments(module: ir.Module, function: str | None = None) -> list[Argument]:
