@@ -31,7 +31,7 @@ import logging
 import os
 from dataclasses import dataclass
 from math import prod
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from iree.compiler import ir, passmanager
 
@@ -61,7 +61,7 @@ class ExternalizeWeights:
     path: str = ""
     scope: str = SCOPE
     min_bytes: int = MIN_BYTES
-    dtype: str = ""  # bf16 or f16: float32 weights stored so, read widened; "": as they are
+    dtype: Literal["", "bf16", "f16"] = ""  # bf16 or f16: float32 weights stored so, read widened; "": as they are
 
     def __post_init__(self) -> None:
         """Refuse a scope with characters IREE's `scope=path` flags cannot carry, a negative size

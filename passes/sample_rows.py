@@ -1,4 +1,4 @@
-"""`sample-rows{stride=K}`: sketch every K-th row (token) of each tapped activation.
+"""`sample-rows`: sketch every K-th row (token; `stride=K`) of each tapped activation.
 
 Long sequences make the taps' cost grow with every token; a deterministic subset of rows
 keeps it bounded. Each `opscope.stat` whose tensor is computed per call (not a constant

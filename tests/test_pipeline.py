@@ -191,6 +191,14 @@ def test_lit_test_first_line_runs_its_pass(argument):
     assert "filecheck %s" in first.lower()
 
 
+def test_option_lit_tests_name_registered_passes():
+    """lit_tests/passes/options/<argument>-<option>.mlir: one option of a pass, tested apart."""
+    for path in (REPO / "lit_tests" / "passes" / "options").glob("*.mlir"):
+        assert any(path.stem.startswith(a + "-") for a in ARGUMENTS), (
+            f"{path.relative_to(REPO)} names no registered pass"
+        )
+
+
 def test_invalid_lit_tests_name_registered_passes():
     invalid = REPO / "lit_tests" / "passes" / "invalid"
     for path in invalid.glob("*.mlir"):

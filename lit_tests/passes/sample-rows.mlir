@@ -1,4 +1,4 @@
-// RUN: opscope-opt %s -p 'sample-rows{stride=4}' --split-input-file | filecheck %s
+// RUN: opscope-opt %s -p sample-rows{stride=4} --split-input-file | filecheck %s
 // RUN: opscope-opt %s -p 'sample-rows' --split-input-file | filecheck %s --check-prefix=EXACT
 
 // A per-call tensor is read on rows 0, 4, 8 (ceil(10 / 4) of its 10 rows, the second-to-last
