@@ -104,15 +104,18 @@ class FactorWeight:
         does not fit the weight and for a site `sites` names whose rhs is no constant."""
         source = rhs_source(site)
         if source != "constant":
-            why = (
-                "a function argument" if source == "argument" else "computed (an activation, as attention's k in q·kᵀ)"
-            )
+            why = {
+                "argument": "a function argument",
+                "gathered": "gathered per token from a MoE's expert bank",
+            }.get(source, "computed (an activation, as attention's k in q·kᵀ)")
             if self.sites:
                 raise OpscopeError(
                     f"{self.name}: site '{site.name}' at {site.location}: its rhs is {why}, not a "
                     f"constant weight; narrow sites='{self.sites}' to sites with a stored weight"
                 )
-            log.info("%s: skipping site '%s': its rhs is %s, not a constant weight", self.name, site.name, why)
+            (log.warning if source == "gathered" else log.info)(
+                "%s: skipping site '%s': its rhs is %s, not a constant weight", self.name, site.name, why
+            )
             return None
         if is_convolution(site):
             return "a convolution (only matmul-like contractions are factored)"

@@ -13,7 +13,8 @@ im2col row in the input tensor, so convolutions are skipped with a warning, as a
 lhs, integer, dynamic and non-linalg sites. Like the reference (whose fused graphs' MatMuls are
 the linear projections), only sites whose rhs is a weight (a constant, or a function argument
 in a model that takes its weights as inputs) are quantized: an eager attention's q·kᵀ and p·v
-(rhs computed) stay in float unless `computed-rhs=true`.
+(rhs computed) stay in float unless `computed-rhs=true`. A MoE's experts, whose lhs is a per-token
+copy of a stored weight bank (`opscope.ir.gathered`), have their other operand quantized.
 
     %amax = linalg.generic {...["parallel", "reduction"]} ins(%x : tensor<3x8xf32>) outs(...) -> tensor<3xf32>
     %xq = linalg.generic {...["parallel", "parallel"]} ins(%x, %amax : ...) outs(...) -> tensor<3x8xf32>
@@ -29,6 +30,7 @@ from typing import ClassVar, Literal
 
 from iree.compiler import ir
 
+from opscope.ir.gathered import gathered_weight
 from opscope.ir.quantize import (
     RoundTrips,
     check_bits,
@@ -41,6 +43,8 @@ from opscope.ir.quantize import (
 from opscope.ir.sites import Site
 
 log = logging.getLogger("opscope")
+
+ROLES = ("lhs", "rhs")
 
 SCOPES = ("per-token", "per-channel")
 
@@ -62,20 +66,21 @@ class FakequantActivations:
         check_choice(self.name, "scope", self.scope, SCOPES)
         check_bits(self.name, self.bits)
 
-    def reduced_dims(self, site: Site) -> tuple[int, ...] | str:
-        """The lhs dims amax reduces over at `site`, or why the site is skipped."""
-        rank = ir.RankedTensorType(site.op.operands[0].type).rank
+    def reduced_dims(self, site: Site, role: str = "lhs") -> tuple[int, ...] | str:
+        """The dims of the activation (`role`: lhs, or rhs where a MoE's experts read gathered
+        weights as lhs) amax reduces over at `site`, or why the site is skipped."""
+        rank = ir.RankedTensorType(site.op.operands[ROLES.index(role)].type).rank
         if rank < 2:
-            return f"rank-{rank} lhs has no token and channel axes to scale apart"
+            return f"rank-{rank} {role} has no token and channel axes to scale apart"
         conv = is_convolution(site)
         if conv and self.scope == "per-token":
             return "a convolution's input has no per-token rows (use scope=per-channel: one scale per input channel)"
         if conv:  # per input channel (and depthwise/group channel): amax over batch and pixels
             channels = operand_dims(site, "lhs", "channel")
             return tuple(d for d in range(rank) if d not in channels)
-        k_dims = operand_dims(site, "lhs")
+        k_dims = operand_dims(site, role)
         if k_dims is None:
-            return "its lhs is indexed by a compound expression of its K loops"
+            return f"its {role} is indexed by a compound expression of its K loops"
         if self.scope == "per-token":
             return k_dims
         return tuple(d for d in range(rank) if d not in k_dims)
@@ -84,16 +89,19 @@ class FakequantActivations:
         trips = RoundTrips(self.bits)
         done, products = 0, []
         for site in select_sites(self.name, module, self.sites, self.keep):
-            if not self.computed_rhs and rhs_source(site) == "computed":
+            source = rhs_source(site)
+            if not self.computed_rhs and source == "computed":
                 products.append(site.name)  # expected in every eager attention: one line for all below
                 continue
-            reduced = self.reduced_dims(site)
+            gather = gathered_weight(site) if source == "gathered" else None
+            index = 0 if gather is None else gather.activation  # a MoE's experts: the operand not gathered
+            reduced = self.reduced_dims(site, ROLES[index])
             if isinstance(reduced, str):
                 log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, reduced)
                 continue
-            lhs = site.op.operands[0]
-            q, _ = trips.get(lhs, reduced, site.op.location, ir.InsertionPoint(site.op))
-            site.op.operands[0] = q
+            x = site.op.operands[index]
+            q, _ = trips.get(x, reduced, site.op.location, ir.InsertionPoint(site.op))
+            site.op.operands[index] = q
             done += 1
         if products:
             log.warning(

@@ -11,7 +11,9 @@ with its own scales (per (output channel, group), or per group), refused when K 
 Rounding half away from zero; an all-zero channel stays zero. The round trip is applied to
 the weight itself, under any transpose or batch broadcast the importer put between it and
 the matmul (re-emitted on top), so IREE's const-eval folds it into a constant of the
-weight's size: the forward pass is unchanged. `arguments=true` also quantizes a weight the
+weight's size: the forward pass is unchanged. A MoE's experts, gathered per token from a
+weight bank (`opscope.ir.gathered`), have the bank quantized (per expert and output channel)
+where the gather reads it. `arguments=true` also quantizes a weight the
 model takes as a function argument (the digits MLP): nothing folds that round trip.
 
     %amax = linalg.generic {...["parallel", "reduction"]} ins(%w : tensor<4x8xf32>) outs(...) -> tensor<4xf32>
@@ -32,6 +34,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized
+from opscope.ir.gathered import Gather, gathered_weight
 from opscope.ir.quantize import (
     RoundTrips,
     check_bits,
@@ -72,10 +75,11 @@ class FakequantWeights:
         if self.group < 0:
             raise OpscopeError(f"{self.name}: option 'group' expects a group size >= 0 (0: all of K), got {self.group}")
 
-    def plan(self, site: Site) -> tuple[ir.Value, tuple[int, ...], tuple | None, list] | str:
+    def plan(self, site: Site) -> tuple[ir.Value, tuple[int, ...], tuple | None, list, Gather | None] | str:
         """(the weight tensor to quantize, the dims amax reduces over, None) or, with groups,
-        (…, the other dims sharing a scale, (K dims, group)), and the copy ops from that
-        tensor to `site`'s rhs (`copy_source`); or why the site is skipped. Raises when K is
+        (…, the other dims sharing a scale, (K dims, group)), the copy ops from that tensor to
+        `site`'s rhs (`copy_source`) and the gather reading it (a MoE's experts, else None); or
+        why the site is skipped. Raises when K is
         not a multiple of `group`."""
         rhs = site.op.operands[1]
         source = rhs_source(site)
@@ -83,15 +87,19 @@ class FakequantWeights:
             return "its rhs is a function argument (arguments=true quantizes weights a model takes as inputs)"
         if source == "computed":
             return COMPUTED
-        if not ir.RankedTensorType(rhs.type).rank:
-            return "rank-0 rhs"
-        k_dims = operand_dims(site, "rhs")
-        if k_dims is None:
-            return "its rhs is indexed by a compound expression of its K loops"
-        weight, k_dims, chain = copy_source(rhs, k_dims)
+        gather = gathered_weight(site) if source == "gathered" else None
+        if gather is not None:  # a MoE's experts: the bank, per expert and output channel
+            weight, k_dims, chain = copy_source(gather.bank, gather.k_dims)
+        else:
+            if not ir.RankedTensorType(rhs.type).rank:
+                return "rank-0 rhs"
+            k_dims = operand_dims(site, "rhs")
+            if k_dims is None:
+                return "its rhs is indexed by a compound expression of its K loops"
+            weight, k_dims, chain = copy_source(rhs, k_dims)
         shape = tuple(ir.RankedTensorType(weight.type).shape)
         if not self.group:
-            return weight, (tuple(range(len(shape))) if self.scope == "per-tensor" else k_dims), None, chain
+            return weight, (tuple(range(len(shape))) if self.scope == "per-tensor" else k_dims), None, chain, gather
         k = prod(shape[d] for d in k_dims)
         if not k_dims or k % self.group:
             raise OpscopeError(
@@ -100,7 +108,7 @@ class FakequantWeights:
         if k_dims != tuple(range(k_dims[0], k_dims[-1] + 1)):
             return f"its weight's K dims {list(k_dims)} are not adjacent, so K has no consecutive groups"
         shared = tuple(d for d in range(len(shape)) if d not in k_dims) if self.scope == "per-tensor" else ()
-        return weight, shared, (k_dims, self.group), chain
+        return weight, shared, (k_dims, self.group), chain, gather
 
     def apply(self, module) -> None:
         with memoized():
@@ -114,10 +122,13 @@ class FakequantWeights:
                 else:
                     plans.append((site, plan))
         trips = RoundTrips(self.bits)
-        for site, (weight, reduced, group, chain) in plans:
-            ip = ir.InsertionPoint(site.op)
+        for site, (weight, reduced, group, chain, gather) in plans:
+            ip = ir.InsertionPoint(gather.gather if gather is not None else site.op)
             q, _ = trips.get(weight, reduced, site.op.location, ip, group)
-            site.op.operands[1] = replay(chain, q, ip)
+            if gather is not None:
+                gather.feed(replay(chain, q, ip))
+            else:
+                site.op.operands[1] = replay(chain, q, ip)
             for op in reversed(chain):  # the original copies, where nothing else reads them
                 if any(len(list(r.uses)) for r in op.results):
                     break

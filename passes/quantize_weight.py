@@ -138,11 +138,10 @@ class QuantizeWeight:
         where = f"{self.name}: site '{site.name}' at {site.location}"
         source = rhs_source(site)
         if source != "constant":
-            what = (
-                "a function argument"
-                if source == "argument"
-                else "computed from activations (an attention's q·kᵀ or p·v)"
-            )
+            what = {
+                "argument": "a function argument",
+                "gathered": "gathered per token from a MoE's expert bank (fakequant-weights simulates its codes)",
+            }.get(source, "computed from activations (an attention's q·kᵀ or p·v)")
             if self.sites:
                 fix = "fakequant-weights{arguments=true} simulates its quantization; " if source == "argument" else ""
                 raise OpscopeError(f"{where}: its rhs is {what}, not a stored weight: {fix}leave it out of 'sites'")

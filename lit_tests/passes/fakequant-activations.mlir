@@ -233,3 +233,32 @@ func.func @attention_scores_stay_float(%x: tensor<4x8xf32>, %wq: tensor<8x8xf32>
   %0 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>] ins(%q, %k : tensor<4x8xf32>, tensor<4x8xf32>) outs(%s : tensor<4x4xf32>) -> tensor<4x4xf32> loc("attn.scores")
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// A MoE's experts: the lhs is a per-token copy of the expert bank (a weight, left to
+// fakequant-weights); the activation is the rhs [tokens, K, 1], quantized per token over K.
+
+// CHECK-LABEL: func.func @experts_quantize_their_rhs_activation(
+// CHECK:       %[[G:.+]] = linalg.generic {{.+}} ins(%arg0 : tensor<5xi64>)
+// CHECK:       linalg.generic {{{.+}} iterator_types = ["parallel", "reduction", "parallel"]} ins(%arg1 : tensor<5x4x1xf32>) outs(%{{.+}} : tensor<5x1xf32>)
+// CHECK:       %[[Q:.+]] = linalg.generic {{.+}} ins(%arg1, %{{.+}} : tensor<5x4x1xf32>, tensor<5x1xf32>)
+// CHECK:       linalg.batch_matmul ins(%[[G]], %[[Q]] : tensor<5x3x4xf32>, tensor<5x4x1xf32>)
+func.func @experts_quantize_their_rhs_activation(%idx: tensor<5xi64>, %x: tensor<5x4x1xf32>) -> tensor<5x3x1xf32> {
+  %bank = util.global.load @bank : tensor<2x3x4xf32>
+  %e = tensor.empty() : tensor<5x3x4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%idx : tensor<5xi64>) outs(%e : tensor<5x3x4xf32>) {
+  ^bb0(%i: i64, %out: f32):
+    %ei = arith.index_cast %i : i64 to index
+    %j = linalg.index 1 : index
+    %k = linalg.index 2 : index
+    %w = tensor.extract %bank[%ei, %j, %k] : tensor<2x3x4xf32>
+    linalg.yield %w : f32
+  } -> tensor<5x3x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %o = tensor.empty() : tensor<5x3x1xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<5x3x1xf32>) -> tensor<5x3x1xf32>
+  %y = linalg.batch_matmul ins(%g, %x : tensor<5x3x4xf32>, tensor<5x4x1xf32>) outs(%z : tensor<5x3x1xf32>) -> tensor<5x3x1xf32> loc("experts")
+  return %y : tensor<5x3x1xf32>
+}
+util.global private @bank = dense<1.0> : tensor<2x3x4xf32>

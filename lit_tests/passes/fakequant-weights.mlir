@@ -169,3 +169,43 @@ func.func @conv_filter_per_output_channel(%x: tensor<2x2x5x5xf32>, %o: tensor<2x
   return %0 : tensor<2x8x4x4xf32>
 }
 util.global private @f = dense<1.0> : tensor<8x2x2x2xf32>
+
+// -----
+
+// A MoE's experts (transformers' batched_mm): the batched matmul's lhs is a per-token copy of the
+// bank [experts, out, K] gathered at each token's expert. The bank is quantized, per expert and
+// output channel, where the gather reads it (IREE folds the round trip into a constant); the
+// activation, the rhs, is left alone.
+
+// CHECK-LABEL: func.func @expert_bank_gathered_per_token(
+// CHECK:       %[[B:.+]] = util.global.load @bank : tensor<2x3x4xf32>
+// CHECK:       linalg.generic {{{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[B]] : tensor<2x3x4xf32>) outs(%{{.+}} : tensor<2x3xf32>)
+// CHECK:       %[[Q:.+]] = linalg.generic {{.+}} ins(%[[B]], %{{.+}} : tensor<2x3x4xf32>, tensor<2x3xf32>)
+// CHECK:       %[[G:.+]] = linalg.generic
+// CHECK:         tensor.extract %[[Q]][
+// CHECK:       linalg.batch_matmul ins(%[[G]], %arg1 : tensor<5x3x4xf32>, tensor<5x4x1xf32>)
+// TENSOR-LABEL: func.func @expert_bank_gathered_per_token(
+// TENSOR:       linalg.generic {{{.+}} iterator_types = ["reduction", "reduction", "reduction"]} ins(%{{.+}} : tensor<2x3x4xf32>) outs(%{{.+}} : tensor<f32>)
+func.func @expert_bank_gathered_per_token(%idx: tensor<5xi64>, %x: tensor<5x4x1xf32>) -> tensor<5x3x1xf32> {
+  %bank = util.global.load @bank : tensor<2x3x4xf32>
+  %c0 = arith.constant 0 : i64
+  %c2 = arith.constant 2 : i64
+  %e = tensor.empty() : tensor<5x3x4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%idx : tensor<5xi64>) outs(%e : tensor<5x3x4xf32>) {
+  ^bb0(%i: i64, %out: f32):
+    %neg = arith.cmpi slt, %i, %c0 : i64
+    %wrapped = arith.addi %i, %c2 : i64
+    %sel = arith.select %neg, %wrapped, %i : i64
+    %ei = arith.index_cast %sel : i64 to index
+    %j = linalg.index 1 : index
+    %k = linalg.index 2 : index
+    %w = tensor.extract %bank[%ei, %j, %k] : tensor<2x3x4xf32>
+    linalg.yield %w : f32
+  } -> tensor<5x3x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %o = tensor.empty() : tensor<5x3x1xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<5x3x1xf32>) -> tensor<5x3x1xf32>
+  %y = linalg.batch_matmul ins(%g, %x : tensor<5x3x4xf32>, tensor<5x4x1xf32>) outs(%z : tensor<5x3x1xf32>) -> tensor<5x3x1xf32> loc("experts")
+  return %y : tensor<5x3x1xf32>
+}
+util.global private @bank = dense<1.0> : tensor<2x3x4xf32>

@@ -4,7 +4,8 @@ A skip drops the weights of the blocks it removes; `fakequant-weights` simulates
 weight in `bits` bits with one f32 scale per output channel (or group, or tensor): a real
 int8/int4 kernel reads that many bytes, which is what quantization saves (its FLOPs are
 the same, and the simulation's round trips add some). Counted per distinct weight tensor
-(a tied embedding once), at its element type's width when not quantized.
+(a tied embedding once; a MoE's expert bank once, however many tokens gather from it), at its
+element type's width when not quantized.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def weight_bytes(module, pipeline: str = "") -> int:
     """Storage bytes of the distinct weights `module`'s matmul sites read after `pipeline`, with the
     weights its `fakequant-weights` passes select counted at their bits (+ an f32 per scale).
     Rewrites `module` in place (all but the fake-quant passes, whose plans are read instead)."""
+    from opscope.ir.gathered import gathered_weight
     from opscope.ir.quantize import copy_source, operand_dims, rhs_source, select_sites
     from opscope.passes.fakequant_weights import FakequantWeights
 
@@ -33,16 +35,21 @@ def weight_bytes(module, pipeline: str = "") -> int:
         run_pipeline(module, Pipeline(tuple(rest)))
     stored: dict[ir.Value, int] = {}  # values hash by identity
     for site in select_sites("weights", module, "", None):
-        if rhs_source(site) == "computed":
+        source = rhs_source(site)
+        if source == "computed":
             continue
-        weight, _, _ = copy_source(site.op.operands[1], operand_dims(site, "rhs") or ())
+        if source == "gathered":  # a MoE's experts: the bank, once
+            g = gathered_weight(site)
+            weight, _, _ = copy_source(g.bank, g.k_dims)
+        else:
+            weight, _, _ = copy_source(site.op.operands[1], operand_dims(site, "rhs") or ())
         stored[weight] = _bytes(weight)
     for fq in (e for e in elements if isinstance(e, FakequantWeights)):
         for site in select_sites(fq.name, module, fq.sites, fq.keep):
             plan = fq.plan(site)
             if isinstance(plan, str):
                 continue
-            weight, reduced, group, _ = plan
+            weight, reduced, group, *_ = plan
             shape = list(ir.RankedTensorType(weight.type).shape)
             numel = prod(shape)
             if group is None:

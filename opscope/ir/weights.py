@@ -8,7 +8,9 @@ or `dense_resource<…>` (source `resource`), an immutable `util.global` holding
 `externalize-weights`: read from the file), or a function argument (source `argument`: a model that takes its
 weights as inputs; its values come from the caller's inputs). Its `k_dims` are the stored
 tensor's dims the site reduces over, so `Weight.matrix()` is the [out, K] matrix probes
-and decompositions take (for `x[M,K] @ W[K,N]` it is Wᵀ), whatever the stored layout.
+and decompositions take (for `x[M,K] @ W[K,N]` it is Wᵀ), whatever the stored layout. A MoE's
+experts, gathered per token from a bank `[E, out, K]` (`opscope.ir.gathered`), are that bank:
+its matrix is [E·out, K], a replacement is fed to the gather.
 
     ws = read_weights(module, sites="^fc")            # [Weight(name='fc0', sites=('fc0',), shape=(64, 64), ...)]
     replace_weights(module, {"fc0": low_rank(ws[0].matrix())})
@@ -40,6 +42,7 @@ from iree.compiler.dialects import arith
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized, owner
+from opscope.ir.gathered import Gather, gathered_weight
 from opscope.ir.parameter_files import parameter_bytes, parameter_files, parameter_ref
 from opscope.ir.quantize import MOST_NAMES, copy_source, operand_dims, replay, rhs_source, select_sites
 from opscope.ir.sites import Site
@@ -176,11 +179,12 @@ class _Found:
     source: str
     attr: ir.Attribute | None  # its dense or dense_resource attribute (None for an argument)
     k_dims: tuple[int, ...]
-    readers: list[tuple[Site, list[ir.Operation], ir.Value]] = field(default_factory=list)  # site, copies, stored
+    readers: list[tuple[Site, list[ir.Operation], ir.Value, Gather | None]] = field(default_factory=list)
+    # each: the site, the copies from the stored tensor, the stored tensor, the gather (a MoE's experts)
 
     @property
     def sites(self) -> tuple[str, ...]:
-        return tuple(site.name for site, _, _ in self.readers)
+        return tuple(site.name for site, *_ in self.readers)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -212,26 +216,30 @@ def _find(module: ir.Module, pattern: str, arguments: bool, who: str) -> list[_F
                     "%s: skipping site '%s' at %s: %s", who, site.name, site.location, why
                 )
                 continue
-            key, value, source, attr, k_dims, chain = item
+            key, value, source, attr, k_dims, chain, gather = item
             entry = found.setdefault((key, k_dims), _Found(site.name, value, source, attr, k_dims))
-            entry.readers.append((site, chain, value))
+            entry.readers.append((site, chain, value, gather))
     return list(found.values())
 
 
 def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
-    """(None, (key, stored value, source, attribute, K dims, copies)) or (why skipped, None)."""
+    """(None, (key, stored value, source, attribute, K dims, copies, gather)) or (why skipped, None)."""
     kind = rhs_source(site)
     if kind == "computed":
         return "its rhs is computed, not a weight", None
     if kind == "argument" and not arguments:
         return "its rhs is a function argument (pass the inputs to read it)", None
-    rhs = site.op.operands[1]
-    if not ir.RankedTensorType(rhs.type).rank:
-        return "rank-0 rhs", None
-    k_dims = operand_dims(site, "rhs")
-    if k_dims is None:
-        return "its rhs is indexed by a compound expression of its K loops", None
-    value, k_dims, chain = copy_source(rhs, k_dims)
+    gather = gathered_weight(site) if kind == "gathered" else None
+    if gather is not None:  # a MoE's experts: the bank they are gathered from, [experts x out, K]
+        value, k_dims, chain = copy_source(gather.bank, gather.k_dims)
+    else:
+        rhs = site.op.operands[1]
+        if not ir.RankedTensorType(rhs.type).rank:
+            return "rank-0 rhs", None
+        k_dims = operand_dims(site, "rhs")
+        if k_dims is None:
+            return "its rhs is indexed by a compound expression of its K loops", None
+        value, k_dims, chain = copy_source(rhs, k_dims)
     element = str(ir.RankedTensorType(value.type).element_type)
     if element not in ELEMENT_TYPES:
         return f"its weight is {element}, not one of {', '.join(ELEMENT_TYPES)}", None
@@ -245,12 +253,13 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
             None,
             k_dims,
             chain,
+            gather,
         )
     stored = _storage(value, globals_)
     if isinstance(stored, str):
         return stored, None
     key, source, attr = stored
-    return None, (key, value, source, attr, k_dims, chain)
+    return None, (key, value, source, attr, k_dims, chain, gather)
 
 
 def _globals(module: ir.Module) -> dict[str, ir.Operation]:
@@ -445,16 +454,21 @@ def _replace(f: _Found, values: np.ndarray) -> None:
     ty = ir.RankedTensorType(f.value.type)
     attr = resource_attr(values, ty, f.name)
     constants: dict[ir.Operation, ir.Value] = {}
-    for site, chain, _ in f.readers:
+    for site, chain, _, gather in f.readers:
         func = site.op.parent
+        before = ir.InsertionPoint(gather.gather if gather is not None else site.op)
         if func not in constants:
-            constants[func] = arith.ConstantOp(ty, attr, loc=site.op.location, ip=ir.InsertionPoint(site.op)).result
-        site.op.operands[1] = replay(chain, constants[func], ir.InsertionPoint(site.op))
+            constants[func] = arith.ConstantOp(ty, attr, loc=site.op.location, ip=before).result
+        fed = replay(chain, constants[func], before)
+        if gather is not None:
+            gather.feed(fed)
+        else:
+            site.op.operands[1] = fed
         for op in reversed(chain):  # the original copies, where nothing else reads them
             if any(len(list(r.uses)) for r in op.results):
                 break
             op.erase()
-    for old in {stored: None for _, _, stored in f.readers}:  # each load of a global, in order
+    for old in {stored: None for _, _, stored, _ in f.readers}:  # each load of a global, in order
         if isinstance(old, ir.OpResult) and not len(list(old.uses)):
             owner(old).erase()  # the old constant or global load, now unread (the global itself stays)
 
