@@ -11,7 +11,11 @@ named `conv_*`, depthwise, grouped, or a generic; not a pooling) is a site as it
 K = input channels × filter window, N = output channels, and `batch` the depthwise/group
 dims (each group its own GEMM), so FLOPs = 2·batch·M·K·N as for a matmul. Its roles are
 the input (lhs; the source of a zero `tensor.pad`, so padding is not counted as data),
-the filter (rhs) and the result (out); `Site.channels` says which dims are each operand's
+the filter (rhs) and the result (out). A transposed convolution, lowered as its input spread
+with zeros by a strided `tensor.insert_slice` and a stride-1 convolution, is kind
+`conv_transpose_*`: its lhs is the input before the zeros, and M = batch × input image, so its
+FLOPs are PyTorch's (the lowering also multiplies the inserted zeros; `opscope.analysis.cost`
+counts what it runs). `Site.channels` says which dims are each operand's
 channels where they are not the last dim (NCHW: dim 1), so per-channel statistics read
 the right axis.
 """
@@ -193,7 +197,14 @@ def _conv_site(op: ir.Operation):
     depth, ichan, ochan = list(dims.depth), list(dims.input_channel), list(dims.output_channel)
     b, m = size(depth), size(dims.batch, dims.output_image)
     k, n = size(ichan, dims.filter_loop), size(ochan)
-    values = {"lhs": _unpadded(ins[0]), "rhs": ins[1], "out": op.results[0]}
+    kind = op.name.removeprefix("linalg.")
+    lhs = _unpadded(ins[0])
+    spread = _zero_inserted(lhs)
+    if spread is not None:  # a transposed convolution: its input, one GEMM row per input pixel (torch's count)
+        lhs, kind = spread, kind.replace("conv_", "conv_transpose_", 1)
+        x, channels_in = ir.RankedTensorType(spread.type), size(depth, ichan)
+        m = None if not x.has_static_shape or not channels_in else prod(x.shape) // channels_in
+    values = {"lhs": lhs, "rhs": ins[1], "out": op.results[0]}
     channels = {}
     for role, amap, loops in (
         ("lhs", maps[0], depth + ichan),
@@ -203,7 +214,6 @@ def _conv_site(op: ir.Operation):
         found = _result_positions(amap, loops)
         if found and found != (len(amap.results) - 1,):
             channels[role] = found
-    kind = op.name.removeprefix("linalg.")
     return kind, values, b or 0, m or 0, k or 0, n or 0, None in (b, m, k, n), channels
 
 
@@ -233,6 +243,38 @@ def _unpadded(value: ir.Value) -> ir.Value:
         if isinstance(attr, ir.FloatAttr) and attr.value == 0.0:
             return pad.operands[0]
     return value
+
+
+def _zero_inserted(value: ir.Value) -> ir.Value | None:
+    """The source of a strided `tensor.insert_slice` into zeros (how torch-mlir lowers a transposed
+    convolution with stride > 1: its input spread over a zero image, then a stride-1 convolution),
+    else None."""
+    if not isinstance(value, ir.OpResult) or value.owner.name != "tensor.insert_slice":
+        return None
+    insert = value.owner
+    strides = list(ir.DenseI64ArrayAttr(insert.attributes["static_strides"]))
+    source, dest = insert.operands[0], insert.operands[1]
+    if all(st == 1 for st in strides) or ir.RankedTensorType(source.type).rank != len(strides):
+        return None
+    return source if _zeros(dest) else None
+
+
+def _zeros(value: ir.Value) -> bool:
+    """`value` is a `linalg.fill` of 0.0 or a zero splat constant."""
+    if not isinstance(value, ir.OpResult):
+        return False
+    op = value.owner
+    if op.name == "linalg.fill":
+        value = op.operands[0]
+        if not isinstance(value, ir.OpResult):
+            return False
+        op = value.owner
+    if op.name != "arith.constant":
+        return False
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value == 0.0
+    return isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat and attr.get_splat_value().value == 0.0
 
 
 def classify(op: ir.Operation):
