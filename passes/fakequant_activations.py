@@ -14,7 +14,7 @@ lhs, integer, dynamic and non-linalg sites. Like the reference (whose fused grap
 the linear projections), only sites whose rhs is a weight (a constant, or a function argument
 in a model that takes its weights as inputs) are quantized: an eager attention's q·kᵀ and p·v
 (rhs computed) stay in float unless `computed-rhs=true`. A MoE's experts, whose lhs is a per-token
-copy of a stored weight bank (`opscope.ir.gathered`), have their other operand quantized.
+copy of a stored weight bank (`opscope.ir.weight_source`), have their other operand quantized.
 
     %amax = linalg.generic {...["parallel", "reduction"]} ins(%x : tensor<3x8xf32>) outs(...) -> tensor<3xf32>
     %xq = linalg.generic {...["parallel", "parallel"]} ins(%x, %amax : ...) outs(...) -> tensor<3x8xf32>
@@ -30,17 +30,16 @@ from typing import ClassVar, Literal
 
 from iree.compiler import ir
 
-from opscope.ir.gathered import gathered_weight
 from opscope.ir.quantize import (
     RoundTrips,
     check_bits,
     check_choice,
     is_convolution,
     operand_dims,
-    rhs_source,
     select_sites,
 )
 from opscope.ir.sites import Site
+from opscope.ir.weight_source import gathered_weight, rhs_source
 
 log = logging.getLogger("opscope")
 

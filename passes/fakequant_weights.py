@@ -12,7 +12,7 @@ Rounding half away from zero; an all-zero channel stays zero. The round trip is 
 the weight itself, under any transpose or batch broadcast the importer put between it and
 the matmul (re-emitted on top), so IREE's const-eval folds it into a constant of the
 weight's size: the forward pass is unchanged. A MoE's experts, gathered per token from a
-weight bank (`opscope.ir.gathered`), have the bank quantized (per expert and output channel)
+weight bank (`opscope.ir.weight_source`), have the bank quantized (per expert and output channel)
 where the gather reads it. `arguments=true` also quantizes a weight the
 model takes as a function argument (the digits MLP): nothing folds that round trip.
 
@@ -34,7 +34,6 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized
-from opscope.ir.gathered import Gather, gathered_weight
 from opscope.ir.quantize import (
     RoundTrips,
     check_bits,
@@ -42,10 +41,10 @@ from opscope.ir.quantize import (
     copy_source,
     operand_dims,
     replay,
-    rhs_source,
     select_sites,
 )
 from opscope.ir.sites import Site
+from opscope.ir.weight_source import Gather, gathered_weight, rhs_source
 
 log = logging.getLogger("opscope")
 

@@ -77,8 +77,9 @@ from iree.compiler.dialects import arith, iree_tensor_ext, linalg, math, tensor,
 from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic, to_f32
 from opscope.ir.const_expr import memoized, owner
-from opscope.ir.quantize import TINY, is_convolution, operand_dims, qmax, rhs_source, select_sites
+from opscope.ir.quantize import TINY, is_convolution, operand_dims, qmax, select_sites
 from opscope.ir.sites import Site
+from opscope.ir.weight_source import rhs_source
 from opscope.ir.weights import read_stored
 
 log = logging.getLogger("opscope")

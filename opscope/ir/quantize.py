@@ -224,23 +224,6 @@ def _reshape_dims(op: ir.Operation, dims: Sequence[int]) -> tuple[int, ...] | No
     return tuple(sorted(back))
 
 
-def rhs_source(site: Site) -> str:
-    """What `site`'s rhs is: `constant` (a weight: a constant expression), `argument` (a function
-    argument, through copies: a model that takes its weights as inputs), `gathered` (a MoE's
-    experts: one operand is a per-token copy of a stored weight bank, `opscope.ir.gathered`), or
-    `computed` (a product of two computed tensors: an eager attention's q·kᵀ or p·v)."""
-    from opscope.ir.const_expr import is_weight
-    from opscope.ir.gathered import gathered_weight
-
-    rhs = site.op.operands[1]
-    if is_weight(rhs):
-        return "constant"
-    if gathered_weight(site) is not None:
-        return "gathered"
-    source, _, _ = copy_source(rhs, ())
-    return "argument" if isinstance(source, ir.BlockArgument) else "computed"
-
-
 def replay(chain: list[ir.Operation], value: ir.Value, ip: ir.InsertionPoint) -> ir.Value:
     """Copies of the ops `chain` (from `copy_source`), inserted at `ip`, reading `value`:
     the originals stay for their other users."""

@@ -9,7 +9,7 @@ or `dense_resource<…>` (source `resource`), an immutable `util.global` holding
 weights as inputs; its values come from the caller's inputs). Its `k_dims` are the stored
 tensor's dims the site reduces over, so `Weight.matrix()` is the [out, K] matrix probes
 and decompositions take (for `x[M,K] @ W[K,N]` it is Wᵀ), whatever the stored layout. A MoE's
-experts, gathered per token from a bank `[E, out, K]` (`opscope.ir.gathered`), are that bank:
+experts, gathered per token from a bank `[E, out, K]` (`opscope.ir.weight_source`), are that bank:
 its matrix is [E·out, K], a replacement is fed to the gather.
 
     ws = read_weights(module, sites="^fc")            # [Weight(name='fc0', sites=('fc0',), shape=(64, 64), ...)]
@@ -42,10 +42,10 @@ from iree.compiler.dialects import arith
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized, owner
-from opscope.ir.gathered import Gather, gathered_weight
 from opscope.ir.parameter_files import parameter_bytes, parameter_files, parameter_ref
-from opscope.ir.quantize import MOST_NAMES, copy_source, operand_dims, replay, rhs_source, select_sites
+from opscope.ir.quantize import MOST_NAMES, copy_source, operand_dims, replay, select_sites
 from opscope.ir.sites import Site
+from opscope.ir.weight_source import Gather, gathered_weight, rhs_source
 
 log = logging.getLogger("opscope")
 

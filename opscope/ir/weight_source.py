@@ -1,4 +1,5 @@
-"""Expert weights a MoE gathers per token: the stored bank behind a site's operand.
+"""Where a site's weight comes from (`rhs_source`): a constant, a function argument, a MoE's expert
+bank gathered per token, or nowhere (a product of two computed tensors).
 
 transformers' `batched_mm` experts (Mixtral, Qwen-MoE, OLMoE, DeepSeek) index their weight
 bank `[E, out, in]` by each token's chosen expert; torch-mlir lowers the `index` as a
@@ -57,6 +58,20 @@ class Gather:
     def feed(self, value: ir.Value) -> None:
         """Make the gather read `value` (built before `gather`) instead of the bank."""
         self.extract.operands[0] = value
+
+
+def rhs_source(site: Site) -> str:
+    """What `site`'s rhs is: `constant` (a weight: a constant expression), `argument` (a function
+    argument, through copies: a model that takes its weights as inputs), `gathered` (a MoE's
+    experts: one operand is a per-token copy of a stored weight bank, `gathered_weight`), or
+    `computed` (a product of two computed tensors: an eager attention's q·kᵀ or p·v)."""
+    rhs = site.op.operands[1]
+    if is_weight(rhs):
+        return "constant"
+    if gathered_weight(site) is not None:
+        return "gathered"
+    source, _, _ = copy_source(rhs, ())
+    return "argument" if isinstance(source, ir.BlockArgument) else "computed"
 
 
 def gathered_weight(site: Site) -> Gather | None:
