@@ -157,3 +157,29 @@ func.func @main(%x: tensor<1x4x4x2xf32>, %w: tensor<2x2xf32>, %o: tensor<1x2x2x2
 """
     module = parse_module(text, new_context())
     assert find_sites(module) == []
+
+
+PADDED_GROUPED = """
+func.func @main(%x: tensor<1x8x8x8xf32>, %w: tensor<2x4x4x3x3xf32>) -> tensor<1x2x4x8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x8x8x8xf32> to tensor<1x8x10x10xf32>
+  %g = tensor.expand_shape %padded [[0], [1, 2], [3], [4]] output_shape [1, 2, 4, 10, 10] : tensor<1x8x10x10xf32> into tensor<1x2x4x10x10xf32>
+  %e = tensor.empty() : tensor<1x2x4x8x8xf32>
+  %i = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x4x8x8xf32>) -> tensor<1x2x4x8x8xf32>
+  %c = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%g, %w : tensor<1x2x4x10x10xf32>, tensor<2x4x4x3x3xf32>) outs(%i : tensor<1x2x4x8x8xf32>) -> tensor<1x2x4x8x8xf32> loc("grouped")
+  return %c : tensor<1x2x4x8x8xf32>
+}
+"""
+
+
+def test_a_padded_grouped_conv_reads_its_input_before_the_padding():
+    """torch-mlir pads a grouped convolution's input, then splits it into groups: the site's lhs is the
+    input (its zeros are not data), its channels dim 1 of that NCHW tensor."""
+    module = parse_module(PADDED_GROUPED, new_context())
+    (site,) = find_sites(module)
+    assert site.shape("lhs") == (1, 8, 8, 8) and site.channels["lhs"] == (1,)
+    assert site.channels["out"] == (1, 2) and site.flops == op_flops(site.op)

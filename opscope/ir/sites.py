@@ -10,7 +10,8 @@ A convolution (any linalg op `linalg.isa_convolution_op` accepts whose body mult
 named `conv_*`, depthwise, grouped, or a generic; not a pooling) is a site as its im2col GEMM: M = batch × output image,
 K = input channels × filter window, N = output channels, and `batch` the depthwise/group
 dims (each group its own GEMM), so FLOPs = 2·batch·M·K·N as for a matmul. Its roles are
-the input (lhs; the source of a zero `tensor.pad`, so padding is not counted as data),
+the input (lhs; the source of a zero `tensor.pad`, so padding is not counted as data, also
+when a grouped convolution splits the padded input into groups),
 the filter (rhs) and the result (out). A transposed convolution, lowered as its input spread
 with zeros by a strided `tensor.insert_slice` and a stride-1 convolution, is kind
 `conv_transpose_*`: its lhs is the input before the zeros, and M = batch × input image, so its
@@ -198,7 +199,15 @@ def _conv_site(op: ir.Operation):
     b, m = size(depth), size(dims.batch, dims.output_image)
     k, n = size(ichan, dims.filter_loop), size(ochan)
     kind = op.name.removeprefix("linalg.")
-    lhs = _unpadded(ins[0])
+    lhs, grouped = _unpadded(ins[0]), None
+    if lhs is ins[0] and isinstance(lhs, ir.OpResult) and lhs.owner.name == "tensor.expand_shape":
+        source = lhs.owner.operands[0]
+        inner = _unpadded(source)  # a grouped convolution: the padded input split into groups
+        if inner is not source:
+            grouped = [
+                [ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(lhs.owner.attributes["reassociation"])
+            ]
+            lhs = inner
     spread = _zero_inserted(lhs)
     if spread is not None:  # a transposed convolution: its input, one GEMM row per input pixel (torch's count)
         lhs, kind = spread, kind.replace("conv_", "conv_transpose_", 1)
@@ -211,8 +220,10 @@ def _conv_site(op: ir.Operation):
         ("rhs", maps[1], depth + ochan),
         ("out", maps[2], depth + ochan),
     ):
-        found = _result_positions(amap, loops)
-        if found and found != (len(amap.results) - 1,):
+        found, rank = _result_positions(amap, loops), len(amap.results)
+        if role == "lhs" and grouped is not None:  # positions in the input before it was split into groups
+            found, rank = tuple(sorted({i for i, g in enumerate(grouped) for p in found if p in g})), len(grouped)
+        if found and found != (rank - 1,):
             channels[role] = found
     return kind, values, b or 0, m or 0, k or 0, n or 0, None in (b, m, k, n), channels
 
@@ -256,10 +267,10 @@ def _zero_inserted(value: ir.Value) -> ir.Value | None:
     source, dest = insert.operands[0], insert.operands[1]
     if all(st == 1 for st in strides) or ir.RankedTensorType(source.type).rank != len(strides):
         return None
-    return source if _zeros(dest) else None
+    return source if is_zeros(dest) else None
 
 
-def _zeros(value: ir.Value) -> bool:
+def is_zeros(value: ir.Value) -> bool:
     """`value` is a `linalg.fill` of 0.0 or a zero splat constant."""
     if not isinstance(value, ir.OpResult):
         return False
