@@ -135,6 +135,7 @@ def profile(
     taps: str | Iterable[str] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
+    verify: bool | None = None,
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -162,11 +163,17 @@ def profile(
     so for a model of 128 MiB or more (`opscope.ir.parameter_files.AUTO_BYTES`).
     `weights_dtype` ("bf16" or "f16"): the model's float32 weights are stored so in that file
     (any route), half their bytes on disk and in memory, and read widened to f32: the model
-    computes as it was exported, on weights rounded to that type.
+    computes as it was exported, on weights rounded to that type. `verify`: the first step
+    checked against the model run by its own framework: PyTorch for a `.pt2` file or a zoo model
+    (the recorded sketches of a sample of every family of sites against the tensors PyTorch
+    computes, the sites' FLOPs against `FlopCounterMode`, the outputs), onnxruntime or jax for
+    `.onnx`/`.jaxexport` (the outputs); the verdict is the report's first line and
+    `verify.json`. None (the default): on for models whose weights stay in the module.
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
-    `.compile_seconds`, `.run_seconds`, `.model` (the loaded model, callable again).
+    `.compile_seconds`, `.run_seconds`, `.model` (the loaded model, callable again),
+    `.verification` (`opscope.verify.check.Verification`, or None when not verified).
     """
     from opscope.drive.profile import profile as run_profile
     from opscope.ir.stat_config import StatConfig
@@ -185,6 +192,7 @@ def profile(
         taps=taps,
         parameters=parameters,
         weights_dtype=weights_dtype,
+        verify=verify,
     )
 
 

@@ -76,6 +76,28 @@ def test_an_isolated_compile_equals_the_in_process_one_and_fails_alike():
     assert Path(info.value.log).is_file()
 
 
+def test_a_compile_says_its_phases_and_builds_the_same_bytes():
+    """The in-process compile runs iree-compile's phases one group at a time, each said to the
+    progress line (the ticker shows it beside the elapsed time): the module is byte for byte the one
+    a single run to the end makes. A child iree-compile says that it is one."""
+    from opscope.ir.progress import listening
+    from opscope.run.compile import PHASES, _compile, _flags, _source
+    from opscope.run.targets import get_target
+
+    tgt = get_target("llvm-cpu")
+    source, parameters = _source(matmul_module(4, 8, 3))
+    flags = _flags(tgt, (), parameters)
+    said: list[str] = []
+    with listening(said.append):
+        phased = _compile(source, tgt, flags, False)
+    assert said == [f"compile: {name}" for name, _ in PHASES]
+    assert phased.vmfb == _compile(source, tgt, flags, False, compile_to="end").vmfb
+    said.clear()
+    with listening(said.append):
+        compile_isolated(matmul_module(4, 8, 3), "llvm-cpu")
+    assert said == ["compile: iree-compile (a child process)"]
+
+
 def test_an_iree_limitation_is_named_as_such(tmp_path):
     """The untapped model fails the same way: IREE's limitation, with a target that works."""
     skip_unless_runnable("vulkan-spirv")

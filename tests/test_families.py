@@ -247,6 +247,28 @@ def test_original_results_bit_identical(profiles, family, route):
         assert float(found.group(1)) <= EPILOGUE_MAX, run.lines[1]
 
 
+@pytest.mark.parametrize("family,route", _cases("verify"))
+def test_verify_agrees_with_the_framework(profiles, family, route):
+    """`profile` verifies small models by default: a .pt2 against PyTorch (a sample of every kind of
+    site present, their FLOPs against FlopCounterMode, the outputs), an ONNX file against onnxruntime,
+    a .jaxexport against jax; the first report line says it agrees, verify.json holds the details."""
+    import json
+
+    run = profiles.get(family, route)
+    verdict = json.loads((run.out / "verify.json").read_text())
+    assert verdict["agrees"], verdict
+    line = next(ln for ln in run.lines if ln.startswith("note: verify:"))
+    assert " agrees: " in line, line
+    assert verdict["outputs"] and verdict["outputs"][1] <= verdict["outputs"][2]
+    if route == "pt2":
+        dynamics = DYNAMICS_EXPECTED.get(family, {})
+        want = {"residual"} if dynamics.get(RESIDUAL) else set()
+        want |= {"softmax"} if dynamics.get(SOFTMAX) else set()
+        assert want <= set(verdict["compared"]) and {"matmul", "conv"} & set(verdict["compared"]), verdict
+        assert verdict["flops"][0] == verdict["flops"][1], verdict["flops"]
+        assert not verdict["not_compared"], verdict["not_compared"]
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_expected_count_matches_the_framework(family):
     """`Family.expected` (by construction) equals the matmuls + convolutions torch.export's core-ATen

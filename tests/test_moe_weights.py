@@ -1,5 +1,5 @@
 """A MoE's expert weights, gathered per token from a bank, are weights: counted once, fake-quantized,
-read and replaced (`opscope.ir.gathered`).
+read and replaced (`opscope.ir.weight_source`).
 
 The model is the tiny Mixtral (2 layers, 4 experts, top-2, `batched_mm` experts) built in the test;
 the references are its own parameters and the same model run in torch with every weight rounded by

@@ -48,6 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="sketch 1 row (token) in K of each activation, rows 0, K, 2K, ... (default 1: every row, exact); "
         "the weights stay exact, the manifest and the report say so",
     )
+    pr.add_argument(
+        "--verify",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="check step 0 against the model run by its own framework: PyTorch (.pt2, zoo: a sample of "
+        "every kind of site's sketches, FLOPs, outputs), onnxruntime or jax (outputs); its verdict is the "
+        "report's first line and verify.json (default: on for models whose weights stay in the module)",
+    )
     add_parameters(pr, "weights.irpa in the run folder")
     pr.set_defaults(fn=_cmd_profile)
 
@@ -97,6 +105,7 @@ def _cmd_profile(args) -> int:
         parameters=args.parameters,
         weights_dtype=args.weights_dtype,
         config=opscope.StatConfig(row_stride=args.sample_rows),
+        verify=args.verify,
     )
     m = res.model
     flops = sum(s.flops for s in m.manifest.sites)

@@ -53,6 +53,7 @@ from opscope.models.demo import transformer_module
 from opscope.models.source import (
     WEIGHTS_NAME,
     ModelSource,
+    Reference,
     Source,
     is_mlir_text,
     is_model_file,
@@ -65,6 +66,8 @@ from opscope.record.tidy import MANIFEST_NAME, NOTES_NAME, SITE_COSTS_NAME
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
+from opscope.verify.check import Verification
+from opscope.verify.run import verify_run
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, REPORT_NAME = "sketches.csv", SITE_COSTS_NAME, "report.md"
@@ -121,6 +124,7 @@ class ProfileResult:
     # None: the untapped model does not compile in IREE, so nothing was compared)
     run_seconds: float  # the calls and their recording, not the compile or the parity check
     name: str = "<model>"
+    verification: Verification | None = None  # the run checked against its own framework's (`verify`)
 
     @property
     def sketches(self) -> Path:
@@ -186,6 +190,7 @@ def profile(
     taps: str | Sequence[str] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
+    verify: bool | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -206,7 +211,10 @@ def profile(
     `opscope.ir.parameter_files.AUTO_BYTES` or more. `weights_dtype` (bf16, f16): the model's
     float32 weights are stored so in that file (half the bytes, on disk and in memory; any route:
     `externalize-weights{dtype=...}`) and read widened to f32: the model computes as exported, on
-    weights rounded to that type.
+    weights rounded to that type. `verify`: the first step checked against the model run by its
+    own framework (PyTorch for a `.pt2` file or a zoo model: a sample of every family of sites,
+    FLOPs and outputs; onnxruntime or jax: outputs), one line first in the report; None: on for
+    models whose weights stay in the module (`profile_module`).
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -228,6 +236,10 @@ def profile(
         model = default_source(steps)
         model = ModelSource(name or model.name, model.module, model.inputs, model.dist)
         named(model.name)
+        if verify:
+            raise OpscopeError(
+                "verify needs a model file (.pt2, .onnx, .jaxexport) or a zoo model, not the built-in one"
+            )
     else:
         weights = weights_path(source, parameters, out, weights_dtype)
         imported = weights_dtype if is_model_file(source) else None  # else stored so by profile_module
@@ -246,6 +258,8 @@ def profile(
         taps=taps,
         parameters=parameters,
         weights_dtype=weights_dtype,
+        reference=model.reference,
+        verify=verify,
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype)
     return result
@@ -333,6 +347,8 @@ def profile_module(
     taps: Sequence[str] = TAPS,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
+    reference: Reference | None = None,
+    verify: bool | None = None,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
@@ -343,7 +359,15 @@ def profile_module(
     before it is tapped, and every build reads them from there (a module whose weights already
     live in a parameter file keeps it); None: when its weights come to `opscope.ir.parameter_files.AUTO_BYTES`
     (or a `weights_dtype`, bf16 or f16, asks to store its float32 weights so there).
+    `reference` (`opscope.models.source.Reference`): the model as its own framework runs it; with
+    `verify` the first step is checked against it (`opscope.verify.run.verify_run`: `verify.json`,
+    a line first in every report); None: when its weights stay in the module (under
+    `opscope.ir.parameter_files.AUTO_BYTES`).
     """
+    if verify and reference is None:
+        raise OpscopeError(
+            "verify needs the model as its own framework runs it: give a .pt2, .onnx or .jaxexport file or a zoo model"
+        )
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     if check_weights_dtype(weights_dtype) is not None and parameters is False:
@@ -353,11 +377,13 @@ def profile_module(
     out = Path(out_dir)
     _check_fresh(out)
     csv = out / CSV_NAME
+    external = False
     if parameters is not False:
         module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
         if wants_file(module, True if weights_dtype is not None else parameters):
             with ticking(f"{name}: write the weights to {out / WEIGHTS_NAME}"):
                 externalize(module, out / WEIGHTS_NAME, weights_dtype)
+            external = True
         source = module
     model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
     inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
@@ -367,10 +393,18 @@ def profile_module(
         (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
     # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
     run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
+    checked = None
+    if reference is not None and (verify or (verify is None and not external)):
+        with ticking(f"{name}: verify step 0 against {reference.kind}"):
+            outputs = model.original(model(*inputs[0]))
+            base = parse_module(model.base_source, new_context(), name)
+            checked = verify_run(
+                reference, base, out, csv, inputs[0], outputs, model.manifest.row_stride, weights_dtype
+            )
     model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads
     report = mine_paths(csv, costs=out / COSTS_NAME)
     (out / REPORT_NAME).write_text(report.to_markdown())
-    return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name)
+    return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name, checked)
 
 
 def default_source(steps: int) -> ModelSource:

@@ -29,6 +29,32 @@ WEIGHTS_NAME = "weights.irpa"  # a model's parameter file in the folder that hol
 
 
 @dataclass(frozen=True)
+class Reference:
+    """The model as its own framework runs it, for `opscope.verify`: `kind` torch (`load()` gives the
+    exported program opscope imports, decomposed as the importer does), onnx or jax (`load()` gives
+    the file's path)."""
+
+    kind: str
+    load: Callable[[], Any]
+
+
+def file_reference(path: Path) -> Reference | None:
+    """The reference of a model file: its exported program (.pt2), or the file for onnxruntime or jax."""
+    suffix = Path(path).suffix
+    if suffix == ".pt2":
+
+        def program():
+            from opscope.importers.torch_fx import decompose_program, load_exported_file
+
+            return decompose_program(load_exported_file(path, str(path)))
+
+        return Reference("torch", program)
+    if suffix in (".onnx", ".jaxexport"):
+        return Reference("onnx" if suffix == ".onnx" else "jax", lambda: path)
+    return None
+
+
+@dataclass(frozen=True)
 class ModelSource:
     """A resolved model: what to compile, what to call it, and its own inputs if it has any."""
 
@@ -38,6 +64,7 @@ class ModelSource:
     dist: str = "synthetic"  # the tidy table's `dist` for those inputs
     tokenizer: Callable[[], Any] | None = None  # loads the model's own tokenizer, when it has one
     task: str = "outputs"  # what its first result is (`opscope.models.zoo.ZooEntry.task`)
+    reference: Reference | None = None  # how its own framework runs it (`opscope.verify`), when known
 
 
 def zoo_names() -> list[str]:
@@ -180,7 +207,9 @@ def open_model(
     if isinstance(source, str) and is_zoo_name(source):
         entry = get_entry(source)
         module, inputs, dist, display = entry.build(steps, batch)
-        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task), named)
+        program = entry.program
+        ref = Reference("torch", lambda: program(batch)) if program is not None else None
+        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task, ref), named)
     if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and is_mlir_text(source)):
         return _named(ModelSource(name or "<model>", source), named)
     if isinstance(source, (str, Path)):
@@ -190,7 +219,8 @@ def open_model(
         label = name or str(path)
         if named is not None:
             named(label)
-        return ModelSource(label, import_source(path, parameters=parameters, weights_dtype=weights_dtype))
+        module = import_source(path, parameters=parameters, weights_dtype=weights_dtype)
+        return ModelSource(label, module, reference=file_reference(path))
     raise OpscopeError(
         f"cannot open a {type(source).__name__} as a model: give a zoo name, a model file, "
         "MLIR text or bytecode, or an ir.Module"

@@ -72,6 +72,7 @@ class ZooEntry:
     build: Callable[..., Built]  # build(steps, batch=None): None is the entry's own batch
     tokenizer: Callable[[], object] | None = None  # loads the model's own tokenizer (text models)
     task: str = "outputs"  # what its first result is, for `opscope whatif`: causal-lm | encoder | classifier
+    program: Callable[..., object] | None = None  # program(batch=None): the exported program it imports (torch)
 
 
 def missing_extra(extra: str | None) -> bool:
@@ -212,9 +213,43 @@ def _entry(
     build: Callable[..., Built],
     tokenizer: Callable[[], object] | None = None,
     task: str = "outputs",
+    program: Callable[..., object] | None = None,
 ) -> ZooEntry:
-    """A registry entry whose `build` checks its extra first."""
-    return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer, task)
+    """A registry entry whose `build` checks its extra first (`program` runs after a build)."""
+    return ZooEntry(name, description, extra, _gated(name, extra, build), tokenizer, task, program)
+
+
+def _token_program(model, inputs: list[np.ndarray]):
+    """The exported program a text model's import starts from (ids and mask as its example), decomposed
+    as the importer decomposes it: what `opscope.verify` runs in PyTorch."""
+    import torch
+
+    from opscope.importers.torch_fx import decompose_program, export_program
+
+    ids, mask = (torch.from_numpy(a) for a in inputs)
+    return decompose_program(export_program(model, (), {"input_ids": ids, "attention_mask": mask}))
+
+
+def _minilm_program(batch: int | None = None):
+    from opscope.models.huggingface import minilm_model
+
+    return _token_program(minilm_model(), minilm_inputs(1, batch or MINILM_BATCH)[0])
+
+
+def _smollm2_program(batch: int | None = None):
+    from opscope.models.huggingface import smollm2_model
+
+    return _token_program(smollm2_model(None), smollm2_inputs(1, batch or SMOLLM2_BATCH)[0])
+
+
+def _tiny_program(kind: str) -> Callable[..., object]:
+    def program(batch: int | None = None):
+        from opscope.models.huggingface import BUILDERS, TINY_VOCAB
+
+        model, _ = BUILDERS[kind](batch=batch or TINY_BATCH, seq=TINY_SEQ)
+        return _token_program(model, tiny_inputs(1, TINY_VOCAB, batch or TINY_BATCH)[0])
+
+    return program
 
 
 def _minilm_tokenizer():
@@ -248,6 +283,7 @@ ZOO: dict[str, ZooEntry] = {
             _build_minilm,
             _minilm_tokenizer,
             task="encoder",
+            program=_minilm_program,
         ),
         _entry(
             "smollm2",
@@ -256,6 +292,7 @@ ZOO: dict[str, ZooEntry] = {
             build_smollm2,
             _smollm2_tokenizer,
             task="causal-lm",
+            program=_smollm2_program,
         ),
         _entry(
             "gpt2-tiny",
@@ -263,6 +300,7 @@ ZOO: dict[str, ZooEntry] = {
             "torch",
             _tiny_builder("gpt2"),
             task="causal-lm",
+            program=_tiny_program("gpt2"),
         ),
         _entry(
             "llama-tiny",
@@ -270,6 +308,7 @@ ZOO: dict[str, ZooEntry] = {
             "torch",
             _tiny_builder("llama"),
             task="causal-lm",
+            program=_tiny_program("llama"),
         ),
         _entry(
             "mixtral-tiny",
@@ -277,6 +316,7 @@ ZOO: dict[str, ZooEntry] = {
             "torch",
             _tiny_builder("mixtral"),
             task="causal-lm",
+            program=_tiny_program("mixtral"),
         ),
     )
 }

@@ -20,6 +20,7 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.parameter_files import PARAMETERS_ATTR, parameter_files
+from opscope.ir.progress import phase
 from opscope.run.targets import Target, get_target
 
 
@@ -149,8 +150,11 @@ def _compile_child(source: bytes, tgt: Target, flags: tuple[str, ...], parameter
     from opscope.run.tools import find_tool
 
     with tempfile.TemporaryDirectory(prefix="opscope-compile-") as tmp:
-        src, out = Path(tmp) / "module.mlirbc", Path(tmp) / "module.vmfb"
+        src = Path(tmp) / "module.mlirbc"
         src.write_bytes(source)
+        out = Path(tmp) / "module.vmfb"
+        # one process: resuming from an intermediate phase's bytecode loses dense resources in 3.13
+        phase("compile: iree-compile (a child process)")
         proc = subprocess.run(
             [find_tool("iree-compile"), str(src), *flags, "-o", str(out)], capture_output=True, text=True
         )
@@ -247,10 +251,20 @@ def _compile(
 
         session.context.attach_diagnostic_handler(on_diag)
         inv = session.invocation()
-        if compile_to:  # iree-compile's --compile-to is a tool flag, not a session flag
-            _set_compile_to_phase(inv, compile_to)
         src = Source.wrap_buffer(session, source)
-        ok = inv.parse_source(src) and inv.execute()
+        ok = inv.parse_source(src)
+        if compile_to:  # iree-compile's --compile-to is a tool flag, not a session flag
+            _set_compile_phases(inv, None, compile_to)
+            ok = ok and inv.execute()
+        else:  # phase by phase, each said to whoever shows progress (the same bytes as in one go)
+            start = None
+            for name, last in PHASES:
+                if not ok:
+                    break
+                phase(f"compile: {name}")
+                _set_compile_phases(inv, start, last)
+                ok = inv.execute()
+                start = last
         if not ok:
             raise CompileFailed(
                 tgt.name, errors[0] if errors else "no diagnostic was produced", _save_log(source, flags, log)
@@ -278,6 +292,15 @@ def _compile(
     return CompiledModule(vmfb, tgt, flags, stats)
 
 
+# iree-compile's phases, grouped as the progress line names them: (what it does, the last phase run)
+PHASES = (
+    ("prepare the input", "preprocessing"),
+    ("global optimization", "global-optimization"),
+    ("form dispatches", "flow"),
+    ("schedule streams", "stream"),
+    ("generate code", "executable-targets"),
+    ("link the module", "end"),
+)
 FIRST_ERROR_CHARS = 240  # of the first diagnostic in the one-line error; the log holds all of them
 
 
@@ -310,10 +333,16 @@ def _save_log(source: bytes, flags: tuple[str, ...], lines: list[str]) -> Path |
     return path
 
 
-def _set_compile_to_phase(inv, phase: str) -> None:
-    """`ireeCompilerInvocationSetCompileToPhase`, which iree.compiler.api (3.13) does not wrap."""
+def _set_compile_phases(inv, start: str | None, last: str) -> None:
+    """`ireeCompilerInvocationSetCompileFromPhase` (after `start`, when given) and `...ToPhase`
+    (through `last`), which iree.compiler.api (3.13) does not wrap."""
     from ctypes import c_char_p, c_void_p
 
-    fn = inv._local_dylib.ireeCompilerInvocationSetCompileToPhase
-    fn.argtypes, fn.restype = [c_void_p, c_char_p], None
-    fn(inv._inv_p, phase.encode())
+    lib = inv._local_dylib
+    for fn, value in (
+        (lib.ireeCompilerInvocationSetCompileFromPhase, start),
+        (lib.ireeCompilerInvocationSetCompileToPhase, last),
+    ):
+        if value is not None:
+            fn.argtypes, fn.restype = [c_void_p, c_char_p], None
+            fn(inv._inv_p, value.encode())
