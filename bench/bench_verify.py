@@ -45,7 +45,7 @@ def main() -> int:
     ap.add_argument("--models", default="gpt2-tiny,mixtral-tiny,minilm")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    header("profile --verify against --no-verify", sys.argv)
+    header("profile --verify against --no-verify", sys.argv[1:])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
