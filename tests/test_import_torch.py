@@ -246,6 +246,28 @@ def test_minilm_sketches_match_forward_hooks(minilm_run):
         np.testing.assert_allclose(values[(site, "rhs", "chan_maxabs")], np.abs(weight).max(axis=1), rtol=1e-6)
 
 
+class _TopLevel(torch.nn.Module):
+    """A matmul the root module runs itself (no submodule names it), then a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 4))
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x @ self.w)  # TOP-LEVEL LINE
+
+
+def test_a_top_level_op_is_named_by_its_python_line():
+    """Not `matmul#0`: the kind at the model's own line, which the user can open."""
+    import inspect
+
+    line = next(i for i, text in enumerate(inspect.getsourcelines(_TopLevel)[0]) if "TOP-LEVEL LINE" in text)
+    line += inspect.getsourcelines(_TopLevel)[1]
+    names = [s.name for s in find_sites(import_torch(_TopLevel().eval(), (torch.randn(3, 8),)))]
+    assert names == [f"matmul@test_import_torch.py:{line}", "fc"], names
+
+
 def test_export_failure_is_one_line():
     class Branchy(torch.nn.Module):
         def forward(self, x):

@@ -428,15 +428,15 @@ func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>, %z: tensor<4x3xf32>)
 
 def test_site_names_from_locations_with_fallback():
     names = [s.name for s in find_sites(parse_module(NAMED, new_context()))]
-    # NameLoc, NameLoc repeated (made unique), NameLoc inside FusedLoc and CallSiteLoc;
-    # no name -> <kind>#<ordinal among sites of that kind>.
-    assert names == ["matmul#0", "fc1", "fc1#1", "enc.q", "enc.k", "matmul#5"]
+    # NameLoc, NameLoc repeated (made unique), NameLoc inside FusedLoc and CallSiteLoc; no name but
+    # a Python line -> <kind>@<file>:<line>; neither -> <kind>#<ordinal among sites of that kind>.
+    assert names == ["matmul#0", "fc1", "fc1#1", "enc.q", "enc.k", "matmul@x.py:5"]
 
 
 def test_site_names_reach_the_manifest():
     _, manifest = injected(NAMED)
-    assert [s.name for s in manifest.sites] == ["matmul#0", "fc1", "fc1#1", "enc.q", "enc.k", "matmul#5"]
-    assert [e.site for e in manifest.entries][::39] == ["matmul#0", "fc1", "fc1#1", "enc.q", "enc.k", "matmul#5"]
+    assert [s.name for s in manifest.sites] == ["matmul#0", "fc1", "fc1#1", "enc.q", "enc.k", "matmul@x.py:5"]
+    assert [e.site for e in manifest.entries][::39] == ["matmul#0", "fc1", "fc1#1", "enc.q", "enc.k", "matmul@x.py:5"]
 
 
 def test_location_name_reads_name_fused_callsite():

@@ -42,7 +42,7 @@ from opscope.ir.labels import op_label
 from opscope.ir.manifest import SiteInfo, add_site_rows, site_names
 from opscope.ir.opgraph import OpGraph, build_graph
 from opscope.ir.residual import is_contraction, label_body, skip_connections
-from opscope.ir.sites import find_sites, location_name
+from opscope.ir.sites import find_sites, location_name, python_line
 
 log = logging.getLogger("opscope")
 
@@ -118,7 +118,7 @@ def find_dynamics_sites(
     used = {name: 0 for name in (taken or ())}
     ordinals: dict[str, int] = {}
     for kind, op, values, (b, m, k, n), suffix, block in raw:
-        path = location_name(op.location)
+        path = location_name(op.location) or python_line(op.location)
         if path:  # the module path, or path.suffix when the path does not say what the op is,
             # path.suffix.kind when a matmul site has that name (GPT-2's `h.0.attn` is its q·kᵀ)
             names = ([path] if suffix in path.split(".") else []) + [f"{path}.{suffix}"]

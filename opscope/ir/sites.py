@@ -3,8 +3,9 @@
 A `Site` is data: kind, roles (lhs, rhs, out), batch/M/K/N read from the op's indexing
 maps (or `stablehlo.dot_general`'s dimension numbers), FLOPs = 2·batch·M·K·N counting all
 leading dims (the reference's dim-0-only M is a quirk we do not repeat), and a stable name
-taken from the op's location (`NameLoc` → `FusedLoc` → `CallSiteLoc`), else
-`<kind>#<ordinal>` with an ordinal per kind.
+taken from the op's location (`NameLoc` → `FusedLoc` → `CallSiteLoc`), else, for an op no
+module path names (a model's top-level op), `<kind>@<file.py>:<line>` of the innermost Python
+frame its location keeps, else `<kind>#<ordinal>` with an ordinal per kind.
 
 A convolution (any linalg op `linalg.isa_convolution_op` accepts whose body multiplies:
 named `conv_*`, depthwise, grouped, or a generic; not a pooling) is a site as its im2col GEMM: M = batch × output image,
@@ -83,6 +84,20 @@ class Site:
     @property
     def is_float(self) -> bool:
         return all(self.element_type(r) in FLOAT_TYPES for r in ROLES)
+
+
+def python_line(loc: ir.Location) -> str | None:
+    """`file.py:LINE` of the innermost Python frame a location holds (an importer's call stack:
+    torch's and jax's keep the user's lines), or None."""
+    found = re.search(r'"([^"]+\.py)":(\d+):\d+', str(loc))
+    return f"{found.group(1).rsplit('/', 1)[-1]}:{found.group(2)}" if found else None
+
+
+def fallback_name(kind: str, loc: ir.Location) -> str | None:
+    """The name of an op no module path names (a model's top-level op): `kind@file.py:LINE`, where
+    its Python line is known."""
+    line = python_line(loc)
+    return f"{kind}@{line}" if line else None
 
 
 def location_name(loc: ir.Location) -> str | None:
@@ -309,7 +324,7 @@ def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
     ordinals: dict[str, int] = {}
     used: dict[str, int] = {}
     for op, (kind, values, b, m, k, n, dynamic, channels) in found:
-        name = location_name(op.location)
+        name = location_name(op.location) or fallback_name(kind, op.location)
         if not name:
             name = f"{kind}#{ordinals.get(kind, 0)}"
         ordinals[kind] = ordinals.get(kind, 0) + 1
