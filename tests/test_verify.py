@@ -1,9 +1,10 @@
 """`profile --verify`: a run checked against its model run by its own framework (`opscope.verify`).
 
-Every family of `tests/test_families.py` is verified there by default (PyTorch for `.pt2`,
-onnxruntime for ONNX, jax for `.jaxexport`); here: the zoo's MoE (routers compared with PyTorch's
-top-k), a recorded sketch corrupted after the run and named by a second verification, and the
-refusals.
+Every family of `tests/test_families.py` is verified there by default (BERT, T5, ViT, ResNet,
+MobileNet, Qwen2, Phi, recurrent and CNN models against PyTorch for `.pt2`, onnxruntime for ONNX,
+jax for `.jaxexport`); here: the zoo's GPT-2 (fused QKV) and MoE (routers compared with PyTorch's
+top-k), a recorded sketch corrupted after the run and named by a second verification, a framework
+that cannot run, and the refusals.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ def test_moe_agrees_with_pytorch_on_every_family_of_site(mixtral_run):
     notes = json.loads((mixtral_run.out_dir / "notes.json").read_text())
     assert notes[-1] == check.line() and notes[-1].startswith("verify: PyTorch agrees: ")
     assert check.line() in mixtral_run.report_path.read_text().replace("\n> note: ", " ")
+
+
+@needs_torch
+def test_gpt2_fused_qkv_agrees_with_pytorch(tmp_path):
+    """GPT-2: q, k and v sliced from one Conv1D (addmm with its bias) and eager attention."""
+    check = opscope.profile("gpt2-tiny", steps=1, out=tmp_path / "run").verification
+    assert check is not None and check.agrees, check.line()
+    assert set(check.compared) == {"matmul", "softmax", "residual"} and check.compared["softmax"] == 2
+    assert check.flops[0] == check.flops[1] and not check.not_compared
 
 
 @needs_torch
