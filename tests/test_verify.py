@@ -49,6 +49,15 @@ def test_gpt2_fused_qkv_agrees_with_pytorch(tmp_path):
 
 
 @needs_torch
+def test_sampled_rows_are_verified_on_the_same_rows(tmp_path):
+    """`--sample-rows 2`: activations, attention queries, residual rows and routed tokens are read one
+    row in 2; the reference samples PyTorch's tensors alike (in the tapped tensor's shape)."""
+    run = opscope.profile("mixtral-tiny", steps=1, out=tmp_path / "run", config=opscope.StatConfig(row_stride=2))
+    check = run.verification
+    assert check.agrees and set(check.compared) == {"matmul", "softmax", "routing", "residual"}, check.line()
+
+
+@needs_torch
 def test_a_corrupted_sketch_is_named(mixtral_run, tmp_path):
     """One recorded sketch changed after the run (an expert router's load, a projection's sum of
     squares): a second verification of the same folder names each, and only them."""

@@ -250,20 +250,35 @@ def _compare_site(check: Verification, s: _IRSite, nodes: dict, recorded: Record
         adds = [at_key[n] for n in sorted(at_key) if _two_tensors(at_key[n])]
         if s.ordinal >= len(adds):
             return "no residual add at its place in the program"
-        return _compare_residual(check, s, adds[s.ordinal], recorded)
+        return _compare_residual(check, s, adds[s.ordinal], recorded, row_stride)
     captured = at_key.get(s.ordinal)
     if captured is None:
         return "no op at its place in the program"
     if s.family == "matmul":
         return _compare_matmul(check, s, captured, recorded, row_stride)
     if s.family == "softmax":
-        probs = captured.result.numpy()
+        probs = _as_tapped(captured.result.numpy(), s.site.values[0], row_stride)
+        if probs is None:
+            return "its probabilities have another size than PyTorch's softmax"
         return _count(check, s, s.site.role, recorded, attention_sketches(probs), attention_bounds(probs))
     load = recorded.get((s.name, "route", "route_load"))
     if load is None:
         return "no route_load recorded"
-    ref = {"route_load": route_load(captured.result[1].numpy(), len(load))}
+    indices = _as_tapped(captured.result[1].numpy(), s.site.values[0], row_stride)
+    if indices is None:
+        return "its indices have another size than PyTorch's top-k"
+    ref = {"route_load": route_load(indices, len(load))}
     return _count(check, s, "route", recorded, ref, {"route_load": 0.0})
+
+
+def _as_tapped(x: np.ndarray, value: ir.Value, row_stride: int) -> np.ndarray | None:
+    """`x` in the shape of the IR tensor the taps read, its rows sampled as `sample-rows` samples
+    them (every `row_stride`-th of the second-to-last dim, rank >= 2); None when the sizes differ."""
+    shape = tuple(ir.RankedTensorType(value.type).shape)
+    if x.size != int(np.prod(shape)):
+        return None
+    x = x.reshape(shape)
+    return x[..., ::row_stride, :] if row_stride > 1 and x.ndim >= 2 else x
 
 
 def _two_tensors(c) -> bool:
@@ -277,8 +292,10 @@ def _two_tensors(c) -> bool:
     )
 
 
-def _compare_residual(check: Verification, s: _IRSite, add, recorded: Recorded) -> str:
-    a, b = (t.numpy() for t in add.args[:2])
+def _compare_residual(check: Verification, s: _IRSite, add, recorded: Recorded, row_stride: int) -> str:
+    a, b = (_as_tapped(t.numpy(), s.site.values[0], row_stride) for t in add.args[:2])
+    if a is None or b is None:
+        return "its tensors have another size than PyTorch's add"
     got = recorded.get((s.name, "residual", "res_a_sumsq"))
     if got is None:
         return "no residual sketches recorded"
