@@ -90,5 +90,6 @@ def nested_jit_inlined_under_two_scopes():
 # CHECK-LABEL: TEST: unscoped_matmul_keeps_only_its_line
 @run
 def unscoped_matmul_keeps_only_its_line():
-    # CHECK: matmul#0 matmul loc("{{.*}}jax_locations.py":{{[0-9]+}}:{{[0-9]+}} to :{{[0-9]+}})
+    # the site is named by the line: its kind at the innermost Python frame
+    # CHECK: matmul@jax_locations.py:[[LINE:[0-9]+]] matmul loc("{{.*}}jax_locations.py":[[LINE]]:{{[0-9]+}} to :{{[0-9]+}})
     show(lambda a, b: a @ b, ones(4, 8), ones(8, 2))

@@ -99,7 +99,8 @@ def root_ops_keep_their_line():
         def forward(self, x):
             return x @ self.w
 
-    # CHECK: matmul#0 matmul loc("{{.*}}torch_fx_locations.py":{{[0-9]+}}:0)
+    # the site is named by the line: its kind at the innermost Python frame
+    # CHECK: matmul@torch_fx_locations.py:[[LINE:[0-9]+]] matmul loc("{{.*}}torch_fx_locations.py":[[LINE]]:0)
     show(Bare(), torch.randn(2, 8))
 
 
