@@ -127,7 +127,7 @@ def test_a_reference_that_cannot_run_is_said_and_the_run_kept(tmp_path):
     check = verify_run(Reference("torch", broken), None, tmp_path, tmp_path / "sketches.csv", [], [])
     assert not check.agrees
     assert check.line() == (
-        "verify: PyTorch could not run the model, nothing was verified: RuntimeError: no kernel for this op"
+        "verify: could not check against PyTorch, nothing was verified: RuntimeError: no kernel for this op"
     )
     assert json.loads((tmp_path / "notes.json").read_text()) == ["inputs: a note", check.line()]
     assert json.loads((tmp_path / "verify.json").read_text())["failed"].startswith("RuntimeError")

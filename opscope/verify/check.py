@@ -58,7 +58,7 @@ class Verification:
     flops: tuple[int, int] | None = None  # (the sites', the reference's)
     outputs: tuple[int, float, float] | None = None  # (outputs compared, max |Δ|, bound)
     output_problem: str = ""  # outputs that could not be compared, or differ in shape
-    failed: str = ""  # why the reference could not run at all (then nothing was verified)
+    failed: str = ""  # why the check could not be made at all (the reference or the pairing failed)
 
     @property
     def agrees(self) -> bool:
@@ -68,7 +68,7 @@ class Verification:
     def line(self) -> str:
         """One line for the report's first lines: what was verified, what differed."""
         if self.failed:
-            return f"verify: {self.reference} could not run the model, nothing was verified: {self.failed}"
+            return f"verify: could not check against {self.reference}, nothing was verified: {self.failed}"
         parts = []
         if self.sketches:
             sites = ", ".join(f"{n} {_NOUNS[f]}{'s' * (n > 1)}" for f, n in self.compared.items() if n)

@@ -40,8 +40,8 @@ def verify_run(
     """Check the run in `out_dir` (its tidy table `csv`, `outputs` of the first step's `inputs`,
     `module` the untapped canonical linalg) against `reference` (`opscope.models.source.Reference`);
     write the verdict to `notes.json` and `verify.json` there and return it. A reference that
-    cannot run is a verdict too ("could not run the model, nothing was verified: ..."), never an
-    exception that loses the run."""
+    cannot run is a verdict too ("could not check against PyTorch, nothing was verified: ..."), never
+    an exception that loses the run."""
     try:
         check = _check(reference, module, csv, inputs, outputs, row_stride, weights_dtype, per_group)
     except OpscopeError as e:
