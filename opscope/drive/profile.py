@@ -396,10 +396,9 @@ def profile_module(
     checked = None
     if reference is not None and (verify or (verify is None and not external)):
         with ticking(f"{name}: verify step 0 against {reference.kind}"):
-            outputs = model.original(model(*inputs[0]))
             base = parse_module(model.base_source, new_context(), name)
             checked = verify_run(
-                reference, base, out, csv, inputs[0], outputs, model.manifest.row_stride, weights_dtype
+                reference, base, out, csv, inputs[0], run.first_outputs, model.manifest.row_stride, weights_dtype
             )
     model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads
     report = mine_paths(csv, costs=out / COSTS_NAME)

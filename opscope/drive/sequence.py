@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
@@ -48,6 +48,7 @@ class SequenceResult:
     parity: float | None  # None: the untapped model does not compile (IREE), results not compared
     site_costs: Path
     seconds: float  # the calls and their recording, not the parity check
+    first_outputs: list = field(default_factory=list)  # the model's own results on step 0 (what verify compares)
 
 
 def decode_inputs(steps: int) -> Iterator[list[np.ndarray]]:
@@ -100,7 +101,7 @@ def record_steps(
     """Call `model` once per step on `inputs`, record each step as (run 0, step t) into `out`
     (M/K/N `mkn`, or each site's own when None), check parity on step 0, and write the
     `site,flops` sidecar `costs` with the module rows (`module_rows`)."""
-    rows, parity, seconds = 0, 0.0, 0.0
+    rows, parity, seconds, first = 0, 0.0, 0.0, []
     with Recorder(out, mode="w") as rec:
         for t, args in enumerate(
             tqdm(
@@ -117,8 +118,9 @@ def record_steps(
             seconds += time.perf_counter() - t0
             if t == 0:
                 parity = model.check_parity(args, outputs)
+                first = model.original(outputs)
     write_site_costs(costs, model.manifest, module_rows(model))
-    return SequenceResult(out, steps, rows, parity, costs, seconds)
+    return SequenceResult(out, steps, rows, parity, costs, seconds, first)
 
 
 def module_rows(model: InstrumentedModel) -> dict[str, int]:

@@ -264,11 +264,7 @@ def _unpadded(value: ir.Value) -> ir.Value:
         return value
     pad = value.owner
     yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    if isinstance(yielded, ir.OpResult) and yielded.owner.name == "arith.constant":
-        attr = yielded.owner.attributes["value"]
-        if isinstance(attr, ir.FloatAttr) and attr.value == 0.0:
-            return pad.operands[0]
-    return value
+    return pad.operands[0] if is_zeros(yielded) else value
 
 
 def _zero_inserted(value: ir.Value) -> ir.Value | None:
@@ -286,7 +282,7 @@ def _zero_inserted(value: ir.Value) -> ir.Value | None:
 
 
 def is_zeros(value: ir.Value) -> bool:
-    """`value` is a `linalg.fill` of 0.0 or a zero splat constant."""
+    """`value` is a 0.0 constant (scalar or splat) or a `linalg.fill` of one."""
     if not isinstance(value, ir.OpResult):
         return False
     op = value.owner

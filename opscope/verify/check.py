@@ -321,12 +321,10 @@ def _compare_matmul(check: Verification, s: _IRSite, c, recorded: Recorded, row_
         per_call = not is_const_expr(site.value(role))
         if x.size != want and not per_call and x.size and want % x.size == 0:
             x = np.tile(x.reshape(-1), want // x.size)  # a weight broadcast over a batch: each copy sketched
-        if x.size != want:
+        tapped = _as_tapped(x, site.value(role), row_stride if per_call else 1)  # weights are read whole
+        if tapped is None:
             return f"{role} has {want} elements, {c.target}'s {x.size}"
-        x = x.reshape(site.shape(role))
-        if row_stride > 1 and x.ndim >= 2 and per_call:
-            x = x[..., ::row_stride, :]
-        prepared.append((role, x))
+        prepared.append((role, tapped))
     if not prepared:
         return "no matmul sketches recorded"
     for i, (role, x) in enumerate(prepared):
