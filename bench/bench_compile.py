@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import header, interleaved, load_line, median, short_error, table  # noqa: E402
 
-from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
 from opscope.ir.loading import module_bytecode, new_context, parse_module  # noqa: E402
 from opscope.ir.stat_config import StatConfig  # noqa: E402
 from opscope.models import demo  # noqa: E402
+from opscope.pipeline.taps import inject_matmul_stats  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.targets import get_target  # noqa: E402
 

@@ -62,9 +62,9 @@ ONCE = "+once"
 def bench_model(name: str, target_name: str, repeats: int, wanted: set[str] | None = None) -> None:
     """Compile every variant (or the `wanted` ones) of zoo model `name`, time them side by
     side, print the table."""
-    from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.source import open_model
+    from opscope.pipeline.taps import inject_stats
     from opscope.run.compile import compile_module
     from opscope.run.instrumented import tapped_outputs
     from opscope.run.runtime import load

@@ -40,10 +40,10 @@ def write_builds(name: str, quick: bool, folder: Path) -> dict:
     import numpy as np
     from bench_flags import build
 
-    from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import module_bytecode, new_context, parse_module
-    from opscope.ir.pipeline import Pipeline, run_pipeline
     from opscope.passes.dump_tensors import DumpTensors
+    from opscope.pipeline.taps import inject_stats
+    from opscope.pipeline.textual import Pipeline, run_pipeline
     from opscope.run.compile import compile_module
     from opscope.run.targets import get_target
 

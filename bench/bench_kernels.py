@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import header, load_line  # noqa: E402
 
 from opscope.ir.loading import module_text, new_context, parse_module  # noqa: E402
-from opscope.ir.pipeline import parse_pipeline, run_pipeline  # noqa: E402
 from opscope.ir.weights import read_weights  # noqa: E402
 from opscope.models.demo import matmul_module  # noqa: E402
+from opscope.pipeline.textual import parse_pipeline, run_pipeline  # noqa: E402
 from opscope.run.call_timing import time_calls  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.runtime import load  # noqa: E402

@@ -74,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from opscope.importers import torch_fx
     from opscope.importers.torch_lowering import lower_torch
-    from opscope.ir.instrument import inject_matmul_stats
     from opscope.ir.loading import module_bytecode, parse_module
     from opscope.ir.sites import find_sites
     from opscope.models import huggingface
+    from opscope.pipeline.taps import inject_matmul_stats
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
     from opscope.run.targets import get_target

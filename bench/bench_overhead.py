@@ -44,11 +44,11 @@ from iree.compiler.dialects import func  # noqa: E402
 
 from opscope.dialect.lowering import HIST_LANES  # noqa: E402
 from opscope.ir.arguments import function_args  # noqa: E402
-from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
 from opscope.ir.loading import new_context, parse_module  # noqa: E402
 from opscope.ir.sites import ROLES, find_sites  # noqa: E402
 from opscope.ir.stat_config import StatConfig  # noqa: E402
 from opscope.models import demo  # noqa: E402
+from opscope.pipeline.taps import inject_matmul_stats  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.host_stats import host_stats  # noqa: E402
 from opscope.run.instrumented import tapped_outputs  # noqa: E402

@@ -287,9 +287,9 @@ def inject(
     `hoist_constants`, `hist_counts`, `row_lanes`), and `weights_once=True` moves the sketches
     of constant tensors (weights) into `@<function>$weights`, to call once
     (`manifest.weights_function`; `opscope.run.instrumented.tapped_outputs` joins the two)."""
-    from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import new_context, parse_module
     from opscope.ir.stat_config import StatConfig
+    from opscope.pipeline.taps import inject_stats
 
     if isinstance(module, (str, bytes)):
         module = parse_module(module, new_context())

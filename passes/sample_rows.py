@@ -8,7 +8,7 @@ attention map `[B, H, Tq, Tk]`, image rows of a convolution); a residual statist
 tensors are sliced alike. Tensors of rank < 2 are read whole. The statistics, their `numel`
 and per-position lengths are then those of the sampled rows, and the function says so
 (`opscope.row_stride`, read into `Manifest.row_stride`, stated in the report). Adjacent-row
-differences need consecutive rows: `opscope.ir.instrument` turns them off under sampling.
+differences need consecutive rows: `opscope.pipeline.taps` turns them off under sampling.
 Run it between the inject passes and `split-weight-stats` / `lower-opscope`.
 
     opscope.stat(%x : tensor<1x128x64xf32>)

@@ -167,10 +167,10 @@ class ModuleCache:
         """
         key = (source, target, inject, pipeline, tuple(sorted(options.items())))
         if key not in self._built:
-            from opscope.ir.instrument import inject_matmul_stats
             from opscope.ir.loading import new_context, parse_module
             from opscope.ir.manifest import Manifest
-            from opscope.ir.pipeline import run_pipeline
+            from opscope.pipeline.taps import inject_matmul_stats
+            from opscope.pipeline.textual import run_pipeline
             from opscope.run.compile import compile_module
             from opscope.run.runtime import load
             from opscope.run.targets import get_target

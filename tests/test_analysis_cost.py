@@ -768,7 +768,7 @@ def test_gemm_histogram_sorted_by_flops(transformer):
 
 def test_site_costs_sidecar_equals_the_cost_model(transformer, tmp_path):
     """The recorder's `site,flops` sidecar (fed from `Site.flops` through the manifest) agrees with op_cost."""
-    from opscope.ir.instrument import inject_matmul_stats
+    from opscope.pipeline.taps import inject_matmul_stats
 
     module = parse_module(transformer_module(2, 32, 8, weights="globals"))
     expected = {s.name: op_cost(s.op).flops for s in find_sites(module)}

@@ -13,12 +13,12 @@ import pytest
 from errors import one_line
 
 from opscope.errors import OpscopeError
-from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import load_module, new_context, parse_module
 from opscope.ir.manifest import Manifest
-from opscope.ir.pipeline import parse_pipeline, run_pipeline
 from opscope.ir.stat_config import StatConfig
 from opscope.models.demo import matmul_module
+from opscope.pipeline.taps import inject_matmul_stats
+from opscope.pipeline.textual import parse_pipeline, run_pipeline
 from opscope.run.compile import check_compilable, compile_module
 
 MALFORMED = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {

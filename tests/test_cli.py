@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.models.demo import matmul_module, transformer_module
+from opscope.pipeline.taps import inject_matmul_stats
 from opscope.run.targets import TARGETS
 
 BIN = Path(sys.executable).parent
@@ -131,7 +131,7 @@ def test_profile_taps_choose_the_families(tmp_path):
     assert {s.kind for s in only.manifest.sites} == {"residual"} and len(only.manifest.sites) == 4
     both = opscope.inject(transformer_module(2, 16, 8), taps=["attention", "residual"])[1]
     assert [s.kind for s in both.sites] == ["softmax"] * 2 + ["residual"] * 4
-    from opscope.ir.instrument import inject_stats  # a string spec, below the API too
+    from opscope.pipeline.taps import inject_stats  # a string spec, below the API too
 
     _, residual = inject_stats(parse_module(transformer_module(2, 16, 8), new_context()), taps="residual")
     assert [s.kind for s in residual.sites] == ["residual"] * 4
@@ -401,7 +401,7 @@ def test_opscope_compile_without_input():
 
 OPT_ENTRY_POINTS = {
     "opscope-opt": [str(BIN / "opscope-opt")],
-    "python -m opscope.ir.opt": [sys.executable, "-m", "opscope.ir.opt"],
+    "python -m opscope.pipeline.opt": [sys.executable, "-m", "opscope.pipeline.opt"],
 }
 
 

@@ -16,9 +16,9 @@ import pytest
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import new_context, parse_module
-from opscope.ir.pipeline import parse_pipeline, run_pipeline
 from opscope.models.demo import mlp_module, random_inputs, transformer_module
 from opscope.passes.dump_tensors import DumpTensors, dumped_results, dumps
+from opscope.pipeline.textual import parse_pipeline, run_pipeline
 from opscope.run.compile import compile_module
 from opscope.run.runtime import load
 

@@ -15,10 +15,10 @@ from iree.compiler import ir
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_op, symbol_name
 from opscope.ir.loading import module_bytecode, new_context, parse_module
-from opscope.ir.pipeline import run_pipeline
 from opscope.models.demo import random_inputs, transformer_module
 from opscope.passes.expose_all_ops import exposures
 from opscope.passes.extract_site import function_name
+from opscope.pipeline.textual import run_pipeline
 from opscope.run.compile import check_compilable, compile_module
 from opscope.run.runtime import load
 

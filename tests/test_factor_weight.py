@@ -22,9 +22,9 @@ from errors import one_line
 from opscope.analysis.cost import analyze
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
-from opscope.ir.pipeline import run_pipeline
 from opscope.ir.sites import find_sites
 from opscope.passes.factor_weight import FactorWeight
+from opscope.pipeline.textual import run_pipeline
 from opscope.run.compile import check_compilable, compile_module
 from opscope.run.runtime import load
 

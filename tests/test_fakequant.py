@@ -24,10 +24,10 @@ import pytest
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
-from opscope.ir.pipeline import parse_pipeline, run_pipeline
 from opscope.ir.sites import find_sites
 from opscope.passes.fakequant_activations import FakequantActivations
 from opscope.passes.fakequant_weights import FakequantWeights
+from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
 F32 = np.float32
 ULP_RTOL = 2.0**-22

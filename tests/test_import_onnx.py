@@ -24,9 +24,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch, scope_of  # noqa: E402
-from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import module_bytecode, parse_module
 from opscope.ir.sites import find_sites  # noqa: E402
+from opscope.pipeline.taps import inject_matmul_stats
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.runtime import load  # noqa: E402
 

@@ -24,10 +24,10 @@ from iree.compiler import ir  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers import import_source  # noqa: E402
 from opscope.importers.torch_fx import eager_outputs, flat_inputs, import_torch  # noqa: E402
-from opscope.ir.instrument import inject_matmul_stats  # noqa: E402
 from opscope.ir.loading import module_bytecode, parse_module
 from opscope.ir.sites import find_sites  # noqa: E402
 from opscope.models import huggingface  # noqa: E402
+from opscope.pipeline.taps import inject_matmul_stats  # noqa: E402
 from opscope.run.compile import compile_module  # noqa: E402
 from opscope.run.runtime import load  # noqa: E402
 

@@ -15,12 +15,12 @@ from linalg_cases import BATCH_MATMUL, CASES, CONST_WEIGHTS, DOT_GENERAL, GENERI
 import opscope
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import function_args
-from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.sites import find_sites, location_name
 from opscope.ir.stat_config import STAT_ORDER, StatConfig, plan_stats
 from opscope.models.demo import matmul_module, random_inputs, transformer_module
+from opscope.pipeline.taps import inject_matmul_stats
 
 MATMUL = CASES["matmul_16x24x8"][0]
 TRANSFORMER = transformer_module(2, 32, 16)

@@ -20,7 +20,6 @@ REPO = Path(__file__).resolve().parent.parent
 # Source folders and the package each is installed as (setup.py's MOUNTED; tests/test_packaging.py builds the wheel).
 SOURCES = {"opscope": REPO / "opscope", "opscope.dialect": REPO / "dialect", "opscope.passes": REPO / "passes"}
 TOP_LEVEL = {"opscope": "api", "opscope.__main__": "cli", "opscope.errors": "errors"}
-ROOM_OF_FOLDER = {"opscope.passes": "ir"}  # the passes are the IR stage's (docs/layout.md)
 
 
 @functools.cache
@@ -40,9 +39,6 @@ def room(module: str) -> str:
     """The room a module belongs to."""
     if module in TOP_LEVEL:
         return TOP_LEVEL[module]
-    for package, name in ROOM_OF_FOLDER.items():
-        if module == package or module.startswith(package + "."):
-            return name
     return module.split(".")[1]
 
 

@@ -25,13 +25,13 @@ from opscope.drive.trace import Trace, demo_trace, zipf_order
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments
 from opscope.ir.loading import module_bytecode, new_context, parse_module
-from opscope.ir.pipeline import run_pipeline
 from opscope.ir.stat_config import StatConfig
 from opscope.models.corpus import sentences
 from opscope.models.demo import moe_module, transformer_module
 from opscope.online.report import live_report
 from opscope.online.snapshot import load, to_dict
 from opscope.online.stream import StreamSketch
+from opscope.pipeline.textual import run_pipeline
 from opscope.run.instrumented import InstrumentedModel
 
 

@@ -74,7 +74,7 @@ def test_fakequant_weights_rounds_the_experts_as_torch_does(mixtral):
     import torch
     from test_fakequant import emulate
 
-    from opscope.ir.pipeline import parse_pipeline, run_pipeline
+    from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
     model, kwargs, text = mixtral
     module = parsed(text)

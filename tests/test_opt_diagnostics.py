@@ -7,7 +7,7 @@ rules underneath on plain text, without running a pipeline.
 
 from __future__ import annotations
 
-from opscope.ir.opt import _error_line, _expected
+from opscope.pipeline.opt import _error_line, _expected
 
 NAME = "in.mlir"
 

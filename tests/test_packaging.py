@@ -50,7 +50,7 @@ def test_the_wheel_declares_the_commands_and_the_version(dist):
     entry = wheel.read(f"{info}/entry_points.txt").decode()
     for line in (
         "opscope = opscope.cli:main",
-        "opscope-opt = opscope.ir.opt:main",
+        "opscope-opt = opscope.pipeline.opt:main",
         "opscope-compile = opscope.run.compile_driver:main",
     ):
         assert line in entry

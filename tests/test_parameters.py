@@ -12,8 +12,8 @@ import pytest
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.parameter_files import open_index, parameter_files, set_parameter_files
-from opscope.ir.pipeline import run_pipeline
 from opscope.ir.weights import read_weights, replace_weights
+from opscope.pipeline.textual import run_pipeline
 from opscope.run.compile import compile_module
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.runtime import load

@@ -236,7 +236,7 @@ def test_bad_tolerance_is_one_line():
 def test_expose_refuses_a_called_function():
     """The refusal lit_tests/passes/invalid/expose-all-ops.mlir pins, asserted once from Python."""
     from opscope.ir.loading import parse_module
-    from opscope.ir.pipeline import run_pipeline
+    from opscope.pipeline.textual import run_pipeline
 
     module = parse_module(
         "func.func @f(%t: tensor<4xf32>) -> tensor<4xf32> {\n %0 = arith.negf %t : tensor<4xf32>\n"

@@ -19,9 +19,9 @@ from iree.compiler import ir, passmanager
 from opscope.errors import OpscopeError
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
-from opscope.ir.pipeline import Pipeline, parse_pipeline, pass_to_text, run_pipeline
 from opscope.models.demo import matmul_module
 from opscope.passes import PASSES, get_pass_class
+from opscope.pipeline.textual import Pipeline, parse_pipeline, pass_to_text, run_pipeline
 from opscope.run.compile import check_compilable
 
 REPO = Path(__file__).resolve().parent.parent

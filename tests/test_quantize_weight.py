@@ -29,8 +29,8 @@ from errors import one_line
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
-from opscope.ir.pipeline import parse_pipeline, run_pipeline
 from opscope.passes.quantize_weight import QuantizeWeight, quantize
+from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
 F32 = np.float32
 M, K, N = 6, 64, 24

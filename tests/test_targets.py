@@ -11,9 +11,9 @@ import zipfile
 import pytest
 
 from opscope.errors import OpscopeError
-from opscope.ir.instrument import inject_matmul_stats
 from opscope.ir.loading import new_context, parse_module
 from opscope.models.demo import matmul_module, transformer_module
+from opscope.pipeline.taps import inject_matmul_stats
 from opscope.run.compile import compile_module
 from opscope.run.runtime import load
 from opscope.run.targets import TARGETS, driver_available, get_target, runnable_targets

@@ -19,8 +19,8 @@ import pytest
 
 from opscope.act.quality import compare, own, summary
 from opscope.ir.loading import new_context, parse_module
-from opscope.ir.pipeline import run_pipeline
 from opscope.models.zoo import missing_extra, missing_message
+from opscope.pipeline.textual import run_pipeline
 from opscope.run.compile import compile_module
 from opscope.run.runtime import load
 

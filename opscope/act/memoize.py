@@ -147,8 +147,8 @@ def compile_site(module: ir.Module | str | bytes, site: str | int, target: str =
 
     from opscope.ir.arguments import arguments, symbol_name
     from opscope.ir.loading import module_bytecode, new_context, parse_module
-    from opscope.ir.pipeline import Pipeline, run_pipeline
     from opscope.passes.extract_site import SITE_ATTR, ExtractSite
+    from opscope.pipeline.textual import Pipeline, run_pipeline
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
 

@@ -476,12 +476,12 @@ def exposed_run(
     from opscope.drive.inputs import check_steps, generate, read_files
     from opscope.importers import import_source
     from opscope.ir.arguments import arguments, function_op, symbol_name
-    from opscope.ir.instrument import inject_stats
     from opscope.ir.loading import module_bytecode, new_context, parse_module
-    from opscope.ir.pipeline import Pipeline, parse_pipeline, run_pipeline
     from opscope.ir.stat_config import StatConfig
     from opscope.models.source import open_model
     from opscope.passes.expose_all_ops import ExposeAllOps, exposures
+    from opscope.pipeline.taps import inject_stats
+    from opscope.pipeline.textual import Pipeline, parse_pipeline, run_pipeline
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
     from opscope.run.targets import get_target, require_runnable
@@ -638,7 +638,7 @@ def check_pipeline(text: str) -> None:
     from iree.compiler import passmanager
 
     from opscope.ir.loading import new_context
-    from opscope.ir.pipeline import add_to_pass_manager, parse_pipeline
+    from opscope.pipeline.textual import add_to_pass_manager, parse_pipeline
 
     with new_context():
         pm = passmanager.PassManager("builtin.module")

@@ -83,9 +83,9 @@ def site_tensors(text: str, names: list[str], batch: list[np.ndarray], target: s
     """Each named site's runtime operands on `batch` (lhs, and a rhs that is no weight), as the model computes them."""
     from opscope.ir.const_expr import is_const_expr
     from opscope.ir.loading import new_context, parse_module
-    from opscope.ir.pipeline import Pipeline, run_pipeline
     from opscope.ir.sites import find_sites
     from opscope.passes.dump_tensors import DumpTensors, dumps
+    from opscope.pipeline.textual import Pipeline, run_pipeline
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
     from opscope.run.ticker import ticking
@@ -118,7 +118,7 @@ def outlined(text: str, site: str) -> str:
 
 def rewritten(text: str, pipeline: str) -> str:
     """`text` after an opscope-opt pipeline, locations kept."""
-    from opscope.ir.pipeline import parse_pipeline, run_pipeline
+    from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
     return _transformed(text, lambda module: run_pipeline(module, parse_pipeline(pipeline)))
 

@@ -14,7 +14,7 @@ from math import prod
 
 from iree.compiler import ir
 
-from opscope.ir.pipeline import parse_pipeline, run_pipeline
+from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1}
 
@@ -30,7 +30,7 @@ def weight_bytes(module, pipeline: str = "") -> int:
     elements = parse_pipeline(pipeline).elements if pipeline else ()
     rest = [e for e in elements if not isinstance(e, FakequantWeights)]
     if rest:
-        from opscope.ir.pipeline import Pipeline
+        from opscope.pipeline.textual import Pipeline
 
         run_pipeline(module, Pipeline(tuple(rest)))
     stored: dict[ir.Value, int] = {}  # values hash by identity

@@ -237,7 +237,7 @@ class Bench:
         """Build `variant`, run it, compare it with the original."""
         from opscope.act.weights import weight_bytes
         from opscope.analysis.cost import analyze
-        from opscope.ir.pipeline import run_pipeline
+        from opscope.pipeline.textual import run_pipeline
 
         module = self.module()
         with _quiet():  # `check_variants` showed this pipeline's warnings
@@ -264,7 +264,7 @@ class Bench:
 def check_variants(evalset: EvalSet, pipelines: Sequence[str]) -> None:
     """Apply each pipeline to a fresh parse of the model and throw the result away: a block or site
     that does not exist, a bad option or an invalid rewrite fails here, before anything compiles."""
-    from opscope.ir.pipeline import run_pipeline
+    from opscope.pipeline.textual import run_pipeline
 
     for pipeline in pipelines:
         run_pipeline(parse_module_of(evalset), pipeline)  # its warnings are shown: the build repeats none
@@ -310,7 +310,7 @@ def sweep_skips(
 ) -> WhatIfReport:
     """The skip sensitivity sweep and greedy curve over `blocks` (see the module docstring); `variants`
     are measured too, and, with `verify`, the curve's answer at `keep` is built as a real skip."""
-    from opscope.ir.pipeline import run_pipeline
+    from opscope.pipeline.textual import run_pipeline
 
     gate = 'gate-residual-blocks{blocks="' + blocks + '"}'
     check_variants(evalset, [gate] + [v.pipeline for v in variants])
@@ -401,7 +401,7 @@ def _with_sites(pipeline: str, regex: str) -> str:
     """`pipeline` with every opscope pass that selects sites restricted to the sites `regex` names."""
     import dataclasses
 
-    from opscope.ir.pipeline import Pipeline, parse_pipeline
+    from opscope.pipeline.textual import Pipeline, parse_pipeline
 
     elements = [
         dataclasses.replace(e, sites=regex) if not isinstance(e, str) and hasattr(e, "sites") else e

@@ -109,7 +109,7 @@ def _variants(args) -> list:
 
 def _check(args, variants: list) -> None:
     """Refuse what cannot work before anything is built: no question, bad numbers, bad pipelines."""
-    from opscope.ir.pipeline import parse_pipeline
+    from opscope.pipeline.textual import parse_pipeline
 
     if not variants and not args.sweep and not args.sweep_layers:
         raise OpscopeError(

@@ -43,7 +43,6 @@ from opscope.drive.inputs import (
 from opscope.drive.sequence import record_steps
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
-from opscope.ir.instrument import TAPS, parse_taps
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.parameter_files import check_weights_dtype
@@ -62,6 +61,7 @@ from opscope.models.source import (
     weights_path,
 )
 from opscope.passes.externalize_weights import externalize, wants_file
+from opscope.pipeline.taps import TAPS, parse_taps
 from opscope.record.tidy import MANIFEST_NAME, NOTES_NAME, SITE_COSTS_NAME
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
@@ -204,7 +204,7 @@ def profile(
     before the compile (the CLI passes `print`); `name` is what reports call the model
     (default: the zoo's description, the file's path, `<model>`). The target and the run
     folder are checked before anything is imported or compiled. `taps` picks what is
-    tapped (`opscope.ir.instrument.parse_taps`: "all", the default, or some of matmul,
+    tapped (`opscope.pipeline.taps.parse_taps`: "all", the default, or some of matmul,
     attention, routing, residual). `parameters`: the weights go to `out/weights.irpa` as the
     model is imported (`opscope.importers.import_source`: a torch model's straight from its
     tensors) and every build reads them there; None (default): so for a model of

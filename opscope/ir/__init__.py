@@ -1,5 +1,5 @@
-"""The IR stage: one context, site discovery, constants, the stat config, the manifest,
-pipelines mixing opscope and MLIR/IREE passes, injection, and the `opscope-opt` driver.
+"""The IR stage: facts about a module and the helpers passes build on: one context, site
+discovery, weight tracing, constants, FLOPs, the stat config, the manifest.
 
-Nothing here compiles or runs a module (that is `opscope.run`).
+Nothing here runs a pass pipeline (that is `opscope.pipeline`) or compiles a module (`opscope.run`).
 """

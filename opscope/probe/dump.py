@@ -71,8 +71,8 @@ def _activations(
     model, module, sites: str, role: str, batches: list, max_bytes: int, target: str, say
 ) -> dict[str, np.ndarray]:
     """Each tapped site's `role` tensor over the calls of `batches`, as [rows, last dim], keyed `<site>.<role>`."""
-    from opscope.ir.pipeline import Pipeline, run_pipeline
     from opscope.passes.dump_tensors import DumpTensors, dumps
+    from opscope.pipeline.textual import Pipeline, run_pipeline
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
     from opscope.run.ticker import ticking

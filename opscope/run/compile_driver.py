@@ -18,7 +18,7 @@ from pathlib import Path
 from opscope.errors import OpscopeError
 from opscope.ir.loading import load_module, module_bytecode
 from opscope.ir.manifest import Manifest
-from opscope.ir.pipeline import run_pipeline
+from opscope.pipeline.textual import run_pipeline
 from opscope.run.compile import _compile, check_compilable
 from opscope.run.targets import Target
 

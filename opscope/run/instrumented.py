@@ -16,10 +16,10 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import Argument, arguments
-from opscope.ir.instrument import TAPS, inject_stats
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
+from opscope.pipeline.taps import TAPS, inject_stats
 from opscope.run.compile import CompileFailed, compile_module
 from opscope.run.runtime import LoadedModule, load
 from opscope.run.target_limits import check_target_limits
@@ -53,7 +53,7 @@ class InstrumentedModel:
         weights_once: bool = True,
     ) -> InstrumentedModel:
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap `taps` (every
-        matmul, attention, routing and residual site by default: `opscope.ir.instrument.TAPS`),
+        matmul, attention, routing and residual site by default: `opscope.pipeline.taps.TAPS`),
         compile for `target` and load it. `batch` is lower-opscope's (most tensors per stack,
         0: all of a call); the kernel layout is the target's (`Target.hist_counts`,
         `Target.row_lanes`). `weights_once` (default) computes the statistics of constant tensors

@@ -33,7 +33,7 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
-from opscope.ir.pipeline import parse_pipeline, run_pipeline
+from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
 SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", re.M)  # not \s: it would eat newlines
 # Matched against a line's comment (after its first `//`), so only a comment that starts

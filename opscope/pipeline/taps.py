@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterable
 
 from opscope.errors import OpscopeError
 from opscope.ir.manifest import Manifest
-from opscope.ir.pipeline import Pipeline, run_pipeline
 from opscope.ir.sites import Site
 from opscope.ir.stat_config import StatConfig
 from opscope.passes.inject_attention_stats import InjectAttentionStats
@@ -16,6 +15,7 @@ from opscope.passes.inject_residual_stats import InjectResidualStats
 from opscope.passes.lower_opscope import LowerOpscope
 from opscope.passes.sample_rows import SampleRows
 from opscope.passes.split_weight_stats import SplitWeightStats
+from opscope.pipeline.textual import Pipeline, run_pipeline
 
 # What can be tapped: matmul/convolution sketches, and the inference dynamics (attention
 # probabilities, fused or not; top-k routing with its gate; residual adds).
