@@ -113,7 +113,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "quantize-ties-to-even",
-        "passes/quantize_weight.py",
+        "opscope/ir/fakequant.py",
         "codes = np.clip(np.sign(t) * np.floor(np.abs(t) + 0.5), -q, q)",
         "codes = np.clip(np.rint(t), -q, q)",
         ("tests/test_quantize_weight.py",),
@@ -236,7 +236,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "quantize-clip-one-past-qmax",
-        "passes/quantize_weight.py",
+        "opscope/ir/fakequant.py",
         "codes = np.clip(np.sign(t) * np.floor(np.abs(t) + 0.5), -q, q)",
         "codes = np.clip(np.sign(t) * np.floor(np.abs(t) + 0.5), -q - 1, q + 1)",
         ("tests/test_quantize_weight.py",),
@@ -245,7 +245,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fakequant-ties-to-even",
-        "opscope/ir/quantize.py",
+        "opscope/ir/fakequant.py",
         "t = arith.minimumf(arith.maximumf(math.round(t), lo), hi)",
         "t = arith.minimumf(arith.maximumf(math.roundeven(t), lo), hi)",
         ("tests/test_fakequant.py",),

@@ -2,7 +2,7 @@
 
 Matches every float, static-shaped linalg site (`opscope.ir.sites`: matmuls, contractions,
 convolutions) in a function's entry block whose name `sites` finds (and, from Python, `keep`
-accepts), the way the fakequant rewrites select them (`opscope.ir.quantize.select_sites`),
+accepts), the way the fakequant rewrites select them (`opscope.ir.site_select.select_sites`),
 and appends its `role` tensor (`lhs`: the input activation, `rhs`: the weight or a computed
 rhs such as attention's kᵀ, `out`: the result) after the function's results, which keep their
 indices, in program order, one result per site. Each appended result carries
@@ -32,7 +32,7 @@ from typing import ClassVar, Literal
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.ir.quantize import check_choice, select_sites
+from opscope.ir.site_select import check_choice, select_sites
 from opscope.ir.sites import ROLES, Site
 from opscope.passes.lower_opscope import append_results, appendable_return
 

@@ -38,7 +38,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.blocks import verify_or_refuse
 from opscope.ir.build import clone_ops
 from opscope.ir.const_expr import defining_ops, is_const_expr, memoized, owner, region_reads
-from opscope.ir.quantize import MOST_NAMES
+from opscope.ir.site_select import MOST_NAMES
 from opscope.ir.sites import ROLES, Site, find_sites
 
 log = logging.getLogger("opscope")

@@ -35,9 +35,10 @@ from iree.compiler.dialects import arith, linalg, tensor
 from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic
 from opscope.ir.const_expr import memoized, owner
-from opscope.ir.quantize import copy_source, is_convolution, select_sites
-from opscope.ir.sites import Site, loop_sizes
+from opscope.ir.site_select import select_sites
+from opscope.ir.sites import Site, is_convolution, loop_sizes
 from opscope.ir.weight_source import rhs_source
+from opscope.ir.weight_trace import copy_source
 from opscope.ir.weights import read_stored, resource_attr
 
 log = logging.getLogger("opscope")

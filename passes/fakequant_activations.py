@@ -2,7 +2,7 @@
 
 Matches every float, static-shaped linalg site (`opscope.ir.sites`) in a function's entry
 block whose name `sites` finds (and, from Python, `keep` accepts), and replaces its lhs
-with the reference's round trip (§2.7, `opscope.ir.quantize`): `scope=per-token` takes one
+with the reference's round trip (§2.7, `opscope.ir.fakequant`): `scope=per-token` takes one
 scale per row, amax over the lhs dims the op's indexing maps index by its K loops (not
 assumed last: a transposed or batched lhs is read right); `scope=per-channel` one scale
 per feature channel, amax over every other dim. Rounding is half away from zero (the
@@ -30,15 +30,9 @@ from typing import ClassVar, Literal
 
 from iree.compiler import ir
 
-from opscope.ir.quantize import (
-    RoundTrips,
-    check_bits,
-    check_choice,
-    is_convolution,
-    operand_dims,
-    select_sites,
-)
-from opscope.ir.sites import Site
+from opscope.ir.fakequant import RoundTrips, check_bits
+from opscope.ir.site_select import check_choice, select_sites
+from opscope.ir.sites import Site, is_convolution, operand_dims
 from opscope.ir.weight_source import gathered_weight, rhs_source
 
 log = logging.getLogger("opscope")

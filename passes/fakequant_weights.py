@@ -4,7 +4,7 @@ Matches every float, static-shaped linalg site (`opscope.ir.sites`) in a functio
 block whose name `sites` finds (and, from Python, `keep` accepts) and whose rhs is a weight
 (`opscope.ir.const_expr.is_weight`; a computed rhs such as k in q·kᵀ is skipped, logged at
 info level: every eager attention has some), and feeds it the weight's round trip
-(`opscope.ir.quantize`): `scope=per-channel` one scale per output channel (amax over the K
+(`opscope.ir.fakequant`): `scope=per-channel` one scale per output channel (amax over the K
 dims the indexing maps name; a convolution's filter: input channels × window),
 `scope=per-tensor` one scale; `group=g` splits K into groups of g consecutive elements, each
 with its own scales (per (output channel, group), or per group), refused when K % g != 0.
@@ -34,17 +34,11 @@ from iree.compiler import ir
 
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized
-from opscope.ir.quantize import (
-    RoundTrips,
-    check_bits,
-    check_choice,
-    copy_source,
-    operand_dims,
-    replay,
-    select_sites,
-)
-from opscope.ir.sites import Site
+from opscope.ir.fakequant import RoundTrips, check_bits
+from opscope.ir.site_select import check_choice, select_sites
+from opscope.ir.sites import Site, operand_dims
 from opscope.ir.weight_source import Gather, gathered_weight, rhs_source
+from opscope.ir.weight_trace import copy_source, replay
 
 log = logging.getLogger("opscope")
 

@@ -77,15 +77,16 @@ from iree.compiler.dialects import arith, iree_tensor_ext, linalg, math, tensor,
 from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic, to_f32
 from opscope.ir.const_expr import memoized, owner
-from opscope.ir.quantize import TINY, is_convolution, operand_dims, qmax, select_sites
-from opscope.ir.sites import Site
+from opscope.ir.fakequant import TINY, qmax, quantize
+from opscope.ir.site_select import select_sites
+from opscope.ir.sites import Site, is_convolution, operand_dims
 from opscope.ir.weight_source import rhs_source
+from opscope.ir.weight_trace import trace_weight
 from opscope.ir.weights import read_stored
 
 log = logging.getLogger("opscope")
 
 BITS = (4, 8)  # the integer types IREE stores and runs on llvm-cpu: i4 (packed) and i8
-MERGED = -1  # a dim of a copy's input that a collapse_shape merges with others (no loop of its own)
 
 
 @dataclass(frozen=True)
@@ -233,30 +234,6 @@ def codes_layout(rank: int, k_dims: Sequence[int]) -> tuple[int, ...]:
     return (*rest[:-1], *k_dims, *rest[-1:])
 
 
-def quantize(w: np.ndarray, k_dims: Sequence[int], bits: int, group: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 codes, float32 scales) of the float32 weight `w` quantized over its dims `k_dims`,
-    in `fakequant-weights`' float32 op order: amax = max|w| per scale, t = (w·(1/amax))·qmax
-    (1/amax taken as 0 when amax <= 1e-20), codes = round(t) half away from zero, clamped to
-    ±qmax; scale = amax·(1/qmax), so codes·scale is the round trip to float rounding. Without
-    a group the scales have `w`'s other dims; with one (a single K dim of size a multiple of
-    `group`), K is split into [K/group, group] in both codes and scales (scales: K/group)."""
-    w = np.asarray(w, np.float32)
-    q = np.float32(qmax(bits))
-    if group:
-        (kd,) = k_dims
-        w = w.reshape(w.shape[:kd] + (w.shape[kd] // group, group) + w.shape[kd + 1 :])
-        reduced: tuple[int, ...] = (kd + 1,)
-    else:
-        reduced = tuple(k_dims)
-    amax = np.abs(w).max(axis=reduced, keepdims=True).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inv = np.where(amax > np.float32(TINY), np.float32(1) / amax, np.float32(0)).astype(np.float32)
-    t = ((w * inv).astype(np.float32) * q).astype(np.float32).astype(np.float64)
-    codes = np.clip(np.sign(t) * np.floor(np.abs(t) + 0.5), -q, q).astype(np.int8)  # exact in float64
-    scales = (np.squeeze(amax, axis=reduced) * np.float32(1.0 / float(q))).astype(np.float32)
-    return codes, scales
-
-
 def _constants(
     codes: np.ndarray, scales: np.ndarray, bits: int, name: str, func: ir.Operation, ip: ir.InsertionPoint
 ) -> tuple[ir.Value, ir.Value]:
@@ -299,74 +276,6 @@ def _constants(
 def _symbol(site: str) -> str:
     """The codes' resource or global name (MLIR renames a resource on a collision)."""
     return "opscope." + re.sub(r"[^A-Za-z0-9_.]", "_", site) + ".codes"
-
-
-# ------------------------------------------------------------------------- tracing the weight's copies
-
-
-def trace_weight(site: Site) -> tuple[ir.Value, tuple[int, ...], list[ir.Operation]] | str:
-    """(the tensor under `site`'s rhs copies, the site's loop indexing each of its dims, the
-    copies from it to the rhs in order), or why the rhs cannot be read that way. Copies are
-    `linalg.transpose`, `linalg.broadcast`, a copying `linalg.generic` (transpose/broadcast)
-    and a `tensor.collapse_shape` whose merged dims are all broadcast below it."""
-    maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(site.op)]
-    if not all(isinstance(e, ir.AffineDimExpr) for e in maps[1].results):
-        return "its rhs is indexed by a compound expression of its loops"
-    loops = [ir.AffineDimExpr(e).position for e in maps[1].results]
-    value: ir.Value = site.op.operands[1]
-    chain: list[ir.Operation] = []
-    while isinstance(value, ir.OpResult):
-        op = owner(value)
-        back = _input_loops(op, loops)
-        if back is None:
-            break
-        chain.append(op)
-        value, loops = op.operands[0], back
-    if MERGED in loops:
-        return "its weight reaches the site through a tensor.collapse_shape that merges its dims"
-    if len(set(loops)) != len(loops):
-        return "its weight is read along a diagonal (one loop indexes two of its dims)"
-    return value, tuple(loops), chain[::-1]
-
-
-def _input_loops(op: ir.Operation, loops: list[int]) -> list[int] | None:
-    """The loops indexing each dim of the input of copy `op` whose result dims `loops` index,
-    or None when `op` is no copy."""
-    if len(op.results) != 1 or not len(op.operands):
-        return None
-    if op.name == "linalg.transpose":
-        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
-        back = [0] * len(perm)
-        for d, p in enumerate(perm):
-            back[p] = loops[d]
-        return back
-    if op.name == "linalg.broadcast":
-        added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
-        return [loop for d, loop in enumerate(loops) if d not in added]
-    if op.name == "tensor.collapse_shape":
-        groups = [
-            [ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])
-        ]
-        back = [MERGED] * ir.RankedTensorType(op.operands[0].type).rank
-        for d, g in enumerate(groups):
-            if len(g) == 1:
-                back[g[0]] = loops[d]
-        return back
-    if op.name != "linalg.generic" or len(op.operands) != 2:
-        return None
-    block = op.regions[0].blocks[0]
-    body = list(block.operations)
-    iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if len(body) != 1 or list(body[0].operands) != [block.arguments[0]] or any("parallel" not in i for i in iters):
-        return None
-    in_map, out_map = (ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"]))
-    if not all(isinstance(e, ir.AffineDimExpr) for e in [*in_map.results, *out_map.results]):
-        return None
-    out_loops = [ir.AffineDimExpr(e).position for e in out_map.results]
-    in_loops = [ir.AffineDimExpr(e).position for e in in_map.results]
-    if sorted(out_loops) != list(range(out_map.n_dims)):
-        return None
-    return [loops[out_loops.index(loop)] for loop in in_loops]
 
 
 def _maps(op: ir.Operation) -> list[ir.AffineMap]:

@@ -49,8 +49,8 @@ from iree.compiler.dialects import arith, linalg, math, scf, tensor
 from opscope.errors import OpscopeError
 from opscope.ir.build import dim_map, generic, to_f32
 from opscope.ir.const_expr import is_weight
-from opscope.ir.quantize import is_convolution, operand_dims, select_sites
-from opscope.ir.sites import Site
+from opscope.ir.site_select import select_sites
+from opscope.ir.sites import Site, is_convolution, operand_dims
 
 log = logging.getLogger("opscope")
 

@@ -28,8 +28,9 @@ import pytest
 from errors import one_line
 
 from opscope.errors import OpscopeError
+from opscope.ir.fakequant import quantize
 from opscope.ir.loading import module_text, new_context, parse_module
-from opscope.passes.quantize_weight import QuantizeWeight, quantize
+from opscope.passes.quantize_weight import QuantizeWeight
 from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
 F32 = np.float32

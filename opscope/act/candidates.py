@@ -135,7 +135,7 @@ def _memo(name: str, recur: float, steps: int) -> Proposal:
 
 
 def _skip(tidy, name: str, site) -> list[Proposal]:
-    from opscope.ir.quantize import is_convolution, operand_dims
+    from opscope.ir.sites import is_convolution, operand_dims
     from opscope.passes.skip_zero_channels import format_channels
 
     skip, width, shares = zero_channels(tidy, name)
@@ -152,7 +152,7 @@ def _skip(tidy, name: str, site) -> list[Proposal]:
 
 def _lossy(name: str, site) -> list[Proposal]:
     from opscope.ir.const_expr import is_weight
-    from opscope.ir.quantize import is_convolution
+    from opscope.ir.sites import is_convolution
 
     if is_convolution(site) or not site.is_float or not is_weight(site.value("rhs")):
         return []

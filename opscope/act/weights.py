@@ -23,8 +23,10 @@ def weight_bytes(module, pipeline: str = "") -> int:
     """Storage bytes of the distinct weights `module`'s matmul sites read after `pipeline`, with the
     weights its `fakequant-weights` passes select counted at their bits (+ an f32 per scale).
     Rewrites `module` in place (all but the fake-quant passes, whose plans are read instead)."""
-    from opscope.ir.quantize import copy_source, operand_dims, select_sites
+    from opscope.ir.site_select import select_sites
+    from opscope.ir.sites import operand_dims
     from opscope.ir.weight_source import gathered_weight, rhs_source
+    from opscope.ir.weight_trace import copy_source
     from opscope.passes.fakequant_weights import FakequantWeights
 
     elements = parse_pipeline(pipeline).elements if pipeline else ()

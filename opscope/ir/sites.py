@@ -331,3 +331,44 @@ def find_sites(root: ir.Operation | ir.Module) -> list[Site]:
             used[name] = 0
         sites.append(Site(name, kind, op, values, b, m, k, n, dynamic, channels))
     return sites
+
+
+_OPERAND = {"lhs": 0, "rhs": 1}
+
+
+def is_convolution(site: Site) -> bool:
+    """The site is a linalg convolution (not a contraction)."""
+    return not linalg.isa_contraction_op(site.op)
+
+
+def operand_dims(site: Site, role: str, which: str = "k") -> tuple[int, ...] | None:
+    """The dims of the site op's `role` operand (lhs or rhs, as the op reads it: a
+    convolution's padded input) indexed by its contraction loops (`which="k"`: K; for a
+    convolution input channels × filter window), or by its channel loops (`which="channel"`,
+    convolutions: input channels of lhs, output channels of rhs, and depthwise/group dims),
+    read from the indexing maps; None when such a dim is indexed by a compound expression."""
+    op = site.op
+    maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
+    amap = maps[_OPERAND[role]]
+    if linalg.isa_contraction_op(op):
+        loops = set(linalg.infer_contraction_dimensions(op).k)
+    else:
+        dims = linalg.infer_convolution_dimensions(op)
+        if which == "k":
+            loops = set(dims.input_channel) | set(dims.filter_loop)
+        else:
+            loops = set(dims.depth) | set(dims.input_channel if role == "lhs" else dims.output_channel)
+    found = []
+    for pos, expr in enumerate(amap.results):
+        if isinstance(expr, ir.AffineDimExpr):
+            if expr.position in loops:
+                found.append(pos)
+        elif which == "k" and any(_uses(expr, d, amap.n_dims) for d in loops):
+            return None
+    return tuple(found)
+
+
+def _uses(expr: ir.AffineExpr, dim: int, n_dims: int) -> bool:
+    """`expr` reads loop dim `dim` (it changes when that dim is replaced by a symbol)."""
+    repl = [ir.AffineDimExpr.get(i) if i != dim else ir.AffineConstantExpr.get(0) for i in range(n_dims)]
+    return str(expr.compose(ir.AffineMap.get(n_dims, 0, repl))) != str(expr)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from opscope.ir.const_expr import is_weight, owner
-from opscope.ir.quantize import copy_source, operand_dims
-from opscope.ir.sites import Site
+from opscope.ir.sites import Site, operand_dims
+from opscope.ir.weight_trace import copy_source
 
 _ROLES = ("lhs", "rhs")
 

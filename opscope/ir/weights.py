@@ -1,7 +1,7 @@
 """The weights of a module's matmul and convolution sites, read as numpy and replaced by new values.
 
 A weight is the stored tensor a site reads as its rhs, found under the transposes and
-broadcasts an importer put in between (`opscope.ir.quantize.copy_source`, as
+broadcasts an importer put in between (`opscope.ir.weight_trace.copy_source`, as
 `fakequant-weights` finds it): an `arith.constant` holding `dense<…>` (source `constant`)
 or `dense_resource<…>` (source `resource`), an immutable `util.global` holding either
 (source `global`) or naming a parameter in the module's parameter file (source `parameter`,
@@ -43,9 +43,10 @@ from iree.compiler.dialects import arith
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import memoized, owner
 from opscope.ir.parameter_files import parameter_bytes, parameter_files, parameter_ref
-from opscope.ir.quantize import MOST_NAMES, copy_source, operand_dims, replay, select_sites
-from opscope.ir.sites import Site
+from opscope.ir.site_select import MOST_NAMES, select_sites
+from opscope.ir.sites import Site, operand_dims
 from opscope.ir.weight_source import Gather, gathered_weight, rhs_source
+from opscope.ir.weight_trace import copy_source, replay
 
 log = logging.getLogger("opscope")
 

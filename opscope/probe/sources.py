@@ -71,7 +71,7 @@ def _matching(tensors: dict[str, np.ndarray], pattern: str, where: str) -> dict[
         raise OpscopeError(f"bad --sites regex '{pattern}': {e}") from None
     kept = {k: v for k, v in tensors.items() if regex.search(k)}
     if not kept:
-        from opscope.ir.quantize import MOST_NAMES
+        from opscope.ir.site_select import MOST_NAMES
 
         names = list(tensors)
         raise OpscopeError(
