@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
     from iree.compiler import ir
 
-    from opscope.act.parity import ParityReport
+    from opscope.act.op_compare import ParityReport
     from opscope.act.specialize import KernelPlan
     from opscope.act.timing import TimingReport
     from opscope.act.whatif import WhatIfReport
@@ -95,7 +95,7 @@ _LAZY = {
     "StatConfig": "opscope.ir.stat_config",
     "CompiledModule": "opscope.run.compile",
     "LoadedModule": "opscope.run.runtime",
-    "ParityReport": "opscope.act.parity",
+    "ParityReport": "opscope.act.op_compare",
     "WhatIfReport": "opscope.act.whatif",
     "ProbeReport": "opscope.probe.report",
     "LayersReport": "opscope.probe.report",

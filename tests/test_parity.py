@@ -23,16 +23,8 @@ import numpy as np
 import pytest
 from conftest import skip_unless_runnable
 
-from opscope.act.parity import (
-    TINY,
-    Tensor,
-    by_site,
-    compare,
-    exposed_run,
-    op_parity,
-    site_parity,
-    torch_module_outputs,
-)
+from opscope.act.op_compare import TINY, Tensor, by_site, compare, site_parity
+from opscope.act.parity import exposed_run, op_parity, torch_module_outputs
 from opscope.errors import OpscopeError
 from opscope.models.zoo import missing_extra, missing_message
 
@@ -344,7 +336,7 @@ def test_minilm_iree_equals_pytorch_eager_by_site(minilm):
 
 
 def torch_fake_quant(x, reduce_dims, bits: int = 8):
-    """The round trip of `opscope.ir.quantize` in PyTorch, f32, the same op order: amax over `reduce_dims`,
+    """The round trip of `opscope.ir.fakequant` in PyTorch, f32, the same op order: amax over `reduce_dims`,
     1/amax (0 when amax <= 1e-20), ·qmax, round half away from zero (torch.round is half-to-even), clamp,
     ·(1/qmax), ·amax."""
     import torch

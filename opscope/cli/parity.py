@@ -14,7 +14,7 @@ worst; `--all` every op; `--json` or `--markdown` instead of text) and a summary
 compared, bit-identical, worst op, first op beyond tolerance. `--ops REGEX` exposes only
 ops whose name or label matches; `--constants` exposes constant expressions too. The
 tolerance rule: an op is within `--tol` (default 1e-3) when max|A−B| ≤ tol · max|A|
-(`opscope.act.parity`). Exit status 1 when an op is beyond tolerance.
+(`opscope.act.op_compare`). Exit status 1 when an op is beyond tolerance.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from opscope.cli.arguments import SOURCES, add_parameters
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add parity."""
-    from opscope.act.parity import DEFAULT_TOL
+    from opscope.act.op_compare import DEFAULT_TOL
 
     p = sub.add_parser(
         "parity",
