@@ -18,7 +18,6 @@ import pytest
 from iree.compiler import ir
 
 from opscope.analysis.cost import OpCost, analyze, body_costs, executions, is_hoisted, op_cost
-from opscope.analysis.ledger import human_bytes, human_count
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.analysis.shapes import shape_histogram
 from opscope.ir.flops import SOFTMAX_FLOPS, attention_flops, trip_count
@@ -26,6 +25,7 @@ from opscope.ir.loading import parse_module
 from opscope.ir.sites import find_sites
 from opscope.models.demo import transformer_module
 from opscope.record.recorder import read_site_costs, write_site_costs
+from opscope.text.numbers import count, nbytes
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own pytree deprecation
 
@@ -540,7 +540,7 @@ def test_a_static_loop_counts_trip_count_times_its_body():
     assert rows == [(B, H, H, 1, T * J, T * J * hh), (B, I, H, 1, T, T * ih)]
     assert hist.gemm_flops == T * ih + T * J * hh == 35_840 and hist.total_flops == 36_160
     assert [g.share for g in hist.gemms] == [T * J * hh / 36_160, T * ih / 36_160]
-    assert hist.uncounted == [] and "99.1 % of the module's 36.16 K" in hist.to_text()
+    assert hist.uncounted == [] and "99.1% of the module's 36.16 K" in hist.to_text()
     assert "(30.72 K FLOPs, 15 runs)" in hist.to_text()
 
 
@@ -631,7 +631,7 @@ def test_loops_without_a_static_trip_count_are_unknown_and_their_sites_left_out(
         "known: its loop's FLOPs are unknown (body op custom: my.custom is not modelled)",
     ]
     text = hist.to_text()
-    assert "100.0 % of the module's 512" in text and "3 site(s) outside the module's FLOP total left out:" in text
+    assert "100.0% of the module's 512" in text and "3 site(s) outside the module's FLOP total left out:" in text
     assert json.loads(json.dumps(hist.to_dict()))["uncounted"] == hist.uncounted
 
 
@@ -741,14 +741,14 @@ def test_ledger_text_has_the_reference_sections(transformer):
 
 
 def test_human_units():
-    assert [human_bytes(x) for x in (0, 1023, 1024, 1536, 1024**3 * 2.5)] == [
+    assert [nbytes(x) for x in (0, 1023, 1024, 1536, 1024**3 * 2.5)] == [
         "0 B",
         "1023 B",
         "1.00 KB",
         "1.50 KB",
         "2.50 GB",
     ]
-    assert [human_count(x) for x in (999, 1500, 2_000_000, 3e12)] == ["999", "1.50 K", "2.00 M", "3.00 T"]
+    assert [count(x) for x in (999, 1500, 2_000_000, 3e12)] == ["999", "1.50 K", "2.00 M", "3.00 T"]
 
 
 def test_gemm_histogram_sorted_by_flops(transformer):

@@ -68,7 +68,9 @@ def test_profile_default_model(opscope, tmp_path):
     assert "Traceback" not in proc.stderr
     out = proc.stdout.splitlines()
     assert out[0].startswith("opscope profile: built-in transformer") and out[0].endswith("on llvm-cpu")
-    assert out[1].startswith("  22 sites (16 matmuls, 2 softmax, 4 residual adds) (6.8 MFLOP), 642 sketches per step")
+    assert out[1].startswith(
+        "  22 sites (16 matmuls, 2 softmax, 4 residual adds) (6.82 M FLOPs), 642 sketches per step"
+    )
     assert "original results bit-identical with injection" in out[1]
     assert out[3] == (
         "Tapped sites: 99.5% of the module's 6.85 M FLOPs per call; not tapped: generic<maximumf> 0.2%, "
@@ -159,7 +161,7 @@ def test_profile_a_stablehlo_file(opscope, tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert out[0] == f"opscope profile: {path} on llvm-cpu"
-    assert out[1].startswith(f"  1 matmul sites ({2 * 16 * 32 * 8 / 1e3:.1f} kFLOP), 39 sketches per step;")
+    assert out[1].startswith(f"  1 matmul sites ({2 * 16 * 32 * 8 / 1e3:.2f} K FLOPs), 39 sketches per step;")
     assert "Across 3 steps: 1 of 3 tensors are stationary (precompute / prepack): 1 rhs" in proc.stdout
     rows = (tmp_path / "run" / "sketches.csv").read_text().splitlines()[1:]
     assert {tuple(r.split(",")[4:7]) for r in rows} == {("16", "32", "8")}  # the site's own M/K/N

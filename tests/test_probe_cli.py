@@ -69,7 +69,7 @@ def test_layers_plan_stays_within_the_budget(tdir, capsys, allocator):
 def test_layers_every_lists_all_options_and_flags(tdir, capsys):
     code, out, _ = run(capsys, "layers", str(tdir), "--every")
     assert code == 0
-    assert out.count("← cheapest within 2 %") == len(LAYERS)
+    assert out.count("← cheapest within 2%") == len(LAYERS)
     assert "lowrank(r=4)" in out and "tight" in out
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from opscope.errors import OpscopeError
+from opscope.text.table import markdown_table, table
 
 TINY = 1e-6  # floor of |a| in max_rel and of max|a| in the tolerance rule (the reference's floor)
 DEFAULT_TOL = 1e-3  # scale-relative error allowed by default (see the module docstring)
@@ -197,13 +198,7 @@ class ParityReport:
         lines = [f"A: {self.a}", f"B: {self.b}"]
         rows = self.rows(all_ops, top)
         if rows:
-            widths = [max(len(r[i]) for r in rows + [list(self.HEADER)]) for i in range(len(self.HEADER))]
-            for r in [list(self.HEADER)] + rows:
-                lines.append(
-                    "  ".join(
-                        c.rjust(w) if i in (0, 4, 5, 6) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
-                    ).rstrip()
-                )
+            lines += table(self.HEADER, rows, right={0, 4, 5, 6})
         lines.append(self.summary())
         return "\n".join(lines)
 
@@ -211,8 +206,7 @@ class ParityReport:
         lines = [f"* A: {self.a}", f"* B: {self.b}", ""]
         rows = self.rows(all_ops, top)
         if rows:
-            lines += ["| " + " | ".join(self.HEADER) + " |", "|" + "---|" * len(self.HEADER)]
-            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+            lines += markdown_table(self.HEADER, rows)
             lines.append("")
         lines.append(self.summary())
         return "\n".join(lines)

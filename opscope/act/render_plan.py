@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from opscope.text.table import table
+
 if TYPE_CHECKING:
     from opscope.act.specialize import KernelPlan
 
@@ -31,9 +33,7 @@ def plan_text(plan: KernelPlan) -> str:
         lines.append("no candidate: no recorded site had an lhs channel zero in every step or a constant weight")
     else:
         rows = [_row(c) for c in plan.candidates]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip())
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+        lines += table(HEADER, rows)
         lines.append("")
         if any(not c.proposal.exact for c in plan.candidates):
             lines.append(

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from opscope.text.numbers import flops, nbytes, num, percent
+from opscope.text.table import table
+
 if TYPE_CHECKING:
     from opscope.act.whatif import Outcome, WhatIfReport
 
@@ -31,45 +34,29 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
 SWEEP_ROWS = 12  # rows of the sweep table shown (most and least harmful), unless everything is asked for
 
 
-def _flop(n: int) -> str:
-    """`34.79 GFLOP`, `512 FLOP`."""
-    from opscope.analysis.ledger import human_count
-
-    count = human_count(n)
-    return count + ("FLOP" if count[-1].isalpha() else " FLOP")
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """The first column left-aligned, the numbers right-aligned, a rule under the head."""
+    return table(head, rows, right=lambda i: i > 0, rule=True)
 
 
-def _fmt(value: float | None, fmt: str) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.1f} %" if fmt == "pct" else format(value, fmt)
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+def _cell(value: float | None, fmt: str) -> str:
+    return percent(value) if fmt == "pct" else num(value, fmt)
 
 
 def _cells(report: WhatIfReport, o: Outcome) -> list[str]:
-    cells = [_fmt(o.metrics.get(k), f) for k, _, f in COLUMNS[report.task]]
-    return cells + [f"{100 * report.saved(o):+.1f} %", f"{100 * report.weights_saved(o):+.1f} %"]
+    cells = [_cell(o.metrics.get(k), f) for k, _, f in COLUMNS[report.task]]
+    return cells + [percent(report.saved(o), sign=True), percent(report.weights_saved(o), sign=True)]
 
 
 def whatif_text(report: WhatIfReport, every: bool = False) -> str:
     """The report as text (see the module docstring); `every` lists every sweep row."""
-    from opscope.analysis.ledger import human_bytes
-
     cols = COLUMNS[report.task]
     head = [h for _, h, _ in cols] + ["FLOPs saved", "weights saved"]
-    own = ", ".join(f"{h} {_fmt(report.baseline[k], f)}" for k, h, f in cols if k in report.baseline)
+    own = ", ".join(f"{h} {_cell(report.baseline[k], f)}" for k, h, f in cols if k in report.baseline)
     out = [
         f"opscope whatif: {report.model} on {report.target}",
         f"  measured on {report.data}; original: {own or 'the reference'}; "
-        f"{_flop(report.flops)} per call, {human_bytes(report.weights)} of matmul weights (static)",
+        f"{flops(report.flops)} per call, {nbytes(report.weights)} of matmul weights (static)",
     ]
     if report.outcomes:
         out += [""] + _table(["what"] + head, [[o.what] + _cells(report, o) for o in report.outcomes])
@@ -88,18 +75,18 @@ def whatif_text(report: WhatIfReport, every: bool = False) -> str:
             f"Skip sweep: {len(report.sweep)} residual blocks, one off at a time, least harmful first "
             "(measured through one gated build):",
         ]
-        table = [
+        ranked = [
             [str(i), o.what.removeprefix("skip "), *_cells(report, o)] if o else ["...", "", *[""] * len(head)]
             for i, o in rows
         ]
-        out += _table(["rank", "block"] + head, table)
+        out += _table(["rank", "block"] + head, ranked)
     if report.curve:
         out += ["", "Greedy curve: skip the k least harmful blocks of the sweep together:"]
         names = [o.what.removeprefix("skip ") for o in report.sweep]
-        table = [
+        ranked = [
             [str(k), names[k - 1] if k <= len(names) else "", *_cells(report, o)] for k, o in enumerate(report.curve, 1)
         ]
-        out += _table(["k", "+ block"] + head, table)
+        out += _table(["k", "+ block"] + head, ranked)
         out += ["", _answer(report)]
     if report.layers:
         out += ["", f"One layer at a time ({len(report.layers)} layers), most harmful first:"]
@@ -121,6 +108,6 @@ def _answer(report: WhatIfReport) -> str:
     measured = built[-1] if built else best
     return (
         f"{k} of {len(report.sweep)} blocks can go at >= {floor} {metric} "
-        f"({_fmt(measured.metrics.get(report.headline), fmt)}{', built and measured' if built else ''}), "
-        f"saving {100 * report.saved(measured):.1f} % of the FLOPs."
+        f"({_cell(measured.metrics.get(report.headline), fmt)}{', built and measured' if built else ''}), "
+        f"saving {percent(report.saved(measured))} of the FLOPs."
     )

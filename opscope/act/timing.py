@@ -187,7 +187,8 @@ class TimingReport:
         return [d for d in self.dispatches if d.us is None]
 
     def text(self) -> str:
-        from opscope.analysis.ledger import human_bytes, human_count
+        from opscope.text.numbers import count, nbytes
+        from opscope.text.table import table
 
         resident = (
             ""
@@ -213,8 +214,8 @@ class TimingReport:
                     d.name,
                     "-" if d.calls is None else str(d.calls),
                     "-" if d.us is None else f"{d.us:.2f}",
-                    "-" if d.flops is None else human_count(d.flops),
-                    "-" if d.bytes is None else human_bytes(d.bytes),
+                    "-" if d.flops is None else count(d.flops),
+                    "-" if d.bytes is None else nbytes(d.bytes),
                     "-" if r is None else f"{r.achieved_gflops:.2f}",
                     "-" if r is None else f"{r.achieved_gbps:.2f}",
                     "-" if r is None else f"{r.bw_frac:.0%}",
@@ -222,14 +223,7 @@ class TimingReport:
                     "-" if r is None else r.bound.replace(" (measured)", ""),
                 ]
             )
-        widths = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(head)]
-
-        def fmt(cells: list[str]) -> str:
-            return "  ".join(
-                c.ljust(w) if i in (0, 9) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-            ).rstrip()
-
-        lines += [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+        lines += table(head, rows, right=lambda i: i not in (0, 9), rule=True)
         if self.untimed:
             lines += [
                 "",

@@ -29,6 +29,8 @@ from opscope.analysis.roofline import DEFAULT_RIDGE
 from opscope.errors import OpscopeError
 from opscope.ir.labels import op_label
 from opscope.ir.sites import location_name
+from opscope.text.numbers import exact
+from opscope.text.table import table
 
 LOAD, STORE = "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store"
 ENCODING = "iree_encoding."  # set_encoding / unset_encoding: data tiling's relayouts
@@ -119,7 +121,7 @@ class DispatchReport:
         flops, ext, internal = (self.total(f) for f in ("flops", "bytes_external", "bytes_internal"))
         lines = [
             f"{len(self.dispatches)} dispatches ({sum(d.calls for d in self.dispatches)} calls) on "
-            f"{self.target}: {_num(flops)} FLOP, {_num(ext)} B to/from memory, {_num(internal)} B kept "
+            f"{self.target}: {exact(flops)} FLOP, {exact(ext)} B to/from memory, {exact(internal)} B kept "
             f"on chip by fusion (ridge {ridge:g} FLOP/B)"
         ]
         ranked = sorted(self.dispatches, key=lambda d: -(d.flops or 0) * d.calls)[:top]
@@ -128,28 +130,17 @@ class DispatchReport:
             [
                 d.name,
                 str(d.calls),
-                _num(d.flops),
-                _num(d.bytes_external),
-                _num(d.bytes_internal),
+                exact(d.flops),
+                exact(d.bytes_external),
+                exact(d.bytes_internal),
                 "-" if d.intensity is None else f"{d.intensity:.1f}",
                 _class(d, ridge),
                 " + ".join(d.ops) + (f"  ({', '.join(d.sources)})" if d.sources else ""),
             ]
             for d in ranked
         ]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-
-        def fmt(cells: list[str]) -> str:
-            return "  ".join(
-                c.ljust(w) if i in (0, 6, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-            ).rstrip()
-
-        lines += [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+        lines += table(head, rows, right=lambda i: i not in (0, 6, 7), rule=True)
         return "\n".join(lines) + "\n"
-
-
-def _num(x: int | None) -> str:
-    return "-" if x is None else f"{x:,}"
 
 
 def _class(d: DispatchCost, ridge: float) -> str:

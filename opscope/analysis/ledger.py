@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.ir.flops import FOR
+from opscope.text.numbers import count, nbytes, percent, share
 
 if TYPE_CHECKING:
     from opscope.analysis.cost import ModuleCost, OpCost
@@ -23,33 +24,6 @@ FLOOR_NOTE = (
     "none across ops; diagnostic only"
 )
 SCHEMA = "opscope-cost/1"
-
-
-def _scaled(n: float, base: int, units: tuple[str, ...], small: str) -> str:
-    """`n` in the largest unit of `base` that keeps it under `base` (two decimals); below one
-    unit, the integer with `small` appended."""
-    if n < base:
-        return f"{int(n)}{small}"
-    for unit in units:
-        n /= base
-        if n < base or unit == units[-1]:
-            return f"{n:.2f} {unit}"
-    raise AssertionError("unreachable")
-
-
-def human_bytes(n: float) -> str:
-    """Bytes in base 1024 with two decimals: `512 B`, `1.50 KB`, ... `TB` (the reference's format)."""
-    return _scaled(n, 1024, ("KB", "MB", "GB", "TB"), " B")
-
-
-def human_count(n: float) -> str:
-    """A count in base 1000 with two decimals: `999`, `1.50 K`, `2.00 M`, `G`, `T`."""
-    return _scaled(n, 1000, ("K", "M", "G", "T"), "")
-
-
-def percent(part: float, whole: float) -> str:
-    """`part` of `whole` as `12.3 %` (`0.0 %` when `whole` is 0)."""
-    return f"{100 * part / whole:.1f} %" if whole else "0.0 %"
 
 
 def _intensity(x: float | None) -> str:
@@ -62,7 +36,7 @@ def _op_rows(ops: list[OpCost], ridge: float) -> list[str]:
     rows = []
     for c in ops:
         rows.append(
-            f"  {human_bytes(c.bytes or 0):>11} {human_count(c.flops or 0):>10} {_intensity(c.intensity):>8}  "
+            f"  {nbytes(c.bytes or 0):>11} {count(c.flops or 0):>10} {_intensity(c.intensity):>8}  "
             f"{roofline_class(c, ridge):13} {c.label:24} {c.name}"
         )
     return rows
@@ -81,19 +55,17 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
         + (f", {len(unknown)} with an unknown part (totals below are lower bounds)" if unknown else "")
     )
     lines.append(
-        f"  FLOPs {human_count(cost.total_flops)} ({cost.total_flops:,}), "
-        f"bytes moved {human_bytes(cost.total_bytes)} (read {human_bytes(cost.total_bytes_read)}, "
-        f"written {human_bytes(cost.total_bytes_written)}), intensity {cost.intensity:.2f} FLOP/B"
+        f"  FLOPs {count(cost.total_flops)} ({cost.total_flops:,}), "
+        f"bytes moved {nbytes(cost.total_bytes)} (read {nbytes(cost.total_bytes_read)}, "
+        f"written {nbytes(cost.total_bytes_written)}), intensity {cost.intensity:.2f} FLOP/B"
     )
-    lines.append(
-        f"  weights read {human_bytes(cost.total_weight_bytes)}: {100 * cost.weight_share:.1f} % of bytes moved"
-    )
+    lines.append(f"  weights read {nbytes(cost.total_weight_bytes)}: {percent(cost.weight_share)} of bytes moved")
     if cost.hoisted:
         hb = sum(c.bytes or 0 for c in cost.hoisted)
         hf = sum(c.flops or 0 for c in cost.hoisted)
         lines.append(
             f"  hoisted constant expressions (weight transposes, broadcasts...): {len(cost.hoisted)} ops, "
-            f"{human_bytes(hb)}, {human_count(hf)} FLOPs once at load, 0 per call"
+            f"{nbytes(hb)}, {count(hf)} FLOPs once at load, 0 per call"
         )
     loops = [c for c in ops if c.label == FOR and c.domain is not None]
     if loops:
@@ -115,8 +87,8 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
     ]
     for r in cost.by_label():
         lines.append(
-            f"  {r.label:24} {r.count:6d} {human_bytes(r.bytes):>11} {percent(r.bytes, cost.total_bytes):>8} "
-            f"{human_count(r.flops):>10} {percent(r.flops, cost.total_flops):>8} {_intensity(r.intensity):>8}"
+            f"  {r.label:24} {r.count:6d} {nbytes(r.bytes):>11} {share(r.bytes, cost.total_bytes):>8} "
+            f"{count(r.flops):>10} {share(r.flops, cost.total_flops):>8} {_intensity(r.intensity):>8}"
         )
     split = cost.roofline_split(ridge)
     all_bytes, all_flops = split.memory_bytes + split.compute_bytes, split.memory_flops + split.compute_flops
@@ -126,8 +98,7 @@ def ledger_text(cost: ModuleCost, top: int = 12, ridge: float = DEFAULT_RIDGE) -
         ("compute-bound", split.compute_bytes, split.compute_flops),
     ):
         lines.append(
-            f"  {label:13} {human_bytes(b):>11} bytes ({percent(b, all_bytes)}), "
-            f"{human_count(f)} FLOPs ({percent(f, all_flops)})"
+            f"  {label:13} {nbytes(b):>11} bytes ({share(b, all_bytes)}), {count(f)} FLOPs ({share(f, all_flops)})"
         )
     if split.unknown_ops:
         lines.append(f"  {split.unknown_ops} op(s) unclassified (unknown FLOPs or bytes)")

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from opscope.analysis.cost import analyze, executions, op_cost
-from opscope.analysis.ledger import human_count, percent
 from opscope.ir.const_expr import memoized
 from opscope.ir.flops import ATTENTION, attention_dims
 from opscope.ir.sites import find_sites
+from opscope.text.numbers import count, percent, share
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,13 @@ class ShapeHistogram:
     def to_text(self, top: int = 10) -> str:
         """`B×M×K×N dtype ×count %FLOPs (FLOPs)` rows, then attention shapes."""
         lines = [
-            f"GEMM shapes ({len(self.gemms)} distinct, {human_count(self.gemm_flops)} FLOPs, "
-            f"{percent(self.gemm_flops, self.total_flops)} of the module's {human_count(self.total_flops)}):"
+            f"GEMM shapes ({len(self.gemms)} distinct, {count(self.gemm_flops)} FLOPs, "
+            f"{share(self.gemm_flops, self.total_flops)} of the module's {count(self.total_flops)}):"
         ]
         for g in self.gemms[:top]:
             lines.append(
-                f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {100 * g.share:6.2f} %  "
-                f"({human_count(g.flops)} FLOPs{_runs(g.count, g.runs)})"
+                f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {percent(g.share, digits=2):>7}  "
+                f"({count(g.flops)} FLOPs{_runs(g.count, g.runs)})"
             )
         if len(self.gemms) > top:
             lines.append(f"  ... {len(self.gemms) - top} more")
@@ -105,13 +105,13 @@ class ShapeHistogram:
             lines.append("  none")
         if self.attention:
             lines.append(
-                f"attention shapes ({human_count(self.attention_flops)} FLOPs, "
-                f"{percent(self.attention_flops, self.total_flops)}):"
+                f"attention shapes ({count(self.attention_flops)} FLOPs, "
+                f"{share(self.attention_flops, self.total_flops)}):"
             )
             for a in self.attention[:top]:
                 lines.append(
-                    f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {100 * a.share:6.2f} %  "
-                    f"({human_count(a.flops)} FLOPs{_runs(a.count, a.runs)})"
+                    f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {percent(a.share, digits=2):>7}  "
+                    f"({count(a.flops)} FLOPs{_runs(a.count, a.runs)})"
                 )
         if self.dynamic:
             lines.append(

@@ -9,6 +9,7 @@ import sys
 
 import opscope
 from opscope.cli.arguments import add_source, add_target
+from opscope.text.numbers import share as share_text
 
 DEMO_KINDS = ("mlp", "transformer", "moe")
 RIDGE_HELP = "roofline ridge, FLOP/byte (default: the target's nominal ridge, `opscope targets`)"
@@ -99,7 +100,7 @@ def _cmd_shapes(args) -> int:
         **hist.to_dict(),
     }
     classified = split.memory_flops + split.compute_flops
-    share = f"{100 * split.compute_flops / classified:.1f} %" if classified else "-"
+    share = share_text(split.compute_flops, classified) if classified else "-"
     text = (
         f"{args.source}: {cost.total_flops:,} FLOPs, {cost.total_bytes:,} bytes moved (static floor), "
         f"{_per_byte(cost.total_flops, cost.total_bytes)} FLOP/B; at ridge {args.ridge:g} FLOP/B "

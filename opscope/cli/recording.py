@@ -9,6 +9,7 @@ from pathlib import Path
 import opscope
 from opscope.cli.arguments import add_parameters, add_source, add_target
 from opscope.errors import OpscopeError
+from opscope.text.numbers import flops as flops_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -112,7 +113,7 @@ def _cmd_profile(args) -> int:
     stride = m.manifest.row_stride
     sampled = f" (activations on 1 row in {stride}: rows 0, {stride}, ...; weights exact)" if stride > 1 else ""
     print(
-        f"  {sites_text(m.manifest.sites)} ({_flops(flops)}), {len(m.manifest.entries)} sketches "
+        f"  {sites_text(m.manifest.sites)} ({flops_text(flops)}), {len(m.manifest.entries)} sketches "
         f"per step{sampled}; {compile_text(m.compile_seconds, m.compile_cached)}; "
         f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with injection"
     )
@@ -147,13 +148,6 @@ def sites_text(sites) -> str:
 
 def compile_text(seconds: float, cached: bool) -> str:
     return "compiled module from the cache" if cached else f"compile {seconds:.1f} s"
-
-
-def _flops(n: int) -> str:
-    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} FLOP"
 
 
 def parity_text(worst: float | None) -> str:

@@ -18,24 +18,14 @@ from opscope.errors import OpscopeError
 from opscope.mining import render_dynamics
 from opscope.mining.signals import DENSE, MIN_RANKED_NUMEL, unranked_small
 from opscope.mining.temporal import MIN_STEPS_REUSE, MIN_STEPS_STATIONARY, NO_REUSE, too_few
+from opscope.text.numbers import count, num, percent
+from opscope.text.table import markdown_table, table
 
 if TYPE_CHECKING:
     from opscope.mining.dynamics import DynamicsReport
     from opscope.mining.report import MineReport
 
 JSON_SCHEMA = "opscope-mine/4"
-
-
-def _num(x: float | None, spec: str) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
-    return format(x, spec)
-
-
-def _pct(x: float | None, spec: str = ".1f") -> str:
-    return "-" if x is None else _num(x * 100, spec) + "%"
 
 
 def _fit(text: str, width: int = 48) -> str:
@@ -100,12 +90,12 @@ def _signal_rows(report: MineReport) -> list[list[str]]:
             _fit(r["site"]),
             r["role"],
             str(r["observations"]),
-            _num(r["density"], ".3f"),
-            _num(r["zchan"], ".3f"),
-            _num(r["outlier"], ".2f"),
-            _num(r["histtop"], ".3f"),
-            _num(r["pos_cv"], ".2f"),
-            _num(r["adj"], ".2f"),
+            num(r["density"], ".3f"),
+            num(r["zchan"], ".3f"),
+            num(r["outlier"], ".2f"),
+            num(r["histtop"], ".3f"),
+            num(r["pos_cv"], ".2f"),
+            num(r["adj"], ".2f"),
             r["suggestion"],
         ]
         for r in report.signals.iter_rows(named=True)
@@ -121,10 +111,10 @@ def _cross_rows(report: MineReport) -> list[list[str]]:
             _fit(r["site"]),
             r["role"],
             str(r["steps"]),
-            _num(r["l1_mean"], ".5g"),
-            _num(r["l1_cv"], ".2e"),
-            _num(r["sumsq_cv"], ".2e"),
-            _num(r["elemsig_cv"], ".2e"),
+            num(r["l1_mean"], ".5g"),
+            num(r["l1_cv"], ".2e"),
+            num(r["sumsq_cv"], ".2e"),
+            num(r["elemsig_cv"], ".2e"),
             r["verdict"],
         ]
         for r in report.cross_step.iter_rows(named=True)
@@ -139,11 +129,11 @@ def _opp_rows(report: MineReport) -> list[list[str]]:
             r["dist"],
             _fit(r["site"]),
             str(r["steps"]),
-            _num(r["gflops"], ".3f"),
-            _pct(r["cost_share"]),
-            _pct(r["recur"], ".0f"),
-            _num(r["drift"], ".3f"),
-            _pct(r["savings"]),
+            num(r["gflops"], ".3f"),
+            percent(r["cost_share"]),
+            percent(r["recur"], digits=0),
+            num(r["drift"], ".3f"),
+            percent(r["savings"]),
             r["recommendation"],
         ]
         for r in report.opportunities.iter_rows(named=True)
@@ -152,7 +142,7 @@ def _opp_rows(report: MineReport) -> list[list[str]]:
 
 def _agg_rows(report: MineReport) -> list[list[str]]:
     return [
-        [str(r["run_id"]), r["backend"], r["dist"], str(r["sites"]), _pct(r["savings"])]
+        [str(r["run_id"]), r["backend"], r["dist"], str(r["sites"]), percent(r["savings"])]
         for r in report.aggregate.iter_rows(named=True)
     ]
 
@@ -173,9 +163,9 @@ def coverage_line(report: MineReport, kinds: int = 3) -> str | None:
         return None
     module = report.counts["module_flops"]
     rest = cov.slice(1)
-    text = f"Tapped sites: {_pct(cov['share'][0])} of the module's {_count(module)} FLOPs per call"
+    text = f"Tapped sites: {percent(cov['share'][0])} of the module's {count(module)} FLOPs per call"
     if rest.height and kinds:
-        shown = ", ".join(f"{w} {_pct(s)}" for w, s in rest.head(kinds).select("what", "share").iter_rows())
+        shown = ", ".join(f"{w} {percent(s)}" for w, s in rest.head(kinds).select("what", "share").iter_rows())
         extra = rest.height - kinds
         more = f" and {extra} more kind{'s' * (extra != 1)}" if extra > 0 else ""
         text += f"; not tapped: {shown}{more}"
@@ -183,14 +173,6 @@ def coverage_line(report: MineReport, kinds: int = 3) -> str | None:
     if unknown:
         text += f"; {unknown} op{'s' * (unknown != 1)} of unknown FLOPs not counted"
     return text + "."
-
-
-def _count(n: float) -> str:
-    """FLOPs in base 1000 with up to 3 significant digits: `6.85 M`, `512`."""
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{int(n)}"
 
 
 def _costs_line(report: MineReport) -> str:
@@ -227,17 +209,7 @@ class TextRenderer:
     }
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
-        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
-        last = len(head) - 1
-
-        def line(cells):
-            out = [
-                c.rjust(w) if head[i] in self.numeric else (c if i == last else c.ljust(w))
-                for i, (c, w) in enumerate(zip(cells, widths))
-            ]
-            return "  ".join(out).rstrip()
-
-        return "\n".join([line(head), line(["-" * w for w in widths])] + [line(r) for r in rows])
+        return "\n".join(table(head, rows, right=lambda i: head[i] in self.numeric, rule=True))
 
     def render(self, report: MineReport) -> str:
         out = [f"opscope mine: {_summary(report)}"]
@@ -303,11 +275,7 @@ class MarkdownRenderer:
     """GitHub-flavoured Markdown: a heading and a table per section."""
 
     def table(self, head: list[str], rows: list[list[str]]) -> str:
-        esc = [[c.replace("|", "\\|") for c in r] for r in [head] + rows]
-        return "\n".join(
-            ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(head)]
-            + ["| " + " | ".join(r) + " |" for r in esc[1:]]
-        )
+        return "\n".join(markdown_table(head, rows))
 
     def render(self, report: MineReport) -> str:
         out = ["# opscope mine", "", _summary(report), ""]
@@ -320,7 +288,7 @@ class MarkdownRenderer:
                 "",
                 self.table(
                     ["what", "FLOPs", "share of the module"],
-                    [[w, f"{f:,}", _pct(s)] for w, f, s in report.coverage.iter_rows()],
+                    [[w, f"{f:,}", percent(s)] for w, f, s in report.coverage.iter_rows()],
                 ),
                 "",
             ]
@@ -511,11 +479,11 @@ class FindingsRenderer:
                 out += ["", f"Temporal reuse of each site's input ({_costs_line(report)}):"]
                 for r in useful.head(5).iter_rows(named=True):
                     out.append(
-                        f"  {r['site']}: {_pct(r['cost_share'])} of FLOPs, {r['recommendation']} "
-                        f"(saves {_pct(r['savings'])})"
+                        f"  {r['site']}: {percent(r['cost_share'])} of FLOPs, {r['recommendation']} "
+                        f"(saves {percent(r['savings'])})"
                     )
                 if report.aggregate is not None:
-                    total = ", ".join(_pct(v) for v in report.aggregate["savings"].to_list())
+                    total = ", ".join(percent(v) for v in report.aggregate["savings"].to_list())
                     out.append(f"  recoverable compute (Σ cost-share × reuse): {total}")
                 if few:
                     out.append(" " + few)

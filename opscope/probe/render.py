@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from opscope.analysis.ledger import human_bytes, human_count
 from opscope.probe.layers import OK, TIGHT
+from opscope.text.numbers import count, nbytes, num, percent
+from opscope.text.table import table
 
 ERROR_WORDS = {"sum": "Σ rel_err", "squares": "Σ rel_err²", "energy": "Σ ‖W − Ŵ‖²"}
 
 if TYPE_CHECKING:
     from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
-
-
-def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-
-    return [line(header), *(line(r) for r in rows)]
 
 
 def _skipped(skipped: list[str]) -> list[str]:
@@ -30,7 +22,7 @@ def probe_text(report: ProbeReport) -> str:
     """One row per tensor: spectrum, quantization, sparsity, cardinality, outliers and the verdict."""
     params = sum(p.rows * p.cols for p in report.probes.values())
     out = [
-        f"probe: {report.name} — {len(report.probes)} tensors, {human_count(params)} values, {report.seconds:.1f} s",
+        f"probe: {report.name} — {len(report.probes)} tensors, {count(params)} values, {report.seconds:.1f} s",
         "  srank: stable rank ‖W‖²_F/σ²_max; erank90/99: rank keeping 90/99 % of ‖W‖²_F; int4 t/c: int4 error "
         "per tensor/per channel; 2:4, tern: their errors; card: distinct values at 1e-3; bits: fewest bits "
         "per channel under 2 % error; outl: columns above 6× the median column max",
@@ -55,7 +47,7 @@ def probe_text(report: ProbeReport) -> str:
                 p.verdict,
             ]
         )
-    out += _table(
+    out += table(
         [
             "tensor",
             "shape",
@@ -82,8 +74,8 @@ def layers_text(report: LayersReport, every: bool = False) -> str:
     plan = report.plan
     dense = plan.dense_bytes
     out = [
-        f"layers: {report.name} — {len(report.profiles)} weights, {human_bytes(dense)} dense (as stored); budget "
-        f"{report.budget:.0%} = {human_bytes(plan.budget)}; plan: {report.allocator}, minimizing "
+        f"layers: {report.name} — {len(report.profiles)} weights, {nbytes(dense)} dense (as stored); budget "
+        f"{report.budget:.0%} = {nbytes(plan.budget)}; plan: {report.allocator}, minimizing "
         f"{ERROR_WORDS[report.error]}",
         "",
     ]
@@ -98,25 +90,25 @@ def layers_text(report: LayersReport, every: bool = False) -> str:
                 f"{p.rows}×{p.cols}",
                 o.label,
                 f"{o.rel_err:.4f}",
-                human_bytes(o.bytes),
-                human_count(o.flops),
+                nbytes(o.bytes),
+                count(o.flops),
                 f"{p.dense_bytes / o.bytes:.2f}×",
             ]
         )
-    out += _table(["layer", "shape", "option", "error", "bytes", "FLOPs/row", "×"], rows, right={3, 4, 5, 6})
+    out += table(["layer", "shape", "option", "error", "bytes", "FLOPs/row", "×"], rows, right={3, 4, 5, 6})
     out += [
         "",
-        f"total: Σ rel_err {plan.total_err:.4f}; {human_bytes(plan.total_bytes)} of {human_bytes(dense)} "
+        f"total: Σ rel_err {plan.total_err:.4f}; {nbytes(plan.total_bytes)} of {nbytes(dense)} "
         f"({plan.total_bytes / dense:.1%}, {plan.compression:.2f}× smaller); FLOPs per input row "
-        f"{human_count(report.flops(plan))} of {human_count(report.dense_flops)}"
+        f"{count(report.flops(plan))} of {count(report.dense_flops)}"
         + ("" if plan.feasible else " — OVER BUDGET: no option left saves bytes"),
     ]
     g, d = report.greedy, report.dado
-    line = f"greedy: Σ rel_err {g.total_err:.4f} at {human_bytes(g.total_bytes)}"
+    line = f"greedy: Σ rel_err {g.total_err:.4f} at {nbytes(g.total_bytes)}"
     if d is not None:
         gain = g.total_err - d.total_err
         line += (
-            f"; dado: Σ rel_err {d.total_err:.4f} at {human_bytes(d.total_bytes)} "
+            f"; dado: Σ rel_err {d.total_err:.4f} at {nbytes(d.total_bytes)} "
             f"({f'better by {gain:.2g}' if gain > 0 else f'worse by {-gain:.2g}' if gain < 0 else 'same'})"
         )
     out.append(line)
@@ -135,7 +127,7 @@ def layers_text(report: LayersReport, every: bool = False) -> str:
             rows.append(
                 [
                     first + (" (=)" if also else ""),
-                    human_bytes(m.bytes),
+                    nbytes(m.bytes),
                     f"{m.bytes / dense:.1%}",
                     f"{m.total_err:.3f}",
                     *(_metric(m.metrics.get(k), f) for k, _, f in report.columns),
@@ -143,7 +135,7 @@ def layers_text(report: LayersReport, every: bool = False) -> str:
             )
         out += [
             "  " + r
-            for r in _table(
+            for r in table(
                 ["plan", "bytes", "of dense", "Σ rel_err", *(h for _, h, _ in report.columns)],
                 rows,
                 right=set(range(1, 4 + len(report.columns))),
@@ -177,13 +169,13 @@ def _every(report: LayersReport) -> list[str]:
     """Every option of every layer, by bytes, flagged tight (≤ 2 %) or ok (≤ 8 %), as the reference prints."""
     out = []
     for p in report.profiles:
-        out.append(f"{p.name} [{p.rows}×{p.cols}], dense {human_bytes(p.dense_bytes)}:")
+        out.append(f"{p.name} [{p.rows}×{p.cols}], dense {nbytes(p.dense_bytes)}:")
         best = p.options[p.best_within(TIGHT)]
         for o in sorted(p.options, key=lambda o: o.bytes):
             flag = "tight" if o.rel_err <= TIGHT else "ok" if o.rel_err <= OK else ""
-            mark = "  ← cheapest within 2 %" if o is best else ""
+            mark = "  ← cheapest within 2%" if o is best else ""
             out.append(
-                f"    {o.label:<28} err {o.rel_err:8.4f}  {human_bytes(o.bytes):>9}  "
+                f"    {o.label:<28} err {o.rel_err:8.4f}  {nbytes(o.bytes):>9}  "
                 f"{p.dense_bytes / o.bytes:6.2f}×  {flag}{mark}"
             )
     return out + [""]
@@ -194,9 +186,9 @@ def actions_text(report: ActionsReport) -> str:
     dense = sum(a.dense_bytes for a in report.actions)
     chosen = sum(a.bytes for a in report.actions)
     out = [f"actions: {report.name} — the cheapest option per layer within {report.budget:.0%} weight error", ""]
-    rows = [[a.name, a.verb, a.option, f"{a.rel_err:.4f}", human_bytes(a.bytes)] for a in report.actions]
-    out += _table(["layer", "action", "option", "error", "bytes"], rows, right={3, 4})
-    out += ["", f"total: {human_bytes(chosen)} of {human_bytes(dense)} ({dense / chosen:.2f}× smaller)"]
+    rows = [[a.name, a.verb, a.option, f"{a.rel_err:.4f}", nbytes(a.bytes)] for a in report.actions]
+    out += table(["layer", "action", "option", "error", "bytes"], rows, right={3, 4})
+    out += ["", f"total: {nbytes(chosen)} of {nbytes(dense)} ({dense / chosen:.2f}× smaller)"]
     tern = [a.name for a in report.actions if "ternary" in a.verb]
     structural = [a.name for a in report.actions if a.verb == "REPLACE (structural)"]
     out.append(f"ternary-viable: {', '.join(tern) if tern else 'none'}")
@@ -228,7 +220,7 @@ def quant_text(report: QuantReport) -> str:
         top = max(v[1] for v in layers.values()) or 1.0
         out += [
             "  " + r
-            for r in _table(
+            for r in table(
                 ["layer", "int8", "int4", ""],
                 [[str(k), f"{a:.4f}", f"{b:.4f}", "█" * max(1, round(20 * b / top))] for k, (a, b) in layers.items()],
                 right={1, 2},
@@ -254,7 +246,7 @@ def quant_text(report: QuantReport) -> str:
         rows.append(
             [
                 kind,
-                human_count(n),
+                count(n),
                 f"{n / total:.1%}",
                 f"{_mean(group, 'int8_pt'):.4f}",
                 f"{_mean(group, 'int8_pc'):.4f}",
@@ -266,7 +258,7 @@ def quant_text(report: QuantReport) -> str:
     out += ["by kind (mean error; /t per tensor, /c per channel):"]
     out += [
         "  " + r
-        for r in _table(
+        for r in table(
             ["kind", "params", "share", "int8/t", "int8/c", "int4/c", "int3/c", "outlier"], rows, right=set(range(1, 8))
         )
     ]
@@ -282,7 +274,7 @@ def quant_text(report: QuantReport) -> str:
     out += [
         f"recipe: int4 where per-channel int4 error ≤ {report.int4_budget}, else int8: "
         f"{sum(b == 4 for b in recipe.values())} int4, {sum(b == 8 for b in recipe.values())} int8; "
-        f"{human_bytes(mixed)} vs uniform int8 {human_bytes(total)} / int4 {human_bytes(total / 2)} "
+        f"{nbytes(mixed)} vs uniform int8 {nbytes(total)} / int4 {nbytes(total / 2)} "
         "(weights only, scales not counted)",
         f"  Σ error: mixed {sum(s.int4_pc if recipe[s.name] == 4 else s.int8_pc for s in stats):.3f}, "
         f"uniform int8 {sum(s.int8_pc for s in stats):.3f}, uniform int4 {sum(s.int4_pc for s in stats):.3f}; "
@@ -304,9 +296,7 @@ def _mean(group, attr: str) -> float:
 
 
 def _metric(value: float | None, fmt: str) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.1f} %" if fmt == "pct" else format(value, fmt)
+    return percent(value) if fmt == "pct" else num(value, fmt)
 
 
 def _winner(report: LayersReport) -> str:
