@@ -42,7 +42,7 @@ from common import header, interleaved, load_line, median, paired_ratio, short_e
 from iree.compiler import ir  # noqa: E402
 from iree.compiler.dialects import func  # noqa: E402
 
-from opscope.dialect.lowering import HIST_LANES  # noqa: E402
+from opscope.dialect.lowering.histogram import HIST_LANES  # noqa: E402
 from opscope.ir.arguments import function_args  # noqa: E402
 from opscope.ir.loading import new_context, parse_module  # noqa: E402
 from opscope.ir.sites import ROLES, find_sites  # noqa: E402

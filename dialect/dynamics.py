@@ -15,7 +15,7 @@
 
 Everything is f32 (f16/bf16 inputs are extended); results are packed into one 1-D f32
 tensor in the order the statistics are listed (`DynamicsKernel.offsets`), or one result
-per statistic.
+per statistic. The text is written by the stats kernels' emitter (`lowering.emitter`).
 """
 
 from __future__ import annotations
@@ -23,17 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from opscope.dialect.lowering.emitter import NEG_INF, ONE, ZERO, Emitter, Operand, affine_map, tensor_type, yield_line
+
 ATTN_KINDS = ("attn_qmax", "attn_krecv", "attn_entropy", "gate_top2")
 ROUTE_KINDS = ("route_load",)
 RESIDUAL_KINDS = ("res_a_sumsq", "res_b_sumsq", "res_cos")
 DYNAMICS_KINDS = ATTN_KINDS + ROUTE_KINDS + RESIDUAL_KINDS
 PAIR_KINDS = RESIDUAL_KINDS  # statistics of two tensors (the stream and the block's output)
 COS_EPS = 1e-12
-NEG_INF, ZERO, ONE = "0xFF800000", "0.000000e+00", "1.000000e+00"
-
-
-def _t(shape: tuple[int, ...], elem: str = "f32") -> str:
-    return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
 
 
 @dataclass(frozen=True)
@@ -107,38 +104,28 @@ class DynamicsKernel:
         problem = self.check()
         if problem:
             raise ValueError(problem)
-        em = _Emit()
+        em = Emitter()
         args = ["%x0"] + (["%x1"] if self.family == "residual" else [])
         pieces = {"attn": self._attn, "route": self._route, "residual": self._residual}[self.family](em, args)
         outs: list[tuple[str, str]] = []
         if pack:
-            res_ty = _t((self.total,))
+            res_ty = tensor_type((self.total,))
             acc = em.line("tensor.empty() : " + res_ty, "packed")
             for kind, off in zip(self.kinds, self.offsets()):
                 n = self.length(kind)
                 acc = em.line(
-                    f"tensor.insert_slice {pieces[kind]} into {acc}[{off}] [{n}] [1] : {_t((n,))} into {res_ty}",
+                    f"tensor.insert_slice {pieces[kind]} into {acc}[{off}] [{n}] [1] : {tensor_type((n,))} into {res_ty}",
                     "packed",
                 )
             outs.append((acc, res_ty))
         else:
-            outs = [(pieces[k], _t((self.length(k),))) for k in self.kinds]
-        in_ty = _t(self.shape, self.elem)
-        params = ", ".join(f"{a}: {in_ty}" for a in args)
-        res_tys = ", ".join(t for _, t in outs)
-        attrs = " attributes {noinline}" if noinline else ""
-        return "\n".join(
-            [
-                f"func.func private @{name}({params}) -> ({res_tys}){attrs} {{",
-                *em.lines,
-                f"  return {', '.join(v for v, _ in outs)} : {res_tys}",
-                "}",
-            ]
-        )
+            outs = [(pieces[k], tensor_type((self.length(k),))) for k in self.kinds]
+        in_ty = tensor_type(self.shape, self.elem)
+        return em.function(name, ", ".join(f"{a}: {in_ty}" for a in args), outs, noinline)
 
-    def _attn(self, em: _Emit, args: list[str]) -> dict[str, str]:
+    def _attn(self, em: Emitter, args: list[str]) -> dict[str, str]:
         g, q, k = self.groups
-        src, view_ty = _t(self.shape, self.elem), _t((g, q, k), self.elem)
+        src, view_ty = tensor_type(self.shape, self.elem), tensor_type((g, q, k), self.elem)
         rank = len(self.shape)
         if rank == 2:
             p = em.line(
@@ -156,21 +143,21 @@ class DynamicsKernel:
         v = "%v" if ext else "%in"
         row_kinds = [kd for kd in ("attn_qmax", "gate_top2", "attn_entropy") if kd in self.kinds]
         if row_kinds:  # one pass over each query's row: its max, second largest and entropy
-            acc_ty = _t((g, q))
+            acc_ty = tensor_type((g, q))
             body_q, yields, inits, names = [], [], [], []
             if "attn_qmax" in self.kinds or "gate_top2" in self.kinds:
-                inits.append(em.filled(acc_ty, NEG_INF))
+                inits.append(em.filled((g, q), NEG_INF))
                 body_q.append(f"%mx = arith.maximumf {v}, %a0 : f32")
                 yields.append("%mx")
                 names.append("attn_qmax")
             if "gate_top2" in self.kinds:  # the larger of the old second and min(old max, x)
-                inits.append(em.filled(acc_ty, NEG_INF))
+                inits.append(em.filled((g, q), NEG_INF))
                 a = f"%a{len(yields)}"
                 body_q += [f"%lo = arith.minimumf {v}, %a0 : f32", f"%t2 = arith.maximumf {a}, %lo : f32"]
                 yields.append("%t2")
                 names.append("gate_top2")
             if "attn_entropy" in self.kinds:
-                inits.append(em.filled(acc_ty, ZERO))
+                inits.append(em.filled((g, q), ZERO))
                 a = f"%a{len(yields)}"
                 body_q += [
                     f"%lg = math.log {v} : f32",
@@ -181,39 +168,31 @@ class DynamicsKernel:
                 ]
                 yields.append("%ent")
                 names.append("attn_entropy")
-            maps = ["affine_map<(d0, d1, d2) -> (d0, d1, d2)>"] + ["affine_map<(d0, d1, d2) -> (d0, d1)>"] * len(inits)
-            accs = [f"%a{i}: f32" for i in range(len(inits))]
             res = em.generic(
-                maps,
+                "g",
                 ["parallel", "parallel", "reduction"],
-                [(p, view_ty)],
-                [(x, acc_ty) for x in inits],
-                f"%in: {self.elem}, " + ", ".join(accs),
-                ([ext] if ext else []) + [f"%zero = arith.constant {ZERO} : f32"] + body_q,
-                yields,
+                [Operand(p, view_ty, affine_map(3, "d0, d1, d2"), "%in", self.elem)],
+                [Operand(x, acc_ty, affine_map(3, "d0, d1"), f"%a{i}", "f32") for i, x in enumerate(inits)],
+                ([ext] if ext else []) + [f"%zero = arith.constant {ZERO} : f32"] + body_q + [yield_line(yields)],
             )
             for kd, r in zip(names, res):
                 if kd in self.kinds:
                     out[kd] = em.flat(r, (g, q))
         if "attn_krecv" in self.kinds:
-            acc_ty = _t((g, k))
-            init = em.filled(acc_ty, ZERO)
             res = em.generic(
-                ["affine_map<(d0, d1, d2) -> (d0, d2, d1)>", "affine_map<(d0, d1, d2) -> (d0, d1)>"],
+                "g",
                 ["parallel", "parallel", "reduction"],
-                [(p, view_ty)],
-                [(init, acc_ty)],
-                f"%in: {self.elem}, %a0: f32",
-                ([ext] if ext else []) + [f"%s = arith.addf %a0, {v} : f32"],
-                ["%s"],
+                [Operand(p, view_ty, affine_map(3, "d0, d2, d1"), "%in", self.elem)],
+                [Operand(em.filled((g, k), ZERO), tensor_type((g, k)), affine_map(3, "d0, d1"), "%a0", "f32")],
+                ([ext] if ext else []) + [f"%s = arith.addf %a0, {v} : f32", yield_line(["%s"])],
             )
             out["attn_krecv"] = em.flat(res[0], (g, k))
         return out
 
-    def _route(self, em: _Emit, args: list[str]) -> dict[str, str]:
+    def _route(self, em: Emitter, args: list[str]) -> dict[str, str]:
         n, e = self.numel, self.experts
-        src = _t(self.shape, self.elem)
-        flat_ty = _t((n,), self.elem)
+        src = tensor_type(self.shape, self.elem)
+        flat_ty = tensor_type((n,), self.elem)
         rank = len(self.shape)
         if rank == 1:
             flat = args[0]
@@ -224,14 +203,11 @@ class DynamicsKernel:
                 f"tensor.collapse_shape {args[0]} [[{', '.join(str(i) for i in range(rank))}]] : {src} into {flat_ty}",
                 "idx",
             )
-        acc_ty = _t((e,))
-        init = em.filled(acc_ty, ZERO)
         res = em.generic(
-            ["affine_map<(d0, d1) -> (d0)>", "affine_map<(d0, d1) -> (d1)>"],
+            "g",
             ["reduction", "parallel"],
-            [(flat, flat_ty)],
-            [(init, acc_ty)],
-            f"%in: {self.elem}, %a0: f32",
+            [Operand(flat, flat_ty, affine_map(2, "d0"), "%in", self.elem)],
+            [Operand(em.filled((e,), ZERO), tensor_type((e,)), affine_map(2, "d1"), "%a0", "f32")],
             [
                 "%bin = linalg.index 1 : index",
                 f"%i = arith.index_cast %in : {self.elem} to index",
@@ -239,14 +215,14 @@ class DynamicsKernel:
                 f"%one = arith.constant {ONE} : f32",
                 "%inc = arith.addf %a0, %one : f32",
                 "%c = arith.select %hit, %inc, %a0 : f32",
+                yield_line(["%c"]),
             ],
-            ["%c"],
         )
         return {"route_load": res[0]}
 
-    def _residual(self, em: _Emit, args: list[str]) -> dict[str, str]:
+    def _residual(self, em: Emitter, args: list[str]) -> dict[str, str]:
         r, d = self.rows
-        src, rows_ty = _t(self.shape, self.elem), _t((r, d), self.elem)
+        src, rows_ty = tensor_type(self.shape, self.elem), tensor_type((r, d), self.elem)
         rank = len(self.shape)
         views = []
         for a in args:
@@ -259,19 +235,18 @@ class DynamicsKernel:
             else:
                 lead = ", ".join(str(i) for i in range(rank - 1))
                 views.append(em.line(f"tensor.collapse_shape {a} [[{lead}], [{rank - 1}]] : {src} into {rows_ty}", "h"))
-        row_ty = _t((r,))
-        inits = [em.filled(row_ty, ZERO) for _ in range(4)]
+        row_ty = tensor_type((r,))
+        inits = [em.filled((r,), ZERO) for _ in range(4)]
         ext = (
             [f"%h = arith.extf %x : {self.elem} to f32", f"%d = arith.extf %y : {self.elem} to f32"]
             if self.elem != "f32"
             else ["%h = arith.addf %x, %zero : f32", "%d = arith.addf %y, %zero : f32"]
         )
         rows = em.generic(
-            ["affine_map<(d0, d1) -> (d0, d1)>"] * 2 + ["affine_map<(d0, d1) -> (d0)>"] * 4,
+            "g",
             ["parallel", "reduction"],
-            [(views[0], rows_ty), (views[1], rows_ty)],
-            [(x, row_ty) for x in inits],
-            f"%x: {self.elem}, %y: {self.elem}, %na: f32, %nb: f32, %nh: f32, %dot: f32",
+            [Operand(x, rows_ty, affine_map(2, "d0, d1"), a, self.elem) for x, a in zip(views, ("%x", "%y"))],
+            [Operand(x, row_ty, affine_map(2, "d0"), a, "f32") for x, a in zip(inits, ("%na", "%nb", "%nh", "%dot"))],
             [
                 f"%zero = arith.constant {ZERO} : f32",
                 *ext,
@@ -284,17 +259,16 @@ class DynamicsKernel:
                 "%nb2 = arith.addf %nb, %dd : f32",
                 "%nh2 = arith.addf %nh, %oo : f32",
                 "%dot2 = arith.addf %dot, %ho : f32",
+                yield_line(["%na2", "%nb2", "%nh2", "%dot2"]),
             ],
-            ["%na2", "%nb2", "%nh2", "%dot2"],
         )
-        one_ty = _t((1,))
-        totals = [em.filled(one_ty, ZERO) for _ in range(3)]
+        one_ty = tensor_type((1,))
+        totals = [em.filled((1,), ZERO) for _ in range(3)]
         sums = em.generic(
-            ["affine_map<(d0) -> (d0)>"] * 4 + ["affine_map<(d0) -> (0)>"] * 3,
+            "g",
             ["reduction"],
-            [(x, row_ty) for x in rows],
-            [(x, one_ty) for x in totals],
-            "%na: f32, %nb: f32, %nh: f32, %dot: f32, %sa: f32, %sb: f32, %sc: f32",
+            [Operand(x, row_ty, affine_map(1, "d0"), a, "f32") for x, a in zip(rows, ("%na", "%nb", "%nh", "%dot"))],
+            [Operand(x, one_ty, affine_map(1, "0"), a, "f32") for x, a in zip(totals, ("%sa", "%sb", "%sc"))],
             [
                 "%ra = math.sqrt %na : f32",
                 "%rh = math.sqrt %nh : f32",
@@ -305,68 +279,14 @@ class DynamicsKernel:
                 "%sa2 = arith.addf %sa, %na : f32",
                 "%sb2 = arith.addf %sb, %nb : f32",
                 "%sc2 = arith.addf %sc, %cos : f32",
+                yield_line(["%sa2", "%sb2", "%sc2"]),
             ],
-            ["%sa2", "%sb2", "%sc2"],
         )
         mean = em.generic(
-            ["affine_map<(d0) -> (d0)>"] * 2,
+            "g",
             ["parallel"],
-            [(sums[2], one_ty)],
-            [(em.line("tensor.empty() : " + one_ty, "e"), one_ty)],
-            "%s: f32, %o: f32",
-            [f"%inv = arith.constant {1.0 / r:e} : f32", "%m = arith.mulf %s, %inv : f32"],
-            ["%m"],
+            [Operand(sums[2], one_ty, affine_map(1, "d0"), "%s", "f32")],
+            [Operand(em.empty(one_ty), one_ty, affine_map(1, "d0"), "%o", "f32")],
+            [f"%inv = arith.constant {1.0 / r:e} : f32", "%m = arith.mulf %s, %inv : f32", yield_line(["%m"])],
         )
         return {"res_a_sumsq": sums[0], "res_b_sumsq": sums[1], "res_cos": mean[0]}
-
-
-class _Emit:
-    """The body lines of one kernel, with fresh SSA names."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.n = 0
-
-    def line(self, rhs: str, hint: str = "v") -> str:
-        self.n += 1
-        name = f"%_{hint}{self.n}"
-        self.lines.append(f"  {name} = {rhs}")
-        return name
-
-    def filled(self, ty: str, value: str) -> str:
-        e = self.line(f"tensor.empty() : {ty}", "e")
-        c = self.line(f"arith.constant {value} : f32", "c")
-        return self.line(f"linalg.fill ins({c} : f32) outs({e} : {ty}) -> {ty}", "init")
-
-    def flat(self, value: str, shape: tuple[int, int]) -> str:
-        """A [a, b] f32 tensor as [a·b]."""
-        return self.line(
-            f"tensor.collapse_shape {value} [[0, 1]] : {_t(shape)} into {_t((shape[0] * shape[1],))}", "flat"
-        )
-
-    def generic(
-        self,
-        maps: list[str],
-        iterators: list[str],
-        ins: list[tuple[str, str]],
-        outs: list[tuple[str, str]],
-        args: str,
-        body: list[str],
-        yields: list[str],
-    ) -> list[str]:
-        """One `linalg.generic` (its block arguments `args`, its body lines, what it yields)."""
-        self.n += 1
-        res = f"%_g{self.n}"
-        head = f"{res}:{len(outs)}" if len(outs) > 1 else res
-        its = ", ".join(f'"{i}"' for i in iterators)
-        out_tys = ", ".join(t for _, t in outs)
-        self.lines.append(
-            f"  {head} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}} "
-            f"ins({', '.join(v for v, _ in ins)} : {', '.join(t for _, t in ins)}) "
-            f"outs({', '.join(v for v, _ in outs)} : {out_tys}) {{"
-        )
-        self.lines.append(f"  ^bb0({args}):")
-        self.lines += [f"    {b}" for b in body]
-        self.lines.append(f"    linalg.yield {', '.join(yields)} : {', '.join('f32' for _ in yields)}")
-        self.lines.append(f"  }} -> ({out_tys})" if len(outs) > 1 else f"  }} -> {out_tys}")
-        return [f"{res}#{i}" for i in range(len(outs))] if len(outs) > 1 else [res]

@@ -2,7 +2,7 @@
 
 Groups the `opscope.stat` ops of each function by (value, site, role), in order of first
 appearance. Tensors of the same type and stat list share one call of a stacked stats
-kernel (`dialect/lowering.py`), each value once, inserted right after its last tensor is
+kernel (`dialect/lowering/`), each value once, inserted right after its last tensor is
 defined; constant expressions get calls of their own; every call has a kernel of its own
 (IREE 3.13's iree-util-ipo mis-merges the arguments of a kernel called from two places:
 see `_calls`). A kernel concatenates its tensors into one stack, at most `batch` at a time
@@ -45,7 +45,9 @@ from iree.compiler import ir
 from iree.compiler.dialects import func
 
 from opscope.dialect.dynamics import DYNAMICS_KINDS, DynamicsKernel
-from opscope.dialect.lowering import HIST_LANES, StatItem, StatsKernel
+from opscope.dialect.lowering.histogram import HIST_LANES
+from opscope.dialect.lowering.kernel import StatsKernel
+from opscope.dialect.lowering.signature import StatItem
 from opscope.dialect.ops import StatOp, stat_ops, verify_stat
 from opscope.errors import OpscopeError
 from opscope.ir.const_expr import is_const_expr, is_constant, is_weight, owner

@@ -18,7 +18,7 @@ import pytest
 from distributions import DISTS, sample
 from test_tidy import f32_text, write_tidy_csv
 
-from opscope.dialect.lowering import ELEMSIG_SKEW
+from opscope.dialect.lowering.signature import ELEMSIG_SKEW
 from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.keys import appearance_order

@@ -181,7 +181,9 @@ def test_all_zero_tensors(modules, runnable_target):
 def test_i8_hist_layout_bounds_every_lane_count():
     """The overflow bound `HIST_LANES` relies on: an i8 lane never counts more than 255
     indices, and the [S, N, L] view covers the tensor exactly, for every size it takes."""
-    from opscope.dialect.lowering import I8_MAX_COUNT, StatItem, StatsKernel
+    from opscope.dialect.lowering.histogram import I8_MAX_COUNT
+    from opscope.dialect.lowering.kernel import StatsKernel
+    from opscope.dialect.lowering.signature import StatItem
 
     hist = [StatItem("hist", 32, -1.0, 1.0, True)]
     sizes = [64 * c for c in range(1, 4097)] + [512 * 1024, 1024 * 1024, 128 * 1024 * 3, 64 * 255 * 257]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from opscope.dialect.lowering import ELEMSIG_MAX, channel_view
+from opscope.dialect.lowering.layout import channel_view
+from opscope.dialect.lowering.signature import ELEMSIG_MAX
 from opscope.dialect.ops import STAT_KINDS
 from opscope.errors import OpscopeError
 from opscope.ir.sites import ROLES

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from opscope.dialect.lowering import ELEMSIG_SKEW, channel_view
+from opscope.dialect.lowering.layout import channel_view
+from opscope.dialect.lowering.signature import ELEMSIG_SKEW
 from opscope.ir.stat_config import ELEMSIG_MAX, StatConfig, plan_stats
 
 EPS_SCALE = np.float32(1e-12)
