@@ -154,6 +154,7 @@ def peak_rss_mib() -> float:
 
 def measure(path: Path, costs: Path) -> dict[str, float]:
     """One fresh-process measurement: read, mine, render, each phase of mine, peak RSS."""
+    import opscope
     from opscope.mining.keys import appearance_order
     from opscope.mining.report import mine
     from opscope.mining.signals import value_signals
@@ -167,8 +168,8 @@ def measure(path: Path, costs: Path) -> dict[str, float]:
     t1 = time.perf_counter()
     report = mine(df, site_costs)
     t2 = time.perf_counter()
-    report.to_text()
-    report.to_json()
+    opscope.render(report)
+    opscope.render(report, "json")
     t3 = time.perf_counter()
     rss = peak_rss_mib()  # before the phases run again
     order = appearance_order(df)

@@ -8,7 +8,7 @@ The Python API (the `opscope` command is a thin layer over it)::
     frame = opscope.read_sketches(run)      # the tidy table: a polars DataFrame
     report = opscope.mine(frame)            # signals, ranked findings, cross-step, opportunities
     report.ranked                           # ... each a polars DataFrame
-    print(report.to_text())                 # or to_markdown(), to_json()
+    print(opscope.render(report))           # or "markdown", "json"
 
 For IR users::
 
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from opscope.run.runtime import LoadedModule
 
 __all__ = [
+    "render",
+    "FORMATS",
     "profile",
     "read_sketches",
     "mine",
@@ -118,6 +120,69 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The module's names and the lazy types, so `dir(opscope)` and `help(opscope)` show them."""
     return sorted(set(globals()) | set(__all__))
+
+
+FORMATS = ("text", "markdown", "json")
+
+# Each report type and its renderers: format -> "module:function", called as function(report, **options).
+# A format not named: json is `to_dict(**options)` written as JSON, markdown the text in a code block.
+_RENDERERS: dict[str, dict[str, str]] = {
+    "MineReport": {
+        "text": "opscope.mining.render:mine_text",
+        "markdown": "opscope.mining.render:mine_markdown",
+        "json": "opscope.mining.render:mine_json",
+    },
+    "ParityReport": {
+        "text": "opscope.act.op_compare:parity_text",
+        "markdown": "opscope.act.op_compare:parity_markdown",
+    },
+    "WhatIfReport": {"text": "opscope.act.render_whatif:whatif_text"},
+    "KernelPlan": {"text": "opscope.act.render_plan:plan_text"},
+    "TimingReport": {"text": "opscope.act.timing:timing_text"},
+    "ProbeReport": {"text": "opscope.probe.render:probe_text"},
+    "LayersReport": {"text": "opscope.probe.render:layers_text"},
+    "ActionsReport": {"text": "opscope.probe.render:actions_text"},
+    "QuantReport": {"text": "opscope.probe.render:quant_text"},
+    "LiveRun": {"text": "opscope.drive.live_run:live_text"},
+    "LiveReport": {"text": "opscope.online.report:live_report_text"},
+    "ModuleCost": {"text": "opscope.analysis.ledger:ledger_text", "json": "opscope.analysis.ledger:ledger_json"},
+    "DispatchReport": {"text": "opscope.analysis.dispatch:dispatch_text"},
+    "ShapeHistogram": {"text": "opscope.analysis.shapes:shapes_text"},
+    "MotifReport": {"text": "opscope.analysis.motifs:motifs_text"},
+    "ConeReport": {"text": "opscope.analysis.cones:cones_text"},
+}
+
+
+def render(report: Any, fmt: str = "text", **options: Any) -> str:
+    """`report` (any report an API function returns) as `fmt`: "text" (aligned for a terminal),
+    "markdown" or "json". `options` go to the renderer: `top` (rows shown) for the static
+    analyses and parity, `ridge` for the ledgers, `every` for layers and whatif, `all_ops` for
+    parity, `width` for flow cones; a renderer ignores the options it does not take, so one call
+    serves every format. The one way every report is written, by the API and the CLI."""
+    import importlib
+    import json
+
+    kind = type(report).__name__
+    if kind not in _RENDERERS:
+        raise OpscopeError(f"render: {kind} is not a report (reports: {', '.join(sorted(_RENDERERS))})")
+    if fmt not in FORMATS:
+        raise OpscopeError(f"render: unknown format {fmt!r} (choose one of: {', '.join(FORMATS)})")
+    named = _RENDERERS[kind].get(fmt)
+    if named is not None:
+        module, function = named.split(":")
+        fn = getattr(importlib.import_module(module), function)
+        return fn(report, **_taken(fn, options))
+    if fmt == "json":
+        return json.dumps(report.to_dict(**_taken(report.to_dict, options)), indent=2, ensure_ascii=False)
+    return "```\n" + render(report, "text", **options).rstrip("\n") + "\n```\n"
+
+
+def _taken(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The `options` `fn` takes: one call with every option serves each format."""
+    import inspect
+
+    names = inspect.signature(fn).parameters
+    return {k: v for k, v in options.items() if k in names}
 
 
 def profile(
@@ -215,8 +280,7 @@ def mine(
     """Mine sketches for exploitable structure; returns a `MineReport` whose tables are
     polars DataFrames: `.signals` (per backend/dist/site/role, with the exploit),
     `.ranked` (the findings, best first), and with two or more steps `.cross_step`,
-    `.opportunities` and `.aggregate`. It renders with `.to_text()`, `.to_markdown()`,
-    `.to_json()`.
+    `.opportunities` and `.aggregate`; `render(report, fmt)` writes it.
 
     `source`: a tidy DataFrame (`read_sketches`), a run, or files as `read_sketches` takes
     them. `costs` (a site → FLOPs mapping, or a `site,flops` file) weighs the temporal
@@ -327,7 +391,7 @@ def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:
     builds map the weights from one parameter file in a temporary folder; None: so for a model of
     128 MiB or more), `weights_dtype` (as `profile`'s). Returns a
     `ParityReport`: `.ops` (one `OpDiff` per op, in program order), `.exact`, `.worst`,
-    `.first_beyond(tol)`, `.to_text()`, `.to_markdown()`, `.to_json()`."""
+    `.first_beyond(tol)`; `render(report, fmt, all_ops=...)` writes it."""
     from opscope.act.parity import op_parity
 
     return op_parity(a, b, **options)
@@ -363,7 +427,7 @@ def whatif(
     `inputs` / `text` + `tokenizer` / generated. `parameters`: every build maps the weights from
     one parameter file in a temporary folder instead of carrying them (None: so for a model of
     128 MiB or more), float32 ones stored as `weights_dtype` (bf16, f16).
-    Returns a `WhatIfReport` (`.text()`, `.to_dict()`)."""
+    Returns a `WhatIfReport` (`.to_dict()`; `render(report)`)."""
     from opscope.act.evalset import eval_set
     from opscope.act.whatif import Variant, sweep_skips
     from opscope.act.whatif import fakequant as scheme

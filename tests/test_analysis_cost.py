@@ -17,6 +17,7 @@ import json
 import pytest
 from iree.compiler import ir
 
+import opscope
 from opscope.analysis.cost import OpCost, analyze, body_costs, executions, is_hoisted, op_cost
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.analysis.shapes import shape_histogram
@@ -406,7 +407,7 @@ func.func @main(%x: tensor<8x16xf32>) -> tensor<8x32xf32> {
     assert (wt.name, wt.bytes_read, wt.bytes_written) == ("wt", 32 * 16 * 4, 32 * 16 * 4)
     literal = {x.name: x for x in analyze(module, hoist=False).ops}
     assert literal["wt"].bytes == 2 * 32 * 16 * 4 and literal["wt"].bytes_weights == 32 * 16 * 4
-    assert "hoisted constant expressions" in hoisted.to_text()
+    assert "hoisted constant expressions" in opscope.render(hoisted)
 
 
 def test_copies_move_what_they_write():
@@ -437,7 +438,7 @@ func.func @main(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>, %acc: tensor<?x8xf32>)
     assert roofline_class(dyn, DEFAULT_RIDGE) == "unknown"
     assert mc.unknown == [("matmul", "dyn", "dynamic shape tensor<?x8xf32>")]
     assert not mc.complete and mc.total_bytes == 0 and mc.total_flops == 0
-    assert "dyn: dynamic shape" in mc.to_text()
+    assert "dyn: dynamic shape" in opscope.render(mc)
     assert mc.roofline_split().unknown_ops == 1
 
 
@@ -458,7 +459,7 @@ func.func @main(%x: tensor<8x4xf32>, %i: tensor<8x4xi64>) -> (tensor<8x4xf32>, t
         ("sort", "topk", "iree_linalg_ext.sort is not modelled"),
         ("my.custom", "custom", "my.custom is not modelled"),
     ]
-    text = mc.to_text()
+    text = opscope.render(mc)
     assert "unknown (2):" in text and "lower bounds" in text
     json.dumps(mc.to_dict())
 
@@ -467,11 +468,11 @@ def test_empty_module_is_zeros_with_a_clear_note():
     mc = analyze(parse_module("module {}"))
     assert (mc.ops, mc.total_flops, mc.total_bytes, mc.weight_share, mc.intensity) == ([], 0, 0, 0.0, 0.0)
     assert mc.by_label() == [] and mc.top(5) == [] and mc.unknown == []
-    text = mc.to_text()
+    text = opscope.render(mc)
     assert "bytes moved" in text and "no ops to cost" in text
     assert json.loads(json.dumps(mc.to_dict()))["totals"]["ops"] == 0
     hist = shape_histogram(parse_module("module {}"))
-    assert (hist.gemms, hist.attention, hist.total_flops) == ([], [], 0) and "none" in hist.to_text()
+    assert (hist.gemms, hist.attention, hist.total_flops) == ([], [], 0) and "none" in opscope.render(hist)
 
 
 # -- loops: trip count × body, or unknown ------------------------------------------------------
@@ -531,7 +532,7 @@ def test_a_static_loop_counts_trip_count_times_its_body():
         J * hh,
         J,
     )
-    assert "loops counted as trip count × body: lstm ×5" in mc.to_text()
+    assert "loops counted as trip count × body: lstm ×5" in opscope.render(mc)
     assert json.loads(json.dumps(mc.to_dict()))["totals"]["flops"] == 36_160
     # GEMM shapes: each site × its executions, shares of a total that contains them
     assert [executions(s.op) for s in find_sites(module)] == [(T, None), (T * J, None)]
@@ -540,8 +541,8 @@ def test_a_static_loop_counts_trip_count_times_its_body():
     assert rows == [(B, H, H, 1, T * J, T * J * hh), (B, I, H, 1, T, T * ih)]
     assert hist.gemm_flops == T * ih + T * J * hh == 35_840 and hist.total_flops == 36_160
     assert [g.share for g in hist.gemms] == [T * J * hh / 36_160, T * ih / 36_160]
-    assert hist.uncounted == [] and "99.1% of the module's 36.16 K" in hist.to_text()
-    assert "(30.72 K FLOPs, 15 runs)" in hist.to_text()
+    assert hist.uncounted == [] and "99.1% of the module's 36.16 K" in opscope.render(hist)
+    assert "(30.72 K FLOPs, 15 runs)" in opscope.render(hist)
 
 
 def _op(module, name: str):
@@ -620,7 +621,7 @@ def test_loops_without_a_static_trip_count_are_unknown_and_their_sites_left_out(
     ]
     top = 2 * 4 * 8 * 8
     assert mc.total_flops == top and not mc.complete  # never guessed, never 0: listed and left out
-    text = mc.to_text()
+    text = opscope.render(mc)
     assert "unknown (3):" in text and "until_done: scf.while: no static trip count" in text
     assert "loops counted as trip count × body: opaque_body ×2" in text
     hist = shape_histogram(module)
@@ -630,7 +631,7 @@ def test_loops_without_a_static_trip_count_are_unknown_and_their_sites_left_out(
         "wstep: inside loop until_done: scf.while: no static trip count (it loops until its condition fails)",
         "known: its loop's FLOPs are unknown (body op custom: my.custom is not modelled)",
     ]
-    text = hist.to_text()
+    text = opscope.render(hist)
     assert "100.0% of the module's 512" in text and "3 site(s) outside the module's FLOP total left out:" in text
     assert json.loads(json.dumps(hist.to_dict()))["uncounted"] == hist.uncounted
 
@@ -724,7 +725,7 @@ def test_rankings_kinds_and_roofline_split(transformer):
 
 
 def test_ledger_text_has_the_reference_sections(transformer):
-    text = analyze(transformer).to_text(top=3, ridge=4.0)
+    text = opscope.render(analyze(transformer), top=3, ridge=4.0)
     for part in (
         "bytes moved",
         "weights read",
@@ -763,7 +764,7 @@ def test_gemm_histogram_sorted_by_flops(transformer):
     assert hist.total_flops == analyze(transformer).total_flops
     assert abs(sum(g.share for g in hist.gemms) - hist.gemm_flops / hist.total_flops) < 1e-12
     assert all(g.dtype == "f32" for g in hist.gemms)
-    assert "8×32×32" in hist.to_text() and json.dumps(hist.to_dict())
+    assert "8×32×32" in opscope.render(hist) and json.dumps(hist.to_dict())
 
 
 def test_site_costs_sidecar_equals_the_cost_model(transformer, tmp_path):

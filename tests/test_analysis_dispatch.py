@@ -7,6 +7,7 @@ import json
 import pytest
 from errors import one_line
 
+import opscope
 from opscope.analysis.cost import analyze
 from opscope.analysis.dispatch import analyze_dispatches
 from opscope.errors import OpscopeError
@@ -55,7 +56,7 @@ def test_residual_adds_fuse_into_the_projections_before_them(report):
 
 
 def test_renderers(report):
-    text = report.to_text(top=3, ridge=10)
+    text = opscope.render(report, top=3, ridge=10)
     assert text.splitlines()[0].startswith(f"{len(report.dispatches)} dispatches (")
     assert "layer0.ffn.up" in text and "memory-bound" in text
     doc = json.loads(json.dumps(report.to_dict(ridge=10)))

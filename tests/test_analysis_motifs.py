@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import opscope
 from opscope.analysis.cones import ConeReport, dataflow_cones, mine_cones
 from opscope.analysis.motifs import MotifReport, linear_motifs, mine_motifs
 from opscope.ir.loading import parse_module
@@ -341,7 +342,7 @@ def test_nothing_to_mine_is_a_note_not_a_crash(text):
     module = parse_module(text)
     for report in (linear_motifs(module), dataflow_cones(module)):
         assert report.ops == 0 and report.note == "no ops with tensor results: nothing to mine"
-        assert "note: no ops with tensor results" in report.to_text()
+        assert "note: no ops with tensor results" in opscope.render(report)
         assert json.loads(json.dumps(report.to_dict()))["note"] == report.note
     assert linear_motifs(module).motifs == () and dataflow_cones(module).cones == ()
 
@@ -435,12 +436,12 @@ def test_moe_cones_routing_block():
 
 def test_reports_render_and_serialize(transformer):
     m, c = linear_motifs(transformer), dataflow_cones(transformer)
-    text = c.to_text(top=1, width=60)
+    text = opscope.render(c, top=1, width=60)
     assert c.ops == 12 * LAYERS  # 8 matmuls, softmax, relu and 2 residual adds per layer
     assert text.splitlines()[0] == f"cones: {c.ops} ops; depth 2..6, seen ≥2 times: 2 (top 1)"
     assert text.splitlines()[1].split()[:5] == ["48", "×6", "d=6", "ops=8", "attention"]
     assert "…" in text and "sites: layer0.attn.residual, layer1.attn.residual" in text
-    assert m.to_text(top=1).splitlines()[1].split() == [
+    assert opscope.render(m, top=1).splitlines()[1].split() == [
         "72",
         "×12",
         "matmul",

@@ -69,7 +69,7 @@ def run(tmp_path_factory):
 def test_profile_says_the_model_and_writes_the_run_folder(run):
     assert run.said == ["opscope profile: built-in transformer (2 layers, d_model 64, 32 tokens) on llvm-cpu"]
     assert all(p.is_file() for p in (run.sketches, run.site_costs, run.manifest_path, run.report_path))
-    assert run.report_path.read_text() == run.report.to_markdown()
+    assert run.report_path.read_text() == opscope.render(run.report, "markdown")
     assert run.parity == 0.0 and run.steps == 2 and run.target == "llvm-cpu"
     kinds = [s.kind for s in run.manifest.sites]
     assert (kinds.count("matmul"), kinds.count("softmax"), kinds.count("residual")) == (16, 2, 4)  # all taps

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+import opscope
 from opscope.analysis.dispatch import analyze_dispatches
 from opscope.errors import OpscopeError
 from opscope.models.demo import mlp_module
@@ -82,7 +83,7 @@ def test_a_dispatch_whose_configuration_does_not_rebuild_is_timed_configured_ane
         "failed to build pass pipeline" in rebuilt[0].rebuilt and "configures the dispatch anew" in rebuilt[0].rebuilt
     )
     assert report.dispatch_ms == sum((d.calls or 1) * d.us for d in report.dispatches) / 1e3
-    text = report.text()
+    text = opscope.render(report)
     assert "rebuilt: 1 dispatch whose benchmark IREE's own dump did not compile as written" in text
     assert "  main_dispatch_0: " in text and "not timed" not in text
     row = report.to_dict()["dispatches"][[d.name for d in report.dispatches].index("main_dispatch_0")]
@@ -143,7 +144,7 @@ def test_untimed_dispatches_are_listed_with_their_reason_and_left_out_of_the_sum
         call_ms=1.0,
     )
     assert report.dispatch_ms == 0.006 and [d.name for d in report.untimed] == ["main_dispatch_0"]
-    text = report.text()
+    text = opscope.render(report)
     assert "not timed: 1 dispatch whose benchmark IREE could not rebuild from its own dump" in text
     assert "  main_dispatch_0: x.mlir:1:1: error: no" in text
     assert report.to_dict()["dispatches"][0]["untimed"] == "x.mlir:1:1: error: no"

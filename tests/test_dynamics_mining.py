@@ -184,9 +184,11 @@ def test_report_sections_in_every_format():
     """`mine` carries the dynamics tables; text, Markdown, JSON and the findings show them."""
     report = opscope.mine(_mixed_frame())
     assert report.dynamics is not None and report.dynamics.residual.height == 1
-    assert "Residual blocks, least influential first:" in report.to_text()
-    assert "## Inference dynamics" in report.to_markdown() and "### Attention per head" in report.to_markdown()
-    doc = json.loads(report.to_json())
+    assert "Residual blocks, least influential first:" in opscope.render(report)
+    assert "## Inference dynamics" in opscope.render(report, "markdown") and "### Attention per head" in opscope.render(
+        report, "markdown"
+    )
+    doc = json.loads(opscope.render(report, "json"))
     assert doc["schema"] == "opscope-mine/4" and doc["dynamics"]["routing"][0]["cold"] == [1, 2, 3]
     from opscope.mining.render import render
 
@@ -199,8 +201,8 @@ def test_no_dynamics_rows_leave_the_report_as_before():
     """A table of matmul sketches only has no dynamics section (JSON null)."""
     rows = _rows("mm", "lhs", (4, 4, 4), 16, {"nnz": [16.0], "sumsq": [3.0]})
     report = opscope.mine(_frame(rows))
-    assert report.dynamics is None and json.loads(report.to_json())["dynamics"] is None
-    assert "Inference dynamics" not in report.to_text()
+    assert report.dynamics is None and json.loads(opscope.render(report, "json"))["dynamics"] is None
+    assert "Inference dynamics" not in opscope.render(report)
 
 
 def test_infer_reads_a_recorded_table(tmp_path, capsys):

@@ -70,7 +70,7 @@ def test_every_candidate_is_measured_bit_identical(applied):
         assert m.original_us > 0 and m.rewritten_us > 0 and m.unguarded_us > 0
         assert c.parity == "bit-identical" and c.accepted  # min_speedup 0: a bit-identical rewrite is taken
     assert all(c.kind == "skip-zero-channels" for c in plan.candidates)  # the digits' weights are arguments
-    text = plan.text()
+    text = opscope.render(plan)
     assert "fc1" in text and "the guard (check, readback, branch) costs" in text
 
 
@@ -104,8 +104,8 @@ def test_apply_writes_a_module_plain_iree_compile_builds(applied, tmp_path):
     subprocess.run(
         [find_tool("iree-compile"), str(out), *flags, "-o", str(tmp_path / "m.vmfb")], check=True, capture_output=True
     )
-    assert "whole model:" in plan.text()
-    d = json.loads(plan.to_json())
+    assert "whole model:" in opscope.render(plan)
+    d = json.loads(opscope.render(plan, "json"))
     assert d["applied"]["path"] == str(out) and d["candidates"][0]["guard"]["stability"] in ("stable", "watch drift")
     assert d["candidates"][0]["pipeline"].startswith('skip-zero-channels{sites="^fc1$" channels=')
 
@@ -208,7 +208,9 @@ def test_repeated_inputs_get_a_memoized_site_bit_identical(tmp_path):
         m = c.measured  # at the recorded rate: r·hit + (1 − r)·(call + hit) ≥ (1 − r)·call, all misses still call
         assert m.rewritten_us >= m.original_us / 3 and c.estimated == pytest.approx(3.0)
     assert plan.applied.pipeline == ""  # host-side: nothing to build into the module
-    assert "memoize on the host (not an IR rewrite): opscope.act.memoize.memoize_site(model, 'fc0'" in plan.text()
+    assert "memoize on the host (not an IR rewrite): opscope.act.memoize.memoize_site(model, 'fc0'" in opscope.render(
+        plan
+    )
 
 
 def test_a_model_given_as_text_is_not_recorded_as_a_path(tmp_path):
@@ -217,7 +219,7 @@ def test_a_model_given_as_text_is_not_recorded_as_a_path(tmp_path):
     with pytest.raises(OpscopeError, match="does not say which model it profiled"):
         opscope.kernel_plan(run)
     plan = opscope.kernel_plan(run, matmul_module(8, 16, 4), rounds=1)  # given again: a plan (no candidate here)
-    assert plan.candidates == [] and "no candidate" in plan.text()
+    assert plan.candidates == [] and "no candidate" in opscope.render(plan)
 
 
 def test_a_slower_whole_model_is_said_in_words(tmp_path):
@@ -226,7 +228,7 @@ def test_a_slower_whole_model_is_said_in_words(tmp_path):
 
     plan = KernelPlan(tmp_path, "m", "llvm-cpu", 4)
     plan.applied = Applied(None, "quantize-weight{bits=8}", Measured(164.2, 179.2), "max |Δ| 0.0003", 6.4e-5, 4)
-    text = plan.text()
+    text = opscope.render(plan)
     assert "whole model: 164.2 µs → 179.2 µs (0.92×)" in text and "slower with them" in text
     plan.applied = Applied(None, "quantize-weight{bits=8}", Measured(179.2, 164.2), "bit-identical", 0.0, 4)
-    assert "slower with them" not in plan.text()
+    assert "slower with them" not in opscope.render(plan)

@@ -58,7 +58,7 @@ def test_reference_demo_500_requests_pool_8_every_5():
         assert abs(s.stream - 0.984) < 0.005
         assert s.verdict.startswith("memoize")
     assert run.truth() == {"stream": pytest.approx(0.984), "sampled": pytest.approx(0.92)}
-    assert "memoize — inputs repeat" in run.text()
+    assert "memoize — inputs repeat" in opscope.render(run)
 
 
 def test_reference_demo_on_vulkan(vulkan):
@@ -101,7 +101,7 @@ def test_tidy_snapshot_matches_numpy_on_the_sampled_inputs(demo, tmp_path):
         assert value["min"] == pytest.approx(xs.min(axis=(1, 2)).min(), rel=1e-6)
         assert value["mean"] == pytest.approx(xs.mean(axis=(1, 2)).mean(), abs=1e-5)
     report = opscope.mine(csv)
-    assert "fc0" in report.to_text()
+    assert "fc0" in opscope.render(report)
 
 
 def test_concurrent_callers_count_exactly(demo):

@@ -18,6 +18,7 @@ import pytest
 from distributions import DISTS, sample
 from test_tidy import f32_text, write_tidy_csv
 
+import opscope
 from opscope.dialect.lowering.signature import ELEMSIG_SKEW
 from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
@@ -247,7 +248,11 @@ def test_tensors_too_small_for_a_statistic_are_not_ranked(tmp_path):
     assert report.signals.select("site", "numel").rows() == [("tiny", 1), ("small", 48), ("big", 64)]
     assert (report.signals["score"] > 0).all() and report.ranked["site"].to_list() == ["big"]
     line = "2 tensors under 64 elements with a signal not ranked (too few values for a statistic"
-    assert line in render(report, "findings") and line in report.to_text() and line in report.to_markdown()
+    assert (
+        line in render(report, "findings")
+        and line in opscope.render(report)
+        and line in opscope.render(report, "markdown")
+    )
 
 
 def test_missing_signals_are_null_and_keys_without_signals_left_out(tmp_path):
@@ -265,7 +270,7 @@ def test_missing_signals_are_null_and_keys_without_signals_left_out(tmp_path):
     out = sig.row(1, named=True)
     assert out["outlier"] == pytest.approx(np_signals(sk["out"], 128 * 128)["outlier"], rel=RTOL)
     assert sig["exploit"].to_list() == ["dense", "channel-quant"]
-    values, dynamics = report.to_text().split("Inference dynamics")
+    values, dynamics = opscope.render(report).split("Inference dynamics")
     assert "matmul#0" in values and "  -  " in values and "softmax#1" not in values
     assert "softmax#1" in dynamics  # the attention rows are the dynamics miner's (qmax only: the rest '-')
     assert report.dynamics.attention.row(0, named=True)["qmax"] == pytest.approx(0.5)
@@ -439,11 +444,11 @@ def test_two_steps_give_no_verdict_in_any_format():
     assert opps["cost_share"].to_list() == [1.0, 1.0]
     assert opps["recommendation"].to_list() == [f"too few steps (2 < {MIN_STEPS_REUSE})"] * 2
     assert report.aggregate.rows() == [(0, "llvm-cpu", "attn", 1, None), (1, "llvm-cpu", "attn", 1, None)]
-    doc = json.loads(report.to_json())
+    doc = json.loads(opscope.render(report, "json"))
     assert [r["stationary"] for r in doc["cross_step"]] == [None] * 4
     assert [(r["action"], r["reuse"], r["savings"]) for r in doc["opportunities"]] == [(None, None, None)] * 2
     assert [r["savings"] for r in doc["aggregate"]] == [None, None]
-    for text in (report.to_text(), report.to_markdown()):
+    for text in (opscope.render(report), opscope.render(report, "markdown")):
         assert "too few steps (2 < 3)" in text and "too few steps (2 < 4)" in text
         assert "stationary across" not in text and "memoize —" not in text and "delta-compute —" not in text
     findings = render(report, "findings")
@@ -587,17 +592,17 @@ def test_opportunities_without_costs_order_by_reuse(replay):
 def test_single_step_has_no_temporal_sections(sweep):
     report = mine_paths(sweep[0])
     assert report.cross_step is None and report.opportunities is None and report.aggregate is None
-    assert "Cross-step" not in report.to_text()
+    assert "Cross-step" not in opscope.render(report)
 
 
 def test_every_section_on_empty_input():
     report = mine(empty_tidy())
     assert report.rows == 0 and report.steps == 0
     assert report.signals.height == 0 and report.ranked.height == 0
-    assert "(none" in report.to_text()
-    doc = json.loads(report.to_json())
+    assert "(none" in opscope.render(report)
+    doc = json.loads(opscope.render(report, "json"))
     assert doc["signals"] == [] and doc["cross_step"] is None
-    assert report.to_markdown().startswith("# opscope mine")
+    assert opscope.render(report, "markdown").startswith("# opscope mine")
     assert "Across" not in render(report, "findings")
     # the temporal miners themselves, called directly on no rows
     empty = empty_tidy()
@@ -625,7 +630,7 @@ def test_every_section_on_empty_input():
 
 def test_renderers(seq, replay):
     report = mine_paths([seq[0], replay[0]], costs=replay[0].with_name(replay[0].name + ".sites"))
-    doc = json.loads(report.to_json())
+    doc = json.loads(opscope.render(report, "json"))
     assert list(doc) == [
         "schema",
         "rows",
@@ -677,11 +682,11 @@ def test_renderers(seq, replay):
         "score",
         "suggestion",
     }
-    text = report.to_text()
+    text = opscope.render(report)
     assert "pyramid.3#3" in text and "Aggregate recoverable compute" in text
     header = next(line for line in text.splitlines() if line.startswith("backend"))
     assert header.split()[:5] == ["backend", "dist", "site", "role", "obs"]
-    md = report.to_markdown()
+    md = opscope.render(report, "markdown")
     assert "| backend | dist | site | role |" in md and "## Temporal opportunities" in md
     with pytest.raises(OpscopeError, match="unknown output format 'html'"):
         render(report, "html")
@@ -693,7 +698,7 @@ def test_long_site_names_are_kept_or_shortened_in_the_middle(tmp_path):
     names = ["encoder.layer.11.attention.self.query", "model." + "block." * 12 + "mlp.down_proj"]
     for site in names:
         sketch_rows(rows, 0, 0, "gaussian", site, {"lhs": x}, mkn=(16, 16, 16))
-    text = mine(read_tidy(write_tidy_csv(tmp_path / "s.csv", rows))).to_text()
+    text = opscope.render(mine(read_tidy(write_tidy_csv(tmp_path / "s.csv", rows))))
     assert names[0] in text
     assert names[1] not in text and "model.block.block.block…lock.block.mlp.down_proj" in text
 

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+import opscope
 from opscope.act.op_compare import Tensor, compare
 from opscope.errors import OpscopeError
 
@@ -95,15 +96,15 @@ def test_an_inserted_op_does_not_shift_its_neighbours_partners():
 
 def test_the_report_renders_as_text_and_json():
     r = compare(A, B, a_label="ref", b_label="new")
-    text = r.to_text()
+    text = opscope.render(r)
     assert text.splitlines()[:2] == ["A: ref", "B: new"] and text.endswith(r.summary())
     assert [row[1] for row in r.rows()] == ["l1#0", "l2#0"]  # l0 identical: shown only with all_ops
     assert [row[-1] for row in r.rows(all_ops=True)] == ["ok", "BEYOND", "BEYOND"]
-    assert "l0#0" not in text and "l0#0" in r.to_text(all_ops=True)
-    out = json.loads(r.to_json())
+    assert "l0#0" not in text and "l0#0" in opscope.render(r, all_ops=True)
+    out = json.loads(opscope.render(r, "json"))
     assert (out["ops_checked"], out["identical"], out["first_beyond"], out["worst"]) == (3, 1, "l1#0", "l2#0")
     assert [o["within"] for o in out["ops"]] == [True, False, False] and out["ops"][1]["err"] == 0.025
-    nan = json.loads(compare({"x#0": f32(np.nan)}, {"x#0": f32(1)}).to_json())
+    nan = json.loads(opscope.render(compare({"x#0": f32(np.nan)}, {"x#0": f32(1)}), "json"))
     assert nan["max_abs"] == "inf" and nan["ops"][0]["err"] == "inf"
 
 

@@ -235,7 +235,7 @@ def test_plan_maps_the_weights_and_apply_writes_them_beside_the_module(mlp, tmp_
     assert plans[True].applied.weights == (("model", irpa),)
     written = parse_module(out.read_text(), new_context())
     assert parameter_files(written) == {"model": str(irpa)}
-    assert "--parameters=model=" in plans[True].text()
+    assert "--parameters=model=" in opscope.render(plans[True])
     got = load(compile_module(written, "llvm-cpu")).invoke("main", x)[0]
     want = load(compile_module(inline, "llvm-cpu")).invoke("main", x)[0]
     np.testing.assert_allclose(got, want, rtol=0.05, atol=0.05)  # int8 sites within the plan's bound

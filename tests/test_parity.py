@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from conftest import skip_unless_runnable
 
+from opscope import render
 from opscope.act.op_compare import TINY, Tensor, by_site, compare, site_parity
 from opscope.act.parity import exposed_run, op_parity, torch_module_outputs
 from opscope.errors import OpscopeError
@@ -97,7 +98,7 @@ def test_identical_builds_are_exact():
     assert report.ops_checked == 2 and report.identical == 2 and report.exact
     assert report.worst is None and report.first_beyond(0.0) is None and report.within(0.0)
     assert report.max_abs == 0 and report.max_rel == 0
-    assert "2 ops compared, 2 bit-identical; worst: none; first beyond tol 0.001: none" in report.to_text()
+    assert "2 ops compared, 2 bit-identical; worst: none; first beyond tol 0.001: none" in render(report)
 
 
 def test_tolerance_is_relative_to_the_tensor_scale():
@@ -147,7 +148,7 @@ def test_nan_and_inf_are_explicit():
     b = np.array([np.nan, np.inf, np.nan, np.inf, 2.0], np.float32)  # NaN facing 1.0, +inf facing -inf
     d = compare({"n#0": a}, {"n#0": b}).ops[0]
     assert d.max_abs == np.inf and d.special == 2 and d.nan == 1 and not d.within(1e30)
-    assert json.loads(compare({"n#0": a}, {"n#0": b}).to_json())["max_abs"] == "inf"
+    assert json.loads(render(compare({"n#0": a}, {"n#0": b}), "json"))["max_abs"] == "inf"
 
 
 def test_integers_and_bools_compare_exactly():
@@ -191,15 +192,15 @@ def test_renderings_agree():
     a = arrays(**{"fc#0": ("matmul", [1.0, 2.0]), "fc#1": ("tanh", [0.5, 0.25])})
     b = arrays(**{"fc#0": ("matmul", [1.0, 2.5]), "fc#1": ("tanh", [0.5, 0.25])})
     report = compare(a, b, a_label="plain", b_label="rewritten")
-    text = report.to_text()
+    text = render(report)
     assert text.splitlines()[:2] == ["A: plain", "B: rewritten"] and "BEYOND" in text
     assert text.splitlines()[-1] == (
         "2 ops compared, 1 bit-identical; worst: fc#0 (matmul) max|Δ| 0.5 = 0.25 of "
         "max|A|; first beyond tol 0.001: fc#0 (matmul, #0)"
     )
-    md = report.to_markdown(all_ops=True)
+    md = render(report, "markdown", all_ops=True)
     assert "| # | op name | op | shape |" in md and md.count("\n| ") == 3
-    data = json.loads(report.to_json())
+    data = json.loads(render(report, "json"))
     assert data["first_beyond"] == data["worst"] == "fc#0" and data["identical"] == 1
     assert [op["within"] for op in data["ops"]] == [False, True]
 
@@ -258,7 +259,7 @@ def test_exposed_ops_equal_numpy():
     want = {"scale#0": x, "act#0": act, "fc#0": fc, "fc#1": np.tanh(fc), "head#0": np.tanh(fc).sum(1)}
     report = compare(want, build.tensors, tol=1e-6)
     assert report.ops_checked == 5 and not report.only_a and not report.only_b
-    assert report.within(), report.to_text(all_ops=True)  # measured: worst 1.3e-7 (tanh)
+    assert report.within(), render(report, all_ops=True)  # measured: worst 1.3e-7 (tanh)
 
 
 def test_a_rewrite_that_changes_numerics_is_found_at_its_op():
@@ -304,7 +305,7 @@ def test_minilm_injection_is_bit_identical_at_every_op(minilm):
     report = op_parity(source, inject_b=True, inputs=inputs)
     assert len(plain.tensors) > 150  # 167 here (443 with all 6 layers, bit-identical too)
     assert report.ops_checked == len(plain.tensors) and not report.only_a and not report.only_b
-    assert report.exact and report.identical == report.ops_checked, report.to_text()
+    assert report.exact and report.identical == report.ops_checked, render(report)
 
 
 @needs_torch
@@ -315,7 +316,7 @@ def test_minilm_vulkan_differs_per_op_within_tolerance(minilm):
     report = op_parity(source, b_target="vulkan-spirv", b_flags=[DEMOTE_I64], inputs=inputs, tol=1e-4)
     assert report.ops_checked == len(plain.tensors) and not report.only_a and not report.only_b
     assert not report.exact and report.identical < report.ops_checked // 10  # measured: 9 of 167 identical
-    assert report.within(), report.to_text()  # measured: worst 5.5e-6, an attention exp
+    assert report.within(), render(report)  # measured: worst 5.5e-6, an attention exp
     assert report.max_rel > 1e-2  # the reference's max_rel would fail it (measured 0.38: entries near 0)
     first = report.first_beyond(1e-7)
     assert first is not None and first.index < report.worst.index
@@ -332,7 +333,7 @@ def test_minilm_iree_equals_pytorch_eager_by_site(minilm):
     assert report.ops_checked >= 35  # measured: 39 (99 with all 6 layers)
     assert {"embeddings", "encoder.layer.0.attention.self", f"encoder.layer.{LAYERS - 1}.output", "pooler"} <= names
     assert all(name.endswith("dropout") for name in report.only_a)  # identity in eval: no op in the IR
-    assert report.within(), report.to_text()  # measured: worst 1.5e-6
+    assert report.within(), render(report)  # measured: worst 1.5e-6
 
 
 def torch_fake_quant(x, reduce_dims, bits: int = 8):
@@ -395,7 +396,7 @@ def test_minilm_w8a8_equals_a_pytorch_reimplementation_by_site(minilm):
             got[name] = iree[name]
     report = compare(want, got, tol=1e-4, a_label="PyTorch W8A8 on IREE's inputs", b_label="IREE W8A8")
     # q, k, v, up and down of every layer (attention.output.dense reads a reshape of p·v, no module's output)
-    assert report.ops_checked == 5 * LAYERS and report.within(), report.to_text()  # measured: worst 8.4e-7
+    assert report.ops_checked == 5 * LAYERS and report.within(), render(report)  # measured: worst 8.4e-7
     plain = {
         name: torch.nn.functional.linear(torch.from_numpy(iree[src]), linears[name].weight, linears[name].bias)
         .detach()

@@ -76,6 +76,6 @@ def test_actions_read_block_gaps_from_a_recorded_run(tmp_path):
     for site, rel in zip(table["site"].to_list(), table["rel"].to_list()):
         assert report.gaps[site] == pytest.approx(rel)
     assert report.skips == [b for b, g in report.gaps.items() if g < 0.02]
-    assert "near-identity blocks (‖out − in‖/‖in‖ < 0.02 ⇒ SKIP)" in report.text()
+    assert "near-identity blocks (‖out − in‖/‖in‖ < 0.02 ⇒ SKIP)" in opscope.render(report)
     with pytest.raises(opscope.OpscopeError, match="holds no residual taps"):
         opscope.layer_actions("llama-tiny", run=opscope.profile("digits", out=tmp_path / "d", steps=1).out_dir)

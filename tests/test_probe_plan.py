@@ -52,7 +52,7 @@ def test_plans_are_measured_and_match_numpy(measured):
 
 
 def test_measured_report_renders_and_serializes(measured):
-    text = measured.text()
+    text = opscope.render(measured)
     assert "measured end to end on" in text and "uniform int4" in text and "measuring" in text
     data = measured.to_dict()
     assert [m["label"] for m in data["measured"]] == [m.label for m in measured.measured]
@@ -66,4 +66,4 @@ def test_measured_objective_picks_the_best_plan_within_the_budget():
     picked = next(m for m in report.measured if m.label == report.picked)
     assert picked in fits
     assert picked.metrics["agreement"] == max(m.metrics["agreement"] for m in fits)
-    assert "measured objective:" in report.text()
+    assert "measured objective:" in opscope.render(report)

@@ -153,7 +153,7 @@ def test_timing_joins_every_dispatch_with_its_static_cost(capsys):
         assert t.roofline is not None and t.roofline.achieved_gflops == pytest.approx(d.flops / (t.us * 1e3))
     assert report.call_ms > 0 and report.dispatch_ms > 0 and report.peak_gbps >= 1
     assert 0 < report.resident_ms and report.upload_ms == pytest.approx(max(report.call_ms - report.resident_ms, 0))
-    assert "with its inputs already on the device" in report.text()
+    assert "with its inputs already on the device" in opscope.render(report)
     assert main(["timing", source, "--repetitions", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == "opscope-timing/1" and {d["name"] for d in data["dispatches"]} >= set(static)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import opscope
 from opscope.act.quality import compare, own, summary
 from opscope.ir.loading import new_context, parse_module
 from opscope.models.zoo import missing_extra, missing_message
@@ -225,7 +226,7 @@ def test_sweep_ranks_blocks_and_builds_its_answer(tmp_path):
     run_pipeline(module, "skip-residual-blocks{blocks=*}")
     assert report.curve[-1].flops == analyze(module).total_flops < report.flops
     assert 0 < report.saved(report.curve[0]) < report.saved(report.curve[-1]) < 1
-    text = report.text()
+    text = opscope.render(report)
     assert "Skip sweep: 4 residual blocks" in text and "Greedy curve" in text and "blocks can go at >= 50%" in text
     assert report.to_dict()["schema"] == "opscope-whatif/1"
 
@@ -283,7 +284,7 @@ def test_layer_sweep_quantizes_one_layer_at_a_time():
     numel = 2 * 16 * 16 + 2 * 16 * 32 + 8 * 16
     assert report.weights == 4 * numel
     assert layer.weights == numel + 4 * (16 + 16 + 32 + 16 + 16)  # int8, an f32 scale per output channel
-    assert 0.0 < 1.0 - layer.metrics["rel_l2_max"] < 1.0 and "One layer at a time (1 layers)" in report.text()
+    assert 0.0 < 1.0 - layer.metrics["rel_l2_max"] < 1.0 and "One layer at a time (1 layers)" in opscope.render(report)
 
 
 def test_a_rewrite_that_leaves_invalid_ir_is_refused_naming_what_it_rewrote():

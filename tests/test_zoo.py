@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+import opscope
 from opscope.errors import OpscopeError
 from opscope.models import corpus, zoo
 from opscope.models.corpus import sentences
@@ -161,7 +162,7 @@ def test_tiny_hf_models_profile_end_to_end(name, tmp_path):
     # GPT-2's q and k are slices of one fused c_attn projection: attention, not a router (issue 31)
     assert softmax_roles == (["attn"] * 2 + ["gate"] * 2 if name == "mixtral-tiny" else ["attn"] * 2)
     if name == "gpt2-tiny":
-        assert "Attention per site (2 sites" in result.report.to_text()  # with its heads, as a table
+        assert "Attention per site (2 sites" in opscope.render(result.report)  # with its heads, as a table
     assert {e.site for e in result.model.manifest.entries} == {s.name for s in sites}  # every site tapped
     assert not [s.name for s in sites if re.match(r"(matmul|batch_matmul|generic|contract)#", s.name)]  # named
     assert result.parity == 0.0  # original results bit-identical with and without injection

@@ -3,7 +3,7 @@ that a rewrite, injected taps or another target leave every intermediate tensor 
 find the first op where they do not. `opscope.act.parity` builds and runs the two sides.
 
 `compare(a, b, tol)` pairs tensors by name and returns a `ParityReport` (`OpDiff` per pair,
-in A's program order; `.to_text()`, `.to_markdown()`, `.to_json()`); `by_site` keeps one
+in A's program order; `parity_text`, `parity_markdown`, `.to_dict()`); `by_site` keeps one
 tensor per module path (the module's output) and `site_parity` compares those with a
 reference's {module path: output} (e.g. PyTorch eager's, `parity.torch_module_outputs`),
 so IREE can be compared with PyTorch by site name the same way.
@@ -28,7 +28,6 @@ Definitions (A is the reference):
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -194,23 +193,6 @@ class ParityReport:
 
     HEADER = ("#", "op name", "op", "shape", "max|Δ|", "max rel", "|Δ|/max|A|", "tol")
 
-    def to_text(self, all_ops: bool = False, top: int = TOP) -> str:
-        lines = [f"A: {self.a}", f"B: {self.b}"]
-        rows = self.rows(all_ops, top)
-        if rows:
-            lines += table(self.HEADER, rows, right={0, 4, 5, 6})
-        lines.append(self.summary())
-        return "\n".join(lines)
-
-    def to_markdown(self, all_ops: bool = False, top: int = TOP) -> str:
-        lines = [f"* A: {self.a}", f"* B: {self.b}", ""]
-        rows = self.rows(all_ops, top)
-        if rows:
-            lines += markdown_table(self.HEADER, rows)
-            lines.append("")
-        lines.append(self.summary())
-        return "\n".join(lines)
-
     def to_dict(self) -> dict:
         first, worst = self.first_beyond(), self.worst
         return {
@@ -237,8 +219,26 @@ class ParityReport:
             ],
         }
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False)
+
+def parity_text(report: ParityReport, all_ops: bool = False, top: int = TOP) -> str:
+    """The ops beyond tolerance and the worst (`top` of them; every op with `all_ops`), and the summary."""
+    lines = [f"A: {report.a}", f"B: {report.b}"]
+    rows = report.rows(all_ops, top)
+    if rows:
+        lines += table(report.HEADER, rows, right={0, 4, 5, 6})
+    lines.append(report.summary())
+    return "\n".join(lines)
+
+
+def parity_markdown(report: ParityReport, all_ops: bool = False, top: int = TOP) -> str:
+    """`parity_text`'s rows as a Markdown table."""
+    lines = [f"* A: {report.a}", f"* B: {report.b}", ""]
+    rows = report.rows(all_ops, top)
+    if rows:
+        lines += markdown_table(report.HEADER, rows)
+        lines.append("")
+    lines.append(report.summary())
+    return "\n".join(lines)
 
 
 def _g(x: float) -> str:

@@ -93,11 +93,6 @@ class KernelPlan:
     def accepted(self) -> list[Candidate]:
         return [c for c in self.candidates if c.accepted]
 
-    def text(self) -> str:
-        from opscope.act.render_plan import plan_text
-
-        return plan_text(self)
-
     def to_dict(self) -> dict:
         d = asdict(self)
         d["run"] = str(self.run)
@@ -111,9 +106,6 @@ class KernelPlan:
             if c.measured is not None:
                 cd["measured"]["speedup"] = c.measured.speedup
         return d
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
 
 
 def read_run(run: str | Path) -> tuple[Path, dict]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from opscope.analysis.roofline import DEFAULT_RIDGE
+from opscope.text.numbers import count, nbytes
+from opscope.text.table import table
 
 PROBE_MB = 96  # each buffer of a bandwidth probe: far beyond any last-level cache
 PROBE_PASSES = 8  # best of
@@ -186,61 +188,6 @@ class TimingReport:
         """The dispatches IREE could not rebuild a benchmark of (not in `dispatch_ms`)."""
         return [d for d in self.dispatches if d.us is None]
 
-    def text(self) -> str:
-        from opscope.text.numbers import count, nbytes
-        from opscope.text.table import table
-
-        resident = (
-            ""
-            if self.resident_ms is None
-            else (
-                f"; with its inputs already on the device {self.resident_ms:.3f} ms (Σ dispatches "
-                f"{self.dispatch_ms / self.resident_ms:.0%} of that; copying inputs in and results out "
-                f"{self.upload_ms:.3f} ms)"
-            )
-        )
-        lines = [
-            f"timing: {self.model} on {self.target}: whole call {self.call_ms:.3f} ms (median); Σ dispatches "
-            f"{self.dispatch_ms:.3f} ms ({self.dispatch_ms / self.call_ms:.0%} of the call){resident}; host "
-            f"copy bandwidth {self.peak_gbps:.1f} GB/s (measured)",
-            "",
-        ]
-        head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
-        rows = []
-        for d in sorted(self.dispatches, key=lambda d: -(d.calls or 1) * (d.us or 0.0)):
-            r = d.roofline
-            rows.append(
-                [
-                    d.name,
-                    "-" if d.calls is None else str(d.calls),
-                    "-" if d.us is None else f"{d.us:.2f}",
-                    "-" if d.flops is None else count(d.flops),
-                    "-" if d.bytes is None else nbytes(d.bytes),
-                    "-" if r is None else f"{r.achieved_gflops:.2f}",
-                    "-" if r is None else f"{r.achieved_gbps:.2f}",
-                    "-" if r is None else f"{r.bw_frac:.0%}",
-                    "-" if r is None else f"{r.intensity:.1f}",
-                    "-" if r is None else r.bound.replace(" (measured)", ""),
-                ]
-            )
-        lines += table(head, rows, right=lambda i: i not in (0, 9), rule=True)
-        if self.untimed:
-            lines += [
-                "",
-                f"not timed: {len(self.untimed)} dispatch{'es' * (len(self.untimed) > 1)} whose benchmark "
-                "IREE could not rebuild from its own dump (left out of Σ dispatches):",
-            ]
-            lines += [f"  {d.name}: {d.untimed}" for d in self.untimed]
-        rebuilt = [d for d in self.dispatches if d.rebuilt]
-        if rebuilt:
-            lines += [
-                "",
-                f"rebuilt: {len(rebuilt)} dispatch{'es' * (len(rebuilt) > 1)} whose benchmark IREE's own dump "
-                "did not compile as written (timed, from the rebuilt benchmark):",
-            ]
-            lines += [f"  {d.name}: {d.rebuilt}" for d in rebuilt]
-        return "\n".join(lines) + "\n"
-
     def to_dict(self) -> dict:
         return {
             "schema": "opscope-timing/1",
@@ -274,6 +221,61 @@ class TimingReport:
                 for d in self.dispatches
             ],
         }
+
+
+def timing_text(report: TimingReport) -> str:
+    """The whole call's median time, then every dispatch: measured time, FLOP/s, bandwidth, its roofline bound."""
+
+    resident = (
+        ""
+        if report.resident_ms is None
+        else (
+            f"; with its inputs already on the device {report.resident_ms:.3f} ms (Σ dispatches "
+            f"{report.dispatch_ms / report.resident_ms:.0%} of that; copying inputs in and results out "
+            f"{report.upload_ms:.3f} ms)"
+        )
+    )
+    lines = [
+        f"timing: {report.model} on {report.target}: whole call {report.call_ms:.3f} ms (median); Σ dispatches "
+        f"{report.dispatch_ms:.3f} ms ({report.dispatch_ms / report.call_ms:.0%} of the call){resident}; host "
+        f"copy bandwidth {report.peak_gbps:.1f} GB/s (measured)",
+        "",
+    ]
+    head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
+    rows = []
+    for d in sorted(report.dispatches, key=lambda d: -(d.calls or 1) * (d.us or 0.0)):
+        r = d.roofline
+        rows.append(
+            [
+                d.name,
+                "-" if d.calls is None else str(d.calls),
+                "-" if d.us is None else f"{d.us:.2f}",
+                "-" if d.flops is None else count(d.flops),
+                "-" if d.bytes is None else nbytes(d.bytes),
+                "-" if r is None else f"{r.achieved_gflops:.2f}",
+                "-" if r is None else f"{r.achieved_gbps:.2f}",
+                "-" if r is None else f"{r.bw_frac:.0%}",
+                "-" if r is None else f"{r.intensity:.1f}",
+                "-" if r is None else r.bound.replace(" (measured)", ""),
+            ]
+        )
+    lines += table(head, rows, right=lambda i: i not in (0, 9), rule=True)
+    if report.untimed:
+        lines += [
+            "",
+            f"not timed: {len(report.untimed)} dispatch{'es' * (len(report.untimed) > 1)} whose benchmark "
+            "IREE could not rebuild from its own dump (left out of Σ dispatches):",
+        ]
+        lines += [f"  {d.name}: {d.untimed}" for d in report.untimed]
+    rebuilt = [d for d in report.dispatches if d.rebuilt]
+    if rebuilt:
+        lines += [
+            "",
+            f"rebuilt: {len(rebuilt)} dispatch{'es' * (len(rebuilt) > 1)} whose benchmark IREE's own dump "
+            "did not compile as written (timed, from the rebuilt benchmark):",
+        ]
+        lines += [f"  {d.name}: {d.rebuilt}" for d in rebuilt]
+    return "\n".join(lines) + "\n"
 
 
 def time_model(

@@ -20,7 +20,6 @@ so its number comes from the skipped module, not from the gates.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -134,11 +133,6 @@ class WhatIfReport:
         fine = [o for o in self.curve if o.metrics.get(self.headline, 0.0) >= keep]
         return fine[-1] if fine else None
 
-    def text(self) -> str:
-        from opscope.act.render_whatif import whatif_text
-
-        return whatif_text(self)
-
     def to_dict(self) -> dict:
         def one(o: Outcome) -> dict:
             return {
@@ -170,9 +164,6 @@ class WhatIfReport:
             "layers": [one(o) for o in self.layers],
             "notes": self.notes,
         }
-
-    def json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
 
 
 class Bench:

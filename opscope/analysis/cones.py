@@ -126,24 +126,6 @@ class ConeReport:
     min_count: int = 2
     note: str | None = None
 
-    def to_text(self, top: int | None = 12, width: int = 160) -> str:
-        """Per cone a `score ×count d=depth hint` line, the tree (cut at `width` characters) and sites."""
-        shown = self.cones if top is None else self.cones[:top]
-        head = (
-            f"cones: {self.ops} ops; depth {self.min_depth}..{self.max_depth}, seen ≥{self.min_count} times: "
-            f"{len(self.cones)}" + (f" (top {len(shown)})" if len(shown) < len(self.cones) else "")
-        )
-        lines = [head]
-        if self.note:
-            lines.append(f"  note: {self.note}")
-        for c in shown:
-            tree = c.tree if len(c.tree) <= width else c.tree[: width - 1] + "…"
-            lines.append(f"  {c.score:>6} ×{c.count:<4} d={c.depth} ops={c.ops:<4} {c.hint}")
-            lines.append(f"         {tree}")
-            if c.sites:
-                lines.append(f"         sites: {', '.join(c.sites)}")
-        return "\n".join(lines)
-
     def to_dict(self, top: int | None = None) -> dict:
         """JSON-safe: options, op count, note and the cones (all, or the `top` best), full trees."""
         shown = self.cones if top is None else self.cones[:top]
@@ -156,6 +138,25 @@ class ConeReport:
             "note": self.note,
             "cones": [c.to_dict() for c in shown],
         }
+
+
+def cones_text(report: ConeReport, top: int | None = 12, width: int = 160) -> str:
+    """Per cone a `score ×count d=depth hint` line, the tree (cut at `width` characters) and sites."""
+    shown = report.cones if top is None else report.cones[:top]
+    head = (
+        f"cones: {report.ops} ops; depth {report.min_depth}..{report.max_depth}, seen ≥{report.min_count} times: "
+        f"{len(report.cones)}" + (f" (top {len(shown)})" if len(shown) < len(report.cones) else "")
+    )
+    lines = [head]
+    if report.note:
+        lines.append(f"  note: {report.note}")
+    for c in shown:
+        tree = c.tree if len(c.tree) <= width else c.tree[: width - 1] + "…"
+        lines.append(f"  {c.score:>6} ×{c.count:<4} d={c.depth} ops={c.ops:<4} {c.hint}")
+        lines.append(f"         {tree}")
+        if c.sites:
+            lines.append(f"         sites: {', '.join(c.sites)}")
+    return "\n".join(lines)
 
 
 def dataflow_cones(

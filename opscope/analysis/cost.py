@@ -42,7 +42,6 @@ from math import prod
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from opscope.analysis.ledger import ledger_dict, ledger_text
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
 from opscope.ir.const_expr import is_const_expr, is_weight, memoized
 from opscope.ir.flops import (
@@ -531,7 +530,7 @@ class FunctionCost:
 
 @dataclass(frozen=True)
 class ModuleCost:
-    """Every function's op costs, with totals, rankings and renderers (`opscope.analysis.ledger`)."""
+    """Every function's op costs, with totals and rankings (the ledger that renders it: `opscope.analysis.ledger`)."""
 
     functions: list[FunctionCost]
     hoisted: list[OpCost] = field(default_factory=list)  # literal costs of ops hoisted out (0 in `ops`)
@@ -622,14 +621,6 @@ class ModuleCost:
                 mf += c.flops or 0
                 mb += c.bytes or 0
         return RooflineSplit(ridge, mf, cf, mb, cb, unknown)
-
-    def to_text(self, top: int = 12, ridge: float = DEFAULT_RIDGE) -> str:
-        """The bytes-ledger report (§3.1)."""
-        return ledger_text(self, top, ridge)
-
-    def to_dict(self, ridge: float = DEFAULT_RIDGE) -> dict:
-        """A JSON-safe dict of totals, per-kind rows, the roofline split and every op (`--json`)."""
-        return ledger_dict(self, ridge)
 
 
 def _functions(module) -> list[ir.Operation]:

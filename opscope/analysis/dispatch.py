@@ -116,31 +116,32 @@ class DispatchReport:
             ],
         }
 
-    def to_text(self, top: int = 20, ridge: float = DEFAULT_RIDGE) -> str:
-        """A table of the `top` dispatches by FLOPs, with the totals above it."""
-        flops, ext, internal = (self.total(f) for f in ("flops", "bytes_external", "bytes_internal"))
-        lines = [
-            f"{len(self.dispatches)} dispatches ({sum(d.calls for d in self.dispatches)} calls) on "
-            f"{self.target}: {exact(flops)} FLOP, {exact(ext)} B to/from memory, {exact(internal)} B kept "
-            f"on chip by fusion (ridge {ridge:g} FLOP/B)"
+
+def dispatch_text(report: DispatchReport, top: int = 20, ridge: float = DEFAULT_RIDGE) -> str:
+    """A table of the `top` dispatches by FLOPs, with the totals above it."""
+    flops, ext, internal = (report.total(f) for f in ("flops", "bytes_external", "bytes_internal"))
+    lines = [
+        f"{len(report.dispatches)} dispatches ({sum(d.calls for d in report.dispatches)} calls) on "
+        f"{report.target}: {exact(flops)} FLOP, {exact(ext)} B to/from memory, {exact(internal)} B kept "
+        f"on chip by fusion (ridge {ridge:g} FLOP/B)"
+    ]
+    ranked = sorted(report.dispatches, key=lambda d: -(d.flops or 0) * d.calls)[:top]
+    head = ["dispatch", "calls", "FLOP", "ext B", "fused B", "FLOP/B", "class", "ops (sources)"]
+    rows = [
+        [
+            d.name,
+            str(d.calls),
+            exact(d.flops),
+            exact(d.bytes_external),
+            exact(d.bytes_internal),
+            "-" if d.intensity is None else f"{d.intensity:.1f}",
+            _class(d, ridge),
+            " + ".join(d.ops) + (f"  ({', '.join(d.sources)})" if d.sources else ""),
         ]
-        ranked = sorted(self.dispatches, key=lambda d: -(d.flops or 0) * d.calls)[:top]
-        head = ["dispatch", "calls", "FLOP", "ext B", "fused B", "FLOP/B", "class", "ops (sources)"]
-        rows = [
-            [
-                d.name,
-                str(d.calls),
-                exact(d.flops),
-                exact(d.bytes_external),
-                exact(d.bytes_internal),
-                "-" if d.intensity is None else f"{d.intensity:.1f}",
-                _class(d, ridge),
-                " + ".join(d.ops) + (f"  ({', '.join(d.sources)})" if d.sources else ""),
-            ]
-            for d in ranked
-        ]
-        lines += table(head, rows, right=lambda i: i not in (0, 6, 7), rule=True)
-        return "\n".join(lines) + "\n"
+        for d in ranked
+    ]
+    lines += table(head, rows, right=lambda i: i not in (0, 6, 7), rule=True)
+    return "\n".join(lines) + "\n"
 
 
 def _class(d: DispatchCost, ridge: float) -> str:

@@ -10,6 +10,7 @@ bytes are a floor, not a forecast: they must not drive rewrite decisions on thei
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from opscope.analysis.roofline import DEFAULT_RIDGE, roofline_class
@@ -167,3 +168,8 @@ def ledger_dict(cost: ModuleCost, ridge: float = DEFAULT_RIDGE) -> dict:
         "unknown": [{"label": label, "name": name, "why": why} for label, name, why in cost.unknown],
         "ops": [_op_dict(c, ridge, f.name) for f in cost.functions for c in f.ops],
     }
+
+
+def ledger_json(cost: ModuleCost, ridge: float = DEFAULT_RIDGE) -> str:
+    """`ledger_dict` as JSON (`opscope bytes --json`)."""
+    return json.dumps(ledger_dict(cost, ridge), indent=2, ensure_ascii=False)

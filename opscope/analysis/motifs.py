@@ -59,22 +59,6 @@ class MotifReport:
     min_count: int = 2
     note: str | None = None
 
-    def to_text(self, top: int | None = 12) -> str:
-        """`score ×count  a → b → c   e.g. site, site` lines, best first, under a one-line header."""
-        shown = self.motifs if top is None else self.motifs[:top]
-        head = (
-            f"motifs: {self.ops} ops; chains of {self.min_len}..{self.max_len} ops seen ≥{self.min_count} times: "
-            f"{len(self.motifs)}" + (f" (top {len(shown)})" if len(shown) < len(self.motifs) else "")
-        )
-        lines = [head]
-        if self.note:
-            lines.append(f"  note: {self.note}")
-        for m in shown:
-            lines.append(f"  {m.score:>6} ×{m.count:<5} {m.key}")
-            if m.examples:
-                lines.append(f"  {'':>6}  {'':<5} e.g. {', '.join(m.examples)}")
-        return "\n".join(lines)
-
     def to_dict(self, top: int | None = None) -> dict:
         """JSON-safe: options, op count, note and the motifs (all, or the `top` best)."""
         shown = self.motifs if top is None else self.motifs[:top]
@@ -87,6 +71,23 @@ class MotifReport:
             "note": self.note,
             "motifs": [m.to_dict() for m in shown],
         }
+
+
+def motifs_text(report: MotifReport, top: int | None = 12) -> str:
+    """`score ×count  a → b → c   e.g. site, site` lines, best first, under a one-line header."""
+    shown = report.motifs if top is None else report.motifs[:top]
+    head = (
+        f"motifs: {report.ops} ops; chains of {report.min_len}..{report.max_len} ops seen ≥{report.min_count} times: "
+        f"{len(report.motifs)}" + (f" (top {len(shown)})" if len(shown) < len(report.motifs) else "")
+    )
+    lines = [head]
+    if report.note:
+        lines.append(f"  note: {report.note}")
+    for m in shown:
+        lines.append(f"  {m.score:>6} ×{m.count:<5} {m.key}")
+        if m.examples:
+            lines.append(f"  {'':>6}  {'':<5} e.g. {', '.join(m.examples)}")
+    return "\n".join(lines)
 
 
 def linear_motifs(

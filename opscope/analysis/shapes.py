@@ -88,43 +88,6 @@ class ShapeHistogram:
         """FLOPs of every static attention op."""
         return sum(a.flops for a in self.attention)
 
-    def to_text(self, top: int = 10) -> str:
-        """`B×M×K×N dtype ×count %FLOPs (FLOPs)` rows, then attention shapes."""
-        lines = [
-            f"GEMM shapes ({len(self.gemms)} distinct, {count(self.gemm_flops)} FLOPs, "
-            f"{share(self.gemm_flops, self.total_flops)} of the module's {count(self.total_flops)}):"
-        ]
-        for g in self.gemms[:top]:
-            lines.append(
-                f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {percent(g.share, digits=2):>7}  "
-                f"({count(g.flops)} FLOPs{_runs(g.count, g.runs)})"
-            )
-        if len(self.gemms) > top:
-            lines.append(f"  ... {len(self.gemms) - top} more")
-        if not self.gemms:
-            lines.append("  none")
-        if self.attention:
-            lines.append(
-                f"attention shapes ({count(self.attention_flops)} FLOPs, "
-                f"{share(self.attention_flops, self.total_flops)}):"
-            )
-            for a in self.attention[:top]:
-                lines.append(
-                    f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {percent(a.share, digits=2):>7}  "
-                    f"({count(a.flops)} FLOPs{_runs(a.count, a.runs)})"
-                )
-        if self.dynamic:
-            lines.append(
-                f"{len(self.dynamic)} site(s) with a dynamic size left out: {', '.join(self.dynamic[:5])}"
-                + (" ..." if len(self.dynamic) > 5 else "")
-            )
-        if self.uncounted:
-            lines.append(f"{len(self.uncounted)} site(s) outside the module's FLOP total left out:")
-            lines += [f"  {u}" for u in self.uncounted[:top]]
-            if len(self.uncounted) > top:
-                lines.append(f"  ... {len(self.uncounted) - top} more")
-        return "\n".join(lines) + "\n"
-
     def to_dict(self) -> dict:
         """JSON-safe rows."""
         return {
@@ -161,6 +124,43 @@ class ShapeHistogram:
             "dynamic": list(self.dynamic),
             "uncounted": list(self.uncounted),
         }
+
+
+def shapes_text(hist: ShapeHistogram, top: int = 10) -> str:
+    """`B×M×K×N dtype ×count %FLOPs (FLOPs)` rows, then attention shapes."""
+    lines = [
+        f"GEMM shapes ({len(hist.gemms)} distinct, {count(hist.gemm_flops)} FLOPs, "
+        f"{share(hist.gemm_flops, hist.total_flops)} of the module's {count(hist.total_flops)}):"
+    ]
+    for g in hist.gemms[:top]:
+        lines.append(
+            f"  {g.shape:24} {g.dtype:16} ×{g.count:<4d} {percent(g.share, digits=2):>7}  "
+            f"({count(g.flops)} FLOPs{_runs(g.count, g.runs)})"
+        )
+    if len(hist.gemms) > top:
+        lines.append(f"  ... {len(hist.gemms) - top} more")
+    if not hist.gemms:
+        lines.append("  none")
+    if hist.attention:
+        lines.append(
+            f"attention shapes ({count(hist.attention_flops)} FLOPs, {share(hist.attention_flops, hist.total_flops)}):"
+        )
+        for a in hist.attention[:top]:
+            lines.append(
+                f"  {a.shape:24} {a.dtype:16} ×{a.count:<4d} {percent(a.share, digits=2):>7}  "
+                f"({count(a.flops)} FLOPs{_runs(a.count, a.runs)})"
+            )
+    if hist.dynamic:
+        lines.append(
+            f"{len(hist.dynamic)} site(s) with a dynamic size left out: {', '.join(hist.dynamic[:5])}"
+            + (" ..." if len(hist.dynamic) > 5 else "")
+        )
+    if hist.uncounted:
+        lines.append(f"{len(hist.uncounted)} site(s) outside the module's FLOP total left out:")
+        lines += [f"  {u}" for u in hist.uncounted[:top]]
+        if len(hist.uncounted) > top:
+            lines.append(f"  ... {len(hist.uncounted) - top} more")
+    return "\n".join(lines) + "\n"
 
 
 def _runs(count: int, runs: int) -> str:

@@ -65,12 +65,10 @@ def _analysis_module(args):
     return parse_module(demo.moe_module(args.layers, args.d_model, args.seq))
 
 
-def _emit(args, text: str, doc: dict) -> int:
+def _emit(args, report, **options) -> int:
     """Print a report as text, or as JSON with --json."""
-    if args.json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    text = opscope.render(report, "json" if args.json else "text", **options)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
@@ -104,9 +102,10 @@ def _cmd_shapes(args) -> int:
     text = (
         f"{args.source}: {cost.total_flops:,} FLOPs, {cost.total_bytes:,} bytes moved (static floor), "
         f"{_per_byte(cost.total_flops, cost.total_bytes)} FLOP/B; at ridge {args.ridge:g} FLOP/B "
-        f"{share} of FLOPs are in compute-bound ops\n" + hist.to_text(args.top)
+        f"{share} of FLOPs are in compute-bound ops\n" + opscope.render(hist, top=args.top)
     )
-    return _emit(args, text, doc)
+    print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else text.rstrip("\n"))
+    return 0
 
 
 def _per_byte(flops: int, nbytes: int) -> str:
@@ -120,23 +119,22 @@ def _cmd_bytes(args) -> int:
         from opscope.analysis.dispatch import analyze_dispatches
 
         report = analyze_dispatches(module, args.target)
-        return _emit(args, report.to_text(args.top, args.ridge), report.to_dict(args.ridge))
+        return _emit(args, report, top=args.top, ridge=args.ridge)
     from opscope.analysis.cost import analyze
-    from opscope.analysis.ledger import ledger_dict, ledger_text
 
     cost = analyze(module)
-    return _emit(args, ledger_text(cost, args.top, args.ridge), ledger_dict(cost, args.ridge))
+    return _emit(args, cost, top=args.top, ridge=args.ridge)
 
 
 def _cmd_motifs(args) -> int:
     from opscope.analysis.motifs import linear_motifs
 
     report = linear_motifs(_analysis_module(args), args.min_len, args.max_len, args.min_count)
-    return _emit(args, report.to_text(args.top), report.to_dict())
+    return _emit(args, report, top=args.top)
 
 
 def _cmd_flow(args) -> int:
     from opscope.analysis.cones import dataflow_cones
 
     report = dataflow_cones(_analysis_module(args), args.min_depth, args.max_depth, args.min_count)
-    return _emit(args, report.to_text(args.top), report.to_dict())
+    return _emit(args, report, top=args.top)

@@ -65,7 +65,7 @@ def _cmd_live(args) -> int:
         if args.source:
             raise OpscopeError("live: --merge reads saved sketches; give no model with it")
         report = merge_saved(args.merge)
-        print(report.to_json() if args.json else report.text())
+        print(opscope.render(report, "json" if args.json else "text"))
         return 0
     run = opscope.live(
         args.source,
@@ -83,7 +83,7 @@ def _cmd_live(args) -> int:
         force=args.force,
         parameters=args.parameters,
     )
-    print(run.to_json() if args.json else run.text())
+    print(opscope.render(run, "json" if args.json else "text"))
     if args.csv and not args.json:
         print(f"\ntidy statistics of the sampled calls: {args.csv} (`opscope mine {args.csv}`)")
     return 0

@@ -84,9 +84,9 @@ def _cmd_parity(args) -> int:
         weights_dtype=args.weights_dtype,
     )
     if args.json:
-        print(report.to_json())
+        print(opscope.render(report, "json"))
     elif args.markdown:
-        print(report.to_markdown(all_ops=args.all))
+        print(opscope.render(report, "markdown", all_ops=args.all))
     else:
-        print(report.to_text(all_ops=args.all))
+        print(opscope.render(report, "text", all_ops=args.all))
     return 0 if report.within() else 1

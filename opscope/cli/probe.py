@@ -13,9 +13,9 @@ opscope dump minilm --out T --activations   # weights and whole activations to f
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+import opscope
 from opscope.cli.arguments import SOURCES, add_parameters, add_target
 from opscope.errors import OpscopeError
 
@@ -149,7 +149,7 @@ def _cmd_probe(args) -> int:
     from opscope import probe_tensors
 
     report = probe_tensors(args.source, sites=args.sites, say=_say("probe"))
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(), end="" if not args.json else "\n")
+    print(opscope.render(report, "json" if args.json else "text"), end="" if not args.json else "\n")
     return 0
 
 
@@ -159,7 +159,10 @@ def _cmd_layers(args) -> int:
     if args.quant is not None:
         if args.measure or args.every or args.objective != "weights" or args.error != "sum":
             raise OpscopeError("--quant is its own report: drop --measure, --objective, --error and --every")
-        print(quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, say=_say("layers")).text(), end="")
+        print(
+            opscope.render(quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, say=_say("layers"))),
+            end="",
+        )
         return 0
     report = plan_layers(
         args.source,
@@ -175,7 +178,7 @@ def _cmd_layers(args) -> int:
         say=_say("layers"),
         parameters=args.parameters,
     )
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(every=args.every), end="")
+    print(opscope.render(report, "json" if args.json else "text", every=args.every), end="\n" if args.json else "")
     return 0
 
 
@@ -183,7 +186,9 @@ def _cmd_actions(args) -> int:
     from opscope import layer_actions
 
     print(
-        layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites, say=_say("actions")).text(),
+        opscope.render(
+            layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites, say=_say("actions"))
+        ),
         end="",
     )
     return 0
@@ -213,5 +218,5 @@ def _cmd_timing(args) -> int:
     from opscope import timing
 
     report = timing(args.source, target=args.target, repetitions=args.repetitions, say=_say("timing"))
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text(), end="" if not args.json else "\n")
+    print(opscope.render(report, "json" if args.json else "text"), end="" if not args.json else "\n")
     return 0

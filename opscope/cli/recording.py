@@ -244,5 +244,5 @@ def _cmd_replay(args) -> int:
     print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
     _parquet(args, out)
     print()
-    print(opscope.mine(out, costs=res.site_costs).to_text())
+    print(opscope.render(opscope.mine(out, costs=res.site_costs)))
     return 0

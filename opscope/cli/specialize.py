@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import opscope
 from opscope.act.candidates import KINDS
 from opscope.act.specialize import MAX_ERROR, MIN_SPEEDUP
 from opscope.cli.arguments import add_parameters
@@ -72,5 +73,5 @@ def _cmd_plan(args) -> int:
         say=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True),
         parameters=args.parameters,
     )
-    print(plan.to_json() if args.json else plan.text())
+    print(opscope.render(plan, "json" if args.json else "text"))
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import opscope
 from opscope.cli.arguments import add_parameters, add_source, add_target
 from opscope.errors import OpscopeError
 
@@ -129,7 +130,6 @@ def _check(args, variants: list) -> None:
 
 def _cmd_whatif(args) -> int:
     from opscope.act.evalset import eval_set
-    from opscope.act.render_whatif import whatif_text
     from opscope.act.whatif import fakequant, sweep_layers, sweep_skips, whatif
 
     variants = _variants(args)
@@ -166,5 +166,5 @@ def _cmd_whatif(args) -> int:
         report = sweep_layers(evalset, args.sweep_layers, target=args.target, progress=say)
     else:
         report = whatif(evalset, variants, target=args.target, progress=say)
-    print(report.json() if args.json else whatif_text(report, every=args.all))
+    print(opscope.render(report, "json" if args.json else "text", every=args.all))
     return 0

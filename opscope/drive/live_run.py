@@ -7,7 +7,6 @@ reader sees how far the sketches are from the exact answer on this very stream.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from opscope.drive.live import LiveSampler, check_every
 from opscope.drive.serve import WORKER_SNAPSHOT, Served, serve, serve_workers
 from opscope.drive.trace import DEMO_EVERY, DEMO_POOL, DEMO_REQUESTS, DEMO_SEED, Trace, demo_trace, model_trace
 from opscope.errors import OpscopeError
-from opscope.online.report import LiveReport, live_report
+from opscope.online.report import LiveReport, live_report, live_report_text
 from opscope.online.snapshot import save
 from opscope.record.recorder import write_parquet
 
@@ -41,41 +40,40 @@ class LiveRun:
             "sampled": self.trace.exact_sampled_recurrence(self.every, self.workers),
         }
 
-    def text(self) -> str:
-        t = self.truth()
-        lines = [
-            f"{self.name}: {self.trace.description}; 1 call in {self.every} sampled"
-            + (f", {self.workers} workers" if self.workers > 1 else ""),
-            f"served in {self.served.seconds:.2f} s ({1e3 * self.served.seconds / max(len(self.trace), 1):.2f} ms "
-            "per request, wall)",
-            "",
-            self.report.text(),
-            "",
-            f"trace truth: {t['stream']:.1%} of requests repeat an earlier one; {t['sampled']:.1%} of the "
-            "sampled ones repeat an earlier sampled one (what the 'sampled' column estimates)",
-        ]
-        lost = [w for w in self.served.workers if w.exitcode != 0]
-        for w in lost:
-            lines.append(
-                f"worker {w.worker} stopped (exit code {w.exitcode}): {w.requests - w.calls_saved} of its "
-                f"{w.requests} requests are not in the report (the calls after its last snapshot)"
-            )
-        return "\n".join(lines)
+    def to_dict(self) -> dict:
+        return {
+            "model": self.name,
+            "trace": self.trace.description,
+            "every": self.every,
+            "workers": self.workers,
+            "seconds": self.served.seconds,
+            "truth": self.truth(),
+            "lost_requests": self.served.lost,
+            "report": self.report.to_dict(),
+        }
 
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "model": self.name,
-                "trace": self.trace.description,
-                "every": self.every,
-                "workers": self.workers,
-                "seconds": self.served.seconds,
-                "truth": self.truth(),
-                "lost_requests": self.served.lost,
-                "report": self.report.to_dict(),
-            },
-            indent=2,
+
+def live_text(run: LiveRun) -> str:
+    """The served trace, the live report and the trace's truth beside it."""
+    t = run.truth()
+    lines = [
+        f"{run.name}: {run.trace.description}; 1 call in {run.every} sampled"
+        + (f", {run.workers} workers" if run.workers > 1 else ""),
+        f"served in {run.served.seconds:.2f} s ({1e3 * run.served.seconds / max(len(run.trace), 1):.2f} ms "
+        "per request, wall)",
+        "",
+        live_report_text(run.report),
+        "",
+        f"trace truth: {t['stream']:.1%} of requests repeat an earlier one; {t['sampled']:.1%} of the "
+        "sampled ones repeat an earlier sampled one (what the 'sampled' column estimates)",
+    ]
+    lost = [w for w in run.served.workers if w.exitcode != 0]
+    for w in lost:
+        lines.append(
+            f"worker {w.worker} stopped (exit code {w.exitcode}): {w.requests - w.calls_saved} of its "
+            f"{w.requests} requests are not in the report (the calls after its last snapshot)"
         )
+    return "\n".join(lines)
 
 
 def _check_out(path: str | Path | None, force: bool, what: str) -> Path | None:

@@ -498,6 +498,21 @@ RENDERERS: dict[str, type] = {
 }
 
 
+def mine_text(report: MineReport) -> str:
+    """An aligned plain-text report for a terminal."""
+    return TextRenderer().render(report)
+
+
+def mine_markdown(report: MineReport) -> str:
+    """The report as GitHub-flavoured Markdown tables."""
+    return MarkdownRenderer().render(report)
+
+
+def mine_json(report: MineReport) -> str:
+    """The report as JSON (schema `opscope-mine/4`, documented in docs/mining.md)."""
+    return JsonRenderer().render(report)
+
+
 def render(report: MineReport, name: str = "text") -> str:
     """The report in the named format (one of RENDERERS)."""
     try:

@@ -18,7 +18,6 @@ import polars as pl
 from opscope.errors import OpscopeError
 from opscope.mining.dynamics import DynamicsReport, has_dynamics, mine_dynamics
 from opscope.mining.keys import appearance_order
-from opscope.mining.render import render
 from opscope.mining.signals import classify, rank, value_signals
 from opscope.mining.temporal import aggregate, cross_step, opportunities
 from opscope.record.recorder import MODULE_ROW, UNKNOWN_ROW, UNTAPPED_PREFIX, is_site_row, read_site_costs
@@ -29,7 +28,8 @@ GIVEN_COSTS = "the site costs given"  # `costs_source` of a mapping passed in
 
 @dataclass(frozen=True)
 class MineReport:
-    """Everything `mine` found, as polars frames; render with `to_text`, `to_json`, `to_markdown`."""
+    """Everything `mine` found, as polars frames; `opscope.render(report, "text" | "markdown" | "json")`
+    (`opscope.mining.render`) writes it."""
 
     rows: int
     steps: int
@@ -43,18 +43,6 @@ class MineReport:
     costs_source: str | None = None
     notes: tuple[str, ...] = ()
     dynamics: DynamicsReport | None = None  # attention, routing and residual taps (`opscope.mining.dynamics`)
-
-    def to_text(self) -> str:
-        """An aligned plain-text report for a terminal."""
-        return render(self, "text")
-
-    def to_json(self) -> str:
-        """The report as JSON (schema `opscope-mine/4`, documented in docs/mining.md)."""
-        return render(self, "json")
-
-    def to_markdown(self) -> str:
-        """The report as GitHub-flavoured Markdown tables."""
-        return render(self, "markdown")
 
 
 def mine(

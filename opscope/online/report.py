@@ -12,7 +12,6 @@ fingerprinted, the reference's otherwise: above 0.5, memoize.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 import datasketches
@@ -82,12 +81,6 @@ class LiveReport:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def text(self, top: int = TOP_SITES) -> str:
-        return render_text(self, top)
 
 
 def _clamp(x: float) -> float:
@@ -226,7 +219,7 @@ def live_report(sketch: StreamSketch) -> LiveReport:
     )
 
 
-def render_text(r: LiveReport, top: int = TOP_SITES) -> str:
+def live_report_text(r: LiveReport, top: int = TOP_SITES) -> str:
     """The report as the terminal shows it."""
     lines = [f"live: {r.calls} calls, {r.samples} sampled (1 in {r.every})"]
     if r.distinct_inputs is not None:

@@ -36,11 +36,6 @@ class ProbeReport:
     seconds: float
     skipped: list[str] = field(default_factory=list)
 
-    def text(self) -> str:
-        from opscope.probe.render import probe_text
-
-        return probe_text(self)
-
     def to_dict(self) -> dict:
         return {
             "schema": "opscope-probe/1",
@@ -100,11 +95,6 @@ class LayersReport:
 
     def flops(self, alloc: Allocation) -> int:
         return sum(p.options[c].flops for p, c in zip(self.profiles, alloc.choice))
-
-    def text(self, every: bool = False) -> str:
-        from opscope.probe.render import layers_text
-
-        return layers_text(self, every)
 
     def to_dict(self) -> dict:
         def alloc(a: Allocation | None) -> dict | None:
@@ -211,11 +201,6 @@ class ActionsReport:
     def skips(self) -> list[str]:
         return [b for b, g in (self.gaps or {}).items() if g < SKIP_GAP]
 
-    def text(self) -> str:
-        from opscope.probe.render import actions_text
-
-        return actions_text(self)
-
 
 def _verb(kind: str) -> str:
     if kind == "dense":
@@ -268,11 +253,6 @@ class QuantReport:
         for s in self.stats:
             out.setdefault(s.kind, []).append(s)
         return out
-
-    def text(self) -> str:
-        from opscope.probe.render import quant_text
-
-        return quant_text(self)
 
 
 def quant_sweep(weights: WeightSet, int4_budget: float = INT4_BUDGET) -> QuantReport:
