@@ -47,6 +47,7 @@ from opscope.ir.loading import new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.parameter_files import check_weights_dtype
 from opscope.ir.stat_config import StatConfig
+from opscope.mining.render import mine_markdown
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
 from opscope.models.source import (
@@ -402,7 +403,7 @@ def profile_module(
             )
     model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads
     report = mine_paths(csv, costs=out / COSTS_NAME)
-    (out / REPORT_NAME).write_text(report.to_markdown())
+    (out / REPORT_NAME).write_text(mine_markdown(report))
     return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name, checked)
 
 
