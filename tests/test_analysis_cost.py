@@ -461,7 +461,7 @@ func.func @main(%x: tensor<8x4xf32>, %i: tensor<8x4xi64>) -> (tensor<8x4xf32>, t
     ]
     text = opscope.render(mc)
     assert "unknown (2):" in text and "lower bounds" in text
-    json.dumps(mc.to_dict())
+    opscope.render(mc, "json")
 
 
 def test_empty_module_is_zeros_with_a_clear_note():
@@ -470,7 +470,7 @@ def test_empty_module_is_zeros_with_a_clear_note():
     assert mc.by_label() == [] and mc.top(5) == [] and mc.unknown == []
     text = opscope.render(mc)
     assert "bytes moved" in text and "no ops to cost" in text
-    assert json.loads(json.dumps(mc.to_dict()))["totals"]["ops"] == 0
+    assert json.loads(opscope.render(mc, "json"))["totals"]["ops"] == 0
     hist = shape_histogram(parse_module("module {}"))
     assert (hist.gemms, hist.attention, hist.total_flops) == ([], [], 0) and "none" in opscope.render(hist)
 
@@ -533,7 +533,7 @@ def test_a_static_loop_counts_trip_count_times_its_body():
         J,
     )
     assert "loops counted as trip count × body: lstm ×5" in opscope.render(mc)
-    assert json.loads(json.dumps(mc.to_dict()))["totals"]["flops"] == 36_160
+    assert json.loads(opscope.render(mc, "json"))["totals"]["flops"] == 36_160
     # GEMM shapes: each site × its executions, shares of a total that contains them
     assert [executions(s.op) for s in find_sites(module)] == [(T, None), (T * J, None)]
     hist = shape_histogram(module)
@@ -717,7 +717,7 @@ def test_rankings_kinds_and_roofline_split(transformer):
     assert split.memory_flops + split.compute_flops == mc.total_flops
     assert split.compute_flops == sum(c.flops for c in ops if roofline_class(c, 2.5) == "compute-bound") > 0
     assert mc.roofline_split(ridge=1e9).compute_flops == 0
-    d = json.loads(json.dumps(mc.to_dict(ridge=2.5)))
+    d = json.loads(opscope.render(mc, "json", ridge=2.5))
     assert d["totals"]["flops"] == mc.total_flops and len(d["ops"]) == len(ops)
     assert d["roofline"]["compute_bound_flops"] == split.compute_flops
     with pytest.raises(ValueError, match="choose 'flops' or 'bytes'"):
