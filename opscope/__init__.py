@@ -400,10 +400,17 @@ def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:
 def whatif(
     source: str | bytes | Path | ir.Module,
     *,
-    skip: Iterable[Iterable[str]] = (),
+    skip: Iterable[str | Iterable[str]] = (),
+    skip_lowest: int | None = None,
+    run: str | Path | None = None,
     fakequant: Iterable[str] = (),
     pipelines: Iterable[str] = (),
     sweep: bool = False,
+    sweep_layers: str | None = None,
+    blocks: str = "*",
+    keep: float = 0.95,
+    floor: float = 0.5,
+    verify: bool = True,
     target: str = "llvm-cpu",
     tokens: int = 2000,
     steps: int | None = None,
@@ -414,29 +421,32 @@ def whatif(
     say: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
-    **sweep_options: Any,
 ) -> WhatIfReport:
     """Measure rewrites end to end on real data: the original and each variant compiled and run on
     the same inputs, compared by what the model does (top-1 agreement and perplexity for a causal
     LM, embedding cosine and neighbour ranking for an encoder, accuracy for a classifier, output
-    error otherwise), with the FLOPs and weight bytes each build no longer needs. Variants: `skip`
-    (lists of residual-block names or ordinals, each skipped together), `fakequant` (schemes:
-    w8a8, w8a16, w4a16, w4g32a16, a8), `pipelines` (opscope-opt pipelines). `sweep=True` adds the
-    one-block-off sweep and the greedy skip curve (`sweep_options`: blocks, keep, floor, verify).
+    error otherwise), with the FLOPs and weight bytes each build no longer needs.
+
+    Variants: `skip` (each item a list of residual-block names or ordinals, or one comma-separated
+    string, skipped together), `skip_lowest` (the K blocks of least influence in the recorded `run`,
+    recorded with the residual taps), `fakequant` (schemes: w8a8, w8a16, w4a16, w4g32a16, a8),
+    `pipelines` (opscope-opt pipelines). Or one of two sweeps: `sweep=True`, each block of `blocks`
+    off in turn and the greedy skip curve down to `floor` (the answer at `keep` of the headline,
+    built as a real skip when `verify`), the variants measured beside it; `sweep_layers=SCHEME`,
+    that fake-quant scheme on one layer at a time and on the whole model.
     Data: the zoo model's own held-out data (`tokens` predicted tokens for a causal LM), else
-    `inputs` / `text` + `tokenizer` / generated. `parameters`: every build maps the weights from
-    one parameter file in a temporary folder instead of carrying them (None: so for a model of
-    128 MiB or more), float32 ones stored as `weights_dtype` (bf16, f16).
+    `inputs` / `text` + `tokenizer` / generated; `task` says what the first result is. `parameters`:
+    every build maps the weights from one parameter file in a temporary folder instead of carrying
+    them (None: so for a model of 128 MiB or more), float32 ones stored as `weights_dtype` (bf16,
+    f16). Bad requests are one-line errors before the model is read.
     Returns a `WhatIfReport` (`.to_dict()`; `render(report)`)."""
     from opscope.act.evalset import eval_set
-    from opscope.act.whatif import Variant, sweep_skips
-    from opscope.act.whatif import fakequant as scheme
-    from opscope.act.whatif import skip as skipped
-    from opscope.act.whatif import whatif as measure
+    from opscope.act.whatif import check_request, measure, variants_of
 
-    variants = (
-        [skipped(list(blocks)) for blocks in skip] + [scheme(s) for s in fakequant] + [Variant(p, p) for p in pipelines]
-    )
+    if tokenizer and not text:
+        raise OpscopeError("--tokenizer (tokenizer) goes with --text (text)")
+    variants = variants_of(skip, skip_lowest, None if run is None else str(run), fakequant, pipelines)
+    check_request(variants, sweep, sweep_layers, keep, floor)
     evalset = eval_set(
         source,
         task=task,
@@ -445,14 +455,22 @@ def whatif(
         inputs=inputs,
         text=text,
         tokenizer=tokenizer,
+        named=_named(say),
         parameters=parameters,
         weights_dtype=weights_dtype,
     )
-    if sweep:
-        return sweep_skips(evalset, target=target, variants=variants, progress=say, **sweep_options)
-    if sweep_options:
-        raise OpscopeError(f"whatif: {', '.join(sweep_options)} go with sweep=True")
-    return measure(evalset, variants, target=target, progress=say)
+    return measure(
+        evalset,
+        variants,
+        sweep=sweep,
+        sweep_layers_scheme=sweep_layers,
+        blocks=blocks,
+        keep=keep,
+        floor=floor,
+        verify=verify,
+        target=target,
+        progress=say,
+    )
 
 
 def probe_tensors(

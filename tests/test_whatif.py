@@ -267,6 +267,30 @@ def test_whatif_bad_input_is_one_line(entry, tmp_path):
     )
 
 
+def test_the_api_takes_every_option_the_cli_has():
+    """The CLI only parses: each `opscope whatif` option is a parameter of `opscope.whatif` (their
+    defaults the stage's), and the API refuses bad requests before reading a model, as the CLI does."""
+    import argparse
+    import inspect
+
+    from opscope.act.evalset import DEFAULT_TOKENS
+    from opscope.act.whatif import FLOOR, KEEP
+    from opscope.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    dests = {a.dest for a in sub.choices["whatif"]._actions} - {"help", "json", "all", "fn"}
+    params = inspect.signature(opscope.whatif).parameters
+    renamed = {"pipeline": "pipelines"}
+    assert {renamed.get(d, d) for d in dests} <= set(params), {renamed.get(d, d) for d in dests} - set(params)
+    assert (params["keep"].default, params["floor"].default, params["tokens"].default) == (KEEP, FLOOR, DEFAULT_TOKENS)
+    with pytest.raises(opscope.OpscopeError, match="^nothing to measure"):
+        opscope.whatif("no-such-model.onnx")
+    with pytest.raises(opscope.OpscopeError, match="^--skip-lowest reads block influence from a recorded run"):
+        opscope.whatif("no-such-model.onnx", skip_lowest=2)
+    with pytest.raises(opscope.OpscopeError, match=r"^--sweep and --sweep-layers \(sweep, sweep_layers\) are two runs"):
+        opscope.whatif("no-such-model.onnx", sweep=True, sweep_layers="w8a8")
+
+
 def test_layer_sweep_quantizes_one_layer_at_a_time():
     from opscope.act.evalset import EvalSet
     from opscope.act.whatif import _with_sites, sweep_layers

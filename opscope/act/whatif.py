@@ -22,7 +22,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -434,3 +434,85 @@ def _gate_names(module) -> list[str]:
     attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
     last = ir.DictAttr(attrs[len(attrs) - 1])  # (a negative index crashes the 3.13 bindings)
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(last[GATES_ATTR])]
+
+
+def variants_of(
+    skips: Iterable[str | Iterable[str]] = (),
+    skip_lowest: int | None = None,
+    run: str | None = None,
+    schemes: Iterable[str] = (),
+    pipelines: Iterable[str] = (),
+) -> list[Variant]:
+    """The variants a what-if request names, in order: each `skips` item (a list of residual-block
+    names or ordinals, or one comma-separated string) skipped together; the `skip_lowest` blocks of
+    least influence in the recorded `run`; each fake-quant scheme of `schemes`; each pipeline. Bad names, schemes
+    and pipelines are one-line errors before any model is read."""
+    from opscope.ir.blocks import parse_blocks
+    from opscope.pipeline.textual import parse_pipeline
+
+    variants = [skip(parse_blocks(s) if isinstance(s, str) else list(s)) for s in skips]
+    if skip_lowest is not None:
+        if not run:
+            raise OpscopeError(
+                "--skip-lowest reads block influence from a recorded run: give --from RUN (from Python: "
+                "skip_lowest=K, run=RUN; record one with `opscope infer MODEL --taps residual --out RUN`)"
+            )
+        variants.append(skip(lowest_influence(str(run), skip_lowest)))
+    elif run:
+        raise OpscopeError("--from RUN (run=) goes with --skip-lowest K (skip_lowest=)")
+    variants += [fakequant(s) for s in schemes]
+    variants += [Variant(p, p) for p in pipelines]
+    for v in variants:
+        parse_pipeline(v.pipeline)  # unknown passes and options fail here, in one line
+    return variants
+
+
+def check_request(
+    variants: Sequence[Variant], sweep: bool, sweep_layers: str | None, keep: float, floor: float
+) -> None:
+    """Refuse a request that cannot work, before anything is built: no question, two runs in one,
+    a layer sweep with other variants, an unknown scheme, `keep`/`floor` out of range."""
+    if not variants and not sweep and not sweep_layers:
+        raise OpscopeError(
+            "nothing to measure: give --skip, --skip-lowest, --fakequant, --pipeline, --sweep or --sweep-layers "
+            "(from Python: skip, skip_lowest, fakequant, pipelines, sweep or sweep_layers)"
+        )
+    if sweep and sweep_layers:
+        raise OpscopeError("--sweep and --sweep-layers (sweep, sweep_layers) are two runs: give one of them")
+    if sweep_layers and variants:
+        raise OpscopeError("--sweep-layers (sweep_layers) measures its scheme alone: drop the other variants")
+    if sweep_layers:
+        fakequant(sweep_layers)  # an unknown scheme fails before the model is built
+    if not 0 < keep <= 1 or not 0 <= floor <= 1:
+        raise OpscopeError(f"--keep must be in (0, 1] and --floor in [0, 1], got {keep} and {floor}")
+
+
+def measure(
+    evalset: EvalSet,
+    variants: Sequence[Variant],
+    *,
+    sweep: bool = False,
+    sweep_layers_scheme: str | None = None,
+    blocks: str = "*",
+    keep: float = KEEP,
+    floor: float = FLOOR,
+    verify: bool = True,
+    target: str = "llvm-cpu",
+    progress: Callable[[str], None] | None = None,
+) -> WhatIfReport:
+    """The request `check_request` accepted, run: the skip sweep and greedy curve (`sweep`), a scheme
+    one layer at a time (`sweep_layers_scheme`), or the variants against the original."""
+    if sweep:
+        return sweep_skips(
+            evalset,
+            blocks=blocks,
+            target=target,
+            keep=keep,
+            floor=floor,
+            verify=verify,
+            variants=variants,
+            progress=progress,
+        )
+    if sweep_layers_scheme:
+        return sweep_layers(evalset, sweep_layers_scheme, target=target, progress=progress)
+    return whatif(evalset, variants, target=target, progress=progress)

@@ -18,7 +18,6 @@ import sys
 
 import opscope
 from opscope.cli.arguments import add_parameters, add_source, add_target
-from opscope.errors import OpscopeError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,83 +87,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=_cmd_whatif)
 
 
-def _variants(args) -> list:
-    from opscope.act.whatif import Variant, fakequant, lowest_influence, skip
-    from opscope.ir.blocks import parse_blocks
-
-    variants = [skip(parse_blocks(s)) for s in args.skip]
-    if args.skip_lowest is not None:
-        if not args.run:
-            raise OpscopeError(
-                "--skip-lowest reads block influence from a recorded run: give --from RUN "
-                "(record one with `opscope infer MODEL --taps residual --out RUN`)"
-            )
-        variants.append(skip(lowest_influence(args.run, args.skip_lowest)))
-    elif args.run:
-        raise OpscopeError("--from goes with --skip-lowest K")
-    if args.fakequant:
-        variants += [fakequant(s.strip()) for s in args.fakequant.split(",") if s.strip()]
-    variants += [Variant(p, p) for p in args.pipeline]
-    return variants
-
-
-def _check(args, variants: list) -> None:
-    """Refuse what cannot work before anything is built: no question, bad numbers, bad pipelines."""
-    from opscope.pipeline.textual import parse_pipeline
-
-    if not variants and not args.sweep and not args.sweep_layers:
-        raise OpscopeError(
-            "nothing to measure: give --skip, --skip-lowest, --fakequant, --pipeline, --sweep or --sweep-layers"
-        )
-    if args.sweep and args.sweep_layers:
-        raise OpscopeError("--sweep and --sweep-layers are two runs: give one of them")
-    if args.sweep_layers and variants:
-        raise OpscopeError("--sweep-layers measures its scheme alone: drop the other variants")
-    if args.tokenizer and not args.text:
-        raise OpscopeError("--tokenizer goes with --text")
-    if not 0 < args.keep <= 1 or not 0 <= args.floor <= 1:
-        raise OpscopeError(f"--keep must be in (0, 1] and --floor in [0, 1], got {args.keep} and {args.floor}")
-    for v in variants:
-        parse_pipeline(v.pipeline)  # unknown passes and options fail here, in one line
-
-
 def _cmd_whatif(args) -> int:
-    from opscope.act.evalset import eval_set
-    from opscope.act.whatif import fakequant, sweep_layers, sweep_skips, whatif
-
-    variants = _variants(args)
-    _check(args, variants)
-    if args.sweep_layers:
-        fakequant(args.sweep_layers)  # an unknown scheme fails before the model is built
-
     def say(line: str) -> None:
         print(f"opscope whatif: {line}", file=sys.stderr, flush=True)
 
-    evalset = eval_set(
+    report = opscope.whatif(
         args.source,
-        task=args.task,
+        skip=args.skip,
+        skip_lowest=args.skip_lowest,
+        run=args.run,
+        fakequant=[s.strip() for s in (args.fakequant or "").split(",") if s.strip()],
+        pipelines=args.pipeline,
+        sweep=args.sweep,
+        sweep_layers=args.sweep_layers,
+        blocks=args.blocks,
+        keep=args.keep,
+        floor=args.floor,
+        target=args.target,
         tokens=args.tokens,
         steps=args.steps,
+        task=args.task,
         inputs=args.inputs,
         text=args.text,
         tokenizer=args.tokenizer,
-        named=lambda n: say(f"model {n}"),
+        say=say,
         parameters=args.parameters,
         weights_dtype=args.weights_dtype,
     )
-    if args.sweep:
-        report = sweep_skips(
-            evalset,
-            blocks=args.blocks,
-            target=args.target,
-            keep=args.keep,
-            floor=args.floor,
-            variants=variants,
-            progress=say,
-        )
-    elif args.sweep_layers:
-        report = sweep_layers(evalset, args.sweep_layers, target=args.target, progress=say)
-    else:
-        report = whatif(evalset, variants, target=args.target, progress=say)
     print(opscope.render(report, "json" if args.json else "text", every=args.all))
     return 0
