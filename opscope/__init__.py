@@ -41,6 +41,11 @@ if TYPE_CHECKING:
     from opscope.act.specialize import KernelPlan
     from opscope.act.timing import TimingReport
     from opscope.act.whatif import WhatIfReport
+    from opscope.analysis.cones import ConeReport
+    from opscope.analysis.cost import ModuleCost
+    from opscope.analysis.dispatch import DispatchReport
+    from opscope.analysis.motifs import MotifReport
+    from opscope.analysis.shapes import ShapesReport
     from opscope.drive.live_run import LiveRun
     from opscope.drive.profile import ProfileResult
     from opscope.ir.manifest import Manifest
@@ -69,6 +74,11 @@ __all__ = [
     "dump_tensors",
     "timing",
     "kernel_plan",
+    "shapes",
+    "ledger",
+    "motifs",
+    "flow",
+    "ridge",
     "live",
     "LiveRun",
     "ProbeReport",
@@ -148,6 +158,7 @@ _RENDERERS: dict[str, dict[str, str]] = {
     "ModuleCost": {"text": "opscope.analysis.ledger:ledger_text", "json": "opscope.analysis.ledger:ledger_json"},
     "DispatchReport": {"text": "opscope.analysis.dispatch:dispatch_text"},
     "ShapeHistogram": {"text": "opscope.analysis.shapes:shapes_text"},
+    "ShapesReport": {"text": "opscope.analysis.shapes:shapes_report_text"},
     "MotifReport": {"text": "opscope.analysis.motifs:motifs_text"},
     "ConeReport": {"text": "opscope.analysis.cones:cones_text"},
 }
@@ -379,6 +390,103 @@ def load(compiled: CompiledModule) -> LoadedModule:
     from opscope.run.runtime import load as load_compiled
 
     return load_compiled(compiled)
+
+
+def ridge(target: str = "llvm-cpu") -> float:
+    """`target`'s nominal roofline ridge, FLOP/byte (`opscope targets` says where each comes from)."""
+    from opscope.run.targets import get_target
+
+    return get_target(target).ridge
+
+
+def shapes(
+    source: Any = "transformer",
+    *,
+    target: str = "llvm-cpu",
+    ridge: float | None = None,
+    layers: int = 6,
+    d_model: int = 64,
+    seq: int = 16,
+) -> ShapesReport:
+    """A model's hot GEMM and attention shapes (batch, M, K, N, dtype) by FLOP share, its totals and
+    the share of FLOPs in compute-bound ops at `ridge` (default: `target`'s). Static: nothing runs.
+    `source`: a model as `load_model` takes it, or a demo ("mlp", "transformer", "moe", sized by
+    `layers`, `d_model`, `seq`)."""
+    from opscope.analysis.shapes import shapes_report
+
+    name = source if isinstance(source, (str, Path)) else "<module>"
+    return shapes_report(_static_module(source, layers, d_model, seq), str(name), _ridge_of(target, ridge))
+
+
+def ledger(
+    source: Any = "transformer",
+    *,
+    dispatches: bool = False,
+    target: str = "llvm-cpu",
+    layers: int = 6,
+    d_model: int = 64,
+    seq: int = 16,
+) -> ModuleCost | DispatchReport:
+    """Exact FLOPs and bytes per op (a `ModuleCost`: the bytes ledger), or with `dispatches` per
+    fused dispatch as IREE forms them for `target` (a `DispatchReport`). Static: nothing runs.
+    `source` as `shapes` takes it; `render(report, ridge=...)` classifies them on a roofline."""
+    module = _static_module(source, layers, d_model, seq)
+    if dispatches:
+        from opscope.analysis.dispatch import analyze_dispatches
+
+        return analyze_dispatches(module, target)
+    from opscope.analysis.cost import analyze
+
+    return analyze(module)
+
+
+def motifs(
+    source: Any = "transformer",
+    *,
+    min_len: int = 2,
+    max_len: int = 6,
+    min_count: int = 2,
+    layers: int = 6,
+    d_model: int = 64,
+    seq: int = 16,
+) -> MotifReport:
+    """Recurring op chains of `min_len`..`max_len` ops seen at least `min_count` times (fusion
+    candidates), best first. Static. `source` as `shapes` takes it."""
+    from opscope.analysis.motifs import linear_motifs
+
+    return linear_motifs(_static_module(source, layers, d_model, seq), min_len, max_len, min_count)
+
+
+def flow(
+    source: Any = "transformer",
+    *,
+    min_depth: int = 2,
+    max_depth: int = 6,
+    min_count: int = 2,
+    layers: int = 6,
+    d_model: int = 64,
+    seq: int = 16,
+) -> ConeReport:
+    """Repeated dataflow cones (input sub-DAGs of `min_depth`..`max_depth`, seen at least `min_count`
+    times) with fusion hints. Static. `source` as `shapes` takes it."""
+    from opscope.analysis.cones import dataflow_cones
+
+    return dataflow_cones(_static_module(source, layers, d_model, seq), min_depth, max_depth, min_count)
+
+
+def _static_module(source: Any, layers: int, d_model: int, seq: int) -> ir.Module:
+    """The module a static analysis reads: a demo by name, else any model `load_model` takes."""
+    from opscope.models.demo import DEMO_KINDS, analysis_module
+
+    if isinstance(source, str) and source in DEMO_KINDS:
+        from opscope.ir.loading import parse_module
+
+        return parse_module(analysis_module(source, layers, d_model, seq))
+    return load_model(source)
+
+
+def _ridge_of(target: str, given: float | None) -> float:
+    return ridge(target) if given is None else given
 
 
 def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:

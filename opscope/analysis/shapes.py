@@ -15,11 +15,11 @@ m = lhs dim 0; ours keys by batch as well, and by dtype.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from iree.compiler import ir
 
-from opscope.analysis.cost import analyze, executions, op_cost
+from opscope.analysis.cost import RooflineSplit, analyze, executions, op_cost
 from opscope.ir.const_expr import memoized
 from opscope.ir.flops import ATTENTION, attention_dims
 from opscope.ir.sites import find_sites
@@ -192,6 +192,49 @@ def _attention_ops(module) -> list[ir.Operation]:
 
     module.operation.walk(visit)
     return found
+
+
+@dataclass(frozen=True)
+class ShapesReport:
+    """`opscope shapes`: a module's totals, its roofline split at `ridge`, and its shape histogram."""
+
+    source: str
+    ridge: float
+    total_flops: int
+    total_bytes: int
+    split: RooflineSplit
+    histogram: ShapeHistogram
+
+    def to_dict(self) -> dict:
+        """JSON-safe: the totals, the roofline split and the histogram's rows."""
+        return {
+            "source": self.source,
+            "ridge": self.ridge,
+            "total_flops": self.total_flops,
+            "total_bytes": self.total_bytes,
+            "roofline": asdict(self.split),
+            **self.histogram.to_dict(),
+        }
+
+
+def shapes_report(module, source: str, ridge: float) -> ShapesReport:
+    """`module`'s totals, roofline split at `ridge` and shape histogram; `source` is what reports call it."""
+    cost = analyze(module)
+    hist = shape_histogram(module, cost.total_flops)
+    return ShapesReport(source, ridge, cost.total_flops, cost.total_bytes, cost.roofline_split(ridge), hist)
+
+
+def shapes_report_text(report: ShapesReport, top: int = 10) -> str:
+    """One line of totals and the compute-bound share, then the histogram (`shapes_text`)."""
+    split = report.split
+    classified = split.memory_flops + split.compute_flops
+    per_byte = f"{report.total_flops / report.total_bytes:.2f}" if report.total_bytes else "-"
+    return (
+        f"{report.source}: {report.total_flops:,} FLOPs, {report.total_bytes:,} bytes moved (static floor), "
+        f"{per_byte} FLOP/B; at ridge {report.ridge:g} FLOP/B "
+        f"{share(split.compute_flops, classified) if classified else '-'} of FLOPs are in compute-bound ops\n"
+        + shapes_text(report.histogram, top)
+    )
 
 
 def shape_histogram(module, total_flops: int | None = None) -> ShapeHistogram:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 
 import opscope
 from opscope.cli.arguments import add_source, add_target
-from opscope.text.numbers import share as share_text
 
-DEMO_KINDS = ("mlp", "transformer", "moe")
+DEMO_KINDS = ("mlp", "transformer", "moe")  # opscope.models.demo.DEMO_KINDS, for the help text
 RIDGE_HELP = "roofline ridge, FLOP/byte (default: the target's nominal ridge, `opscope targets`)"
 
 
@@ -50,19 +47,8 @@ def _add_analysis(sub, name: str, help: str, fn, top: int):
     return sp
 
 
-def _analysis_module(args):
-    """The module the static analyses read: a demo kind, a zoo name, or any importable file."""
-    src = args.source
-    if src not in DEMO_KINDS:
-        return opscope.load_model(src)
-    from opscope.ir.loading import parse_module
-    from opscope.models import demo
-
-    if src == "mlp":  # the reference's motifs graph: every layer relu(x·W + b)
-        return parse_module(demo.bias_mlp_module(args.layers, args.d_model, args.seq))
-    if src == "transformer":
-        return parse_module(demo.transformer_module(args.layers, args.d_model, args.seq, weights="globals"))
-    return parse_module(demo.moe_module(args.layers, args.d_model, args.seq))
+def _demo_sizes(args) -> dict:
+    return {"layers": args.layers, "d_model": args.d_model, "seq": args.seq}
 
 
 def _emit(args, report, **options) -> int:
@@ -74,67 +60,28 @@ def _emit(args, report, **options) -> int:
 
 def _ridge(args) -> float:
     """--ridge, else the target's nominal ridge."""
-    from opscope.run.targets import get_target
-
-    target = get_target(args.target)
-    return args.ridge if args.ridge is not None else target.ridge
+    return args.ridge if args.ridge is not None else opscope.ridge(args.target)
 
 
 def _cmd_shapes(args) -> int:
-    from opscope.analysis.cost import analyze
-    from opscope.analysis.shapes import shape_histogram
-
-    args.ridge = _ridge(args)
-    module = _analysis_module(args)
-    cost = analyze(module)
-    hist = shape_histogram(module, cost.total_flops)
-    split = cost.roofline_split(args.ridge)
-    doc = {
-        "source": args.source,
-        "ridge": args.ridge,
-        "total_flops": cost.total_flops,
-        "total_bytes": cost.total_bytes,
-        "roofline": dataclasses.asdict(split),
-        **hist.to_dict(),
-    }
-    classified = split.memory_flops + split.compute_flops
-    share = share_text(split.compute_flops, classified) if classified else "-"
-    text = (
-        f"{args.source}: {cost.total_flops:,} FLOPs, {cost.total_bytes:,} bytes moved (static floor), "
-        f"{_per_byte(cost.total_flops, cost.total_bytes)} FLOP/B; at ridge {args.ridge:g} FLOP/B "
-        f"{share} of FLOPs are in compute-bound ops\n" + opscope.render(hist, top=args.top)
-    )
-    print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else text.rstrip("\n"))
-    return 0
-
-
-def _per_byte(flops: int, nbytes: int) -> str:
-    return f"{flops / nbytes:.2f}" if nbytes else "-"
+    report = opscope.shapes(args.source, target=args.target, ridge=args.ridge, **_demo_sizes(args))
+    return _emit(args, report, top=args.top)
 
 
 def _cmd_bytes(args) -> int:
-    args.ridge = _ridge(args)
-    module = _analysis_module(args)
-    if args.dispatches:
-        from opscope.analysis.dispatch import analyze_dispatches
-
-        report = analyze_dispatches(module, args.target)
-        return _emit(args, report, top=args.top, ridge=args.ridge)
-    from opscope.analysis.cost import analyze
-
-    cost = analyze(module)
-    return _emit(args, cost, top=args.top, ridge=args.ridge)
+    report = opscope.ledger(args.source, dispatches=args.dispatches, target=args.target, **_demo_sizes(args))
+    return _emit(args, report, top=args.top, ridge=_ridge(args))
 
 
 def _cmd_motifs(args) -> int:
-    from opscope.analysis.motifs import linear_motifs
-
-    report = linear_motifs(_analysis_module(args), args.min_len, args.max_len, args.min_count)
+    report = opscope.motifs(
+        args.source, min_len=args.min_len, max_len=args.max_len, min_count=args.min_count, **_demo_sizes(args)
+    )
     return _emit(args, report, top=args.top)
 
 
 def _cmd_flow(args) -> int:
-    from opscope.analysis.cones import dataflow_cones
-
-    report = dataflow_cones(_analysis_module(args), args.min_depth, args.max_depth, args.min_count)
+    report = opscope.flow(
+        args.source, min_depth=args.min_depth, max_depth=args.max_depth, min_count=args.min_count, **_demo_sizes(args)
+    )
     return _emit(args, report, top=args.top)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from opscope.errors import OpscopeError
+
 
 def _t(shape, dtype: str = "f32") -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
@@ -403,3 +405,18 @@ def random_inputs(module_args: list[tuple[int, ...]], seed: int = 0, dtype=np.fl
         scale = 1.0 if i == 0 else 1.0 / np.sqrt(shape[0])
         out.append((rng.standard_normal(shape) * scale).astype(dtype))
     return out
+
+
+DEMO_KINDS = ("mlp", "transformer", "moe")  # the demo models the static analyses read by name
+
+
+def analysis_module(kind: str, layers: int = 6, d_model: int = 64, seq: int = 16) -> str:
+    """The demo `kind` the static analyses read: the reference's motifs graph (every layer
+    relu(x·W + b)), the transformer with its weights as globals, or the MoE."""
+    if kind == "mlp":
+        return bias_mlp_module(layers, d_model, seq)
+    if kind == "transformer":
+        return transformer_module(layers, d_model, seq, weights="globals")
+    if kind == "moe":
+        return moe_module(layers, d_model, seq)
+    raise OpscopeError(f"no demo {kind!r} (choose one of: {', '.join(DEMO_KINDS)})")
