@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from opscope.analysis.shapes import ShapesReport
     from opscope.drive.live_run import LiveRun
     from opscope.drive.profile import ProfileResult
+    from opscope.drive.sequence import SequenceResult
+    from opscope.drive.sweep import SweepResult
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
@@ -74,6 +76,9 @@ __all__ = [
     "dump_tensors",
     "timing",
     "kernel_plan",
+    "sweep",
+    "seq",
+    "replay",
     "shapes",
     "ledger",
     "motifs",
@@ -390,6 +395,88 @@ def load(compiled: CompiledModule) -> LoadedModule:
     from opscope.run.runtime import load as load_compiled
 
     return load_compiled(compiled)
+
+
+def sweep(
+    out: str | Path = "opscope.csv",
+    *,
+    target: str = "llvm-cpu",
+    shapes: Iterable[tuple[int, int, int]] | None = None,
+    seeds: Iterable[int] | None = None,
+    resume: bool = False,
+    force: bool = False,
+    parquet: bool = False,
+) -> SweepResult:
+    """The reference's sweep: one matmul per (M, K, N) of `shapes` (default its three) × the seven
+    input distributions × `seeds` (default 1, 2, 3), each a run recorded into the tidy CSV `out`;
+    `resume` continues an interrupted sweep there, `force` overwrites it, `parquet` also writes
+    `out` as Parquet beside it. Returns a `SweepResult` (runs recorded and skipped, parity per shape)."""
+    from opscope.drive.sweep import SEEDS, SHAPES
+    from opscope.drive.sweep import sweep as run_sweep
+
+    if not resume:
+        _fresh(out, force)
+    res = run_sweep(
+        out,
+        target,
+        shapes=SHAPES if shapes is None else tuple(map(tuple, shapes)),
+        seeds=SEEDS if seeds is None else tuple(seeds),
+        resume=resume,
+    )
+    _parquet(out, parquet)
+    return res
+
+
+def seq(
+    out: str | Path = "opscope_seq.csv",
+    *,
+    target: str = "llvm-cpu",
+    steps: int = 16,
+    force: bool = False,
+    parquet: bool = False,
+) -> SequenceResult:
+    """The reference's `seq`: `steps` decode-like calls of one matmul (drifting activations, a fixed
+    weight) recorded into the tidy CSV `out` (`force` overwrites it, `parquet` adds a Parquet copy)."""
+    from opscope.drive.sequence import seq as run_seq
+
+    _fresh(out, force)
+    res = run_seq(out, target, steps=steps)
+    _parquet(out, parquet)
+    return res
+
+
+def replay(
+    out: str | Path = "opscope_replay.csv",
+    *,
+    target: str = "llvm-cpu",
+    steps: int = 20,
+    pool: int = 4,
+    force: bool = False,
+    parquet: bool = False,
+) -> SequenceResult:
+    """The reference's `replay`: `steps` calls of a layer pyramid on inputs drawn from a pool of `pool`
+    (0: a slow random walk), recorded into the tidy CSV `out` (`force`, `parquet` as `seq`'s); mine
+    it for the repeats (`mine(out, costs=result.site_costs)`)."""
+    from opscope.drive.sequence import replay as run_replay
+
+    _fresh(out, force)
+    res = run_replay(out, target, steps=steps, pool=pool)
+    _parquet(out, parquet)
+    return res
+
+
+def _fresh(out: str | Path, force: bool) -> None:
+    from opscope.record.recorder import fresh_output
+
+    fresh_output(out, force)
+
+
+def _parquet(out: str | Path, wanted: bool) -> None:
+    """With `wanted`, the tidy CSV `out` also as Parquet (zstd, the same 13 columns) beside it."""
+    if wanted:
+        from opscope.record.recorder import write_parquet
+
+        write_parquet(Path(out), Path(out).with_suffix(".parquet"))
 
 
 def ridge(target: str = "llvm-cpu") -> float:

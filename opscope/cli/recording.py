@@ -156,35 +156,25 @@ def parity_text(worst: float | None) -> str:
     return "bit-identical" if worst == 0 else f"within {worst:.2g}"
 
 
-def _fresh(path: Path, force: bool) -> None:
-    """Refuse to overwrite recorded data unless told to."""
-    if path.exists() and path.stat().st_size:
-        if not force:
-            raise OpscopeError(f"{path} exists: pass --force to overwrite it (or --out elsewhere)")
-        path.unlink()  # and Recorder(mode="w") drops the stale journal
-
-
-def _parquet(args, csv: Path) -> None:
-    """With --parquet, also write the table as Parquet (zstd, same 13 columns) beside the CSV."""
+def _parquet_line(args, csv: Path) -> None:
+    """With --parquet, the Parquet copy the API wrote beside the CSV."""
     if args.parquet:
-        from opscope.record.recorder import write_parquet
-
         pq = csv.with_suffix(".parquet")
-        write_parquet(csv, pq)
         print(f"  wrote {pq} ({pq.stat().st_size:,} bytes; the CSV is {csv.stat().st_size:,})")
 
 
 def _cmd_sweep(args) -> int:
-    from opscope.drive.sweep import SEEDS, SHAPES, plan, sweep
-
     out = Path(args.out)
-    shapes = _shapes(args.shapes) if args.shapes else SHAPES
-    seeds = _seeds(args.seeds) if args.seeds else SEEDS
-    if not args.resume:
-        _fresh(out, args.force)
-    total = len(plan(shapes, seeds=seeds))
     try:
-        res = sweep(out, args.target, shapes=shapes, seeds=seeds, resume=args.resume)
+        res = opscope.sweep(
+            out,
+            target=args.target,
+            shapes=_shapes(args.shapes) if args.shapes else None,
+            seeds=_seeds(args.seeds) if args.seeds else None,
+            resume=args.resume,
+            force=args.force,
+            parquet=args.parquet,
+        )
     except KeyboardInterrupt:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
         return 130
@@ -198,9 +188,9 @@ def _cmd_sweep(args) -> int:
     print(
         f"recorded {len(res.recorded)} runs"
         + (f", {len(res.skipped)} already done" if res.skipped else "")
-        + f" of {total} into {out} (site costs: {res.site_costs})"
+        + f" of {len(res.recorded) + len(res.skipped)} into {out} (site costs: {res.site_costs})"
     )
-    _parquet(args, out)
+    _parquet_line(args, out)
     return 0
 
 
@@ -225,24 +215,20 @@ def _seeds(text: str) -> tuple[int, ...]:
 
 
 def _cmd_seq(args) -> int:
-    from opscope.drive.sequence import seq
-
     out = Path(args.out)
-    _fresh(out, args.force)
-    res = seq(out, args.target, steps=args.steps)
+    res = opscope.seq(out, target=args.target, steps=args.steps, force=args.force, parquet=args.parquet)
     print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
-    _parquet(args, out)
+    _parquet_line(args, out)
     return 0
 
 
 def _cmd_replay(args) -> int:
-    from opscope.drive.sequence import replay
-
     out = Path(args.out)
-    _fresh(out, args.force)
-    res = replay(out, args.target, steps=args.steps, pool=args.pool)
+    res = opscope.replay(
+        out, target=args.target, steps=args.steps, pool=args.pool, force=args.force, parquet=args.parquet
+    )
     print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
-    _parquet(args, out)
+    _parquet_line(args, out)
     print()
     print(opscope.render(opscope.mine(out, costs=res.site_costs)))
     return 0

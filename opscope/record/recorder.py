@@ -420,3 +420,14 @@ def write_parquet(csv_path: str | Path, parquet_path: str | Path) -> None:
         tmp.unlink(missing_ok=True)
         raise OpscopeError(f"{csv_path}: cannot convert to Parquet: {str(e).splitlines()[0]}") from None
     os.replace(tmp, parquet_path)
+
+
+def fresh_output(path: str | Path, force: bool) -> Path:
+    """`path`, emptied when `force` (the recorder drops a stale journal when it starts the file),
+    else refused in one line when it holds recorded data: nothing already recorded is lost."""
+    path = Path(path)
+    if path.exists() and path.stat().st_size:
+        if not force:
+            raise OpscopeError(f"{path} exists: pass --force to overwrite it (or --out elsewhere)")
+        path.unlink()
+    return path
