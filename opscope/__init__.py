@@ -166,6 +166,13 @@ _RENDERERS: dict[str, dict[str, str]] = {
     "ShapesReport": {"text": "opscope.analysis.shapes:shapes_report_text"},
     "MotifReport": {"text": "opscope.analysis.motifs:motifs_text"},
     "ConeReport": {"text": "opscope.analysis.cones:cones_text"},
+    "ProfileResult": {"text": "opscope.drive.render:profile_text"},
+    "SweepResult": {"text": "opscope.drive.render:sweep_text"},
+    "SequenceResult": {"text": "opscope.drive.render:sequence_text"},
+    "DynamicsReport": {
+        "text": "opscope.mining.render:dynamics_text",
+        "json": "opscope.mining.render:dynamics_json",
+    },
 }
 
 
@@ -173,7 +180,7 @@ def render(report: Any, fmt: str = "text", **options: Any) -> str:
     """`report` (any report an API function returns) as `fmt`: "text" (aligned for a terminal),
     "markdown" or "json". `options` go to the renderer: `top` (rows shown) for the static
     analyses and parity, `ridge` for the ledgers, `every` for layers and whatif, `all_ops` for
-    parity, `width` for flow cones; a renderer ignores the options it does not take, so one call
+    parity, `width` for flow cones, `heads` for dynamics, `brief` for a profile; a renderer ignores the options it does not take, so one call
     serves every format. The one way every report is written, by the API and the CLI."""
     import importlib
     import json

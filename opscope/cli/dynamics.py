@@ -4,14 +4,11 @@ residual blocks of a model (or reads a run already recorded) and prints what the
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import textwrap
 from pathlib import Path
 
 import opscope
 from opscope.cli.arguments import add_source, add_target
-from opscope.cli.recording import compile_text, parity_text, sites_text
 from opscope.errors import OpscopeError
 
 DYNAMICS_TAPS = "attention,routing,residual"
@@ -51,9 +48,6 @@ def recorded(source: str) -> bool:
 
 
 def _cmd_infer(args) -> int:
-    from opscope.mining import render_dynamics
-    from opscope.mining.render import TextRenderer, dynamics_records
-
     if args.tokenizer and not args.text:
         raise OpscopeError("--tokenizer goes with --text")
     rerun = recorded(args.source)
@@ -74,11 +68,7 @@ def _cmd_infer(args) -> int:
             taps=args.taps,
         )
         report, where = res.report, res.out_dir
-        m = res.model
-        print(
-            f"  {sites_text(m.manifest.sites)}; {compile_text(m.compile_seconds, m.compile_cached)}; "
-            f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with the taps"
-        )
+        print(opscope.render(res, brief=True))
     d = report.dynamics
     if d is None or d.empty:
         raise OpscopeError(
@@ -86,14 +76,10 @@ def _cmd_infer(args) -> int:
             f"`opscope infer MODEL` or `opscope profile MODEL --taps {DYNAMICS_TAPS}`)"
         )
     if args.json:
-        print(json.dumps(dynamics_records(d), indent=2, ensure_ascii=False))
+        print(opscope.render(d, "json"))
         return 0
     print()
-    for line in render_dynamics.summary(d):
-        print(textwrap.fill(line, 120, subsequent_indent="  "))
-    for title, text in render_dynamics.tables(d, TextRenderer().table, heads=args.heads):
-        print(f"\n{title}:\n{text}")
-    print("\n" + textwrap.fill(render_dynamics.LEGEND, 120))
+    print(opscope.render(d, heads=args.heads))
     if not rerun:
         print(f"\nwrote {where}/ (`opscope infer {where}` re-reads it; `opscope mine {where}` for everything)")
     return 0

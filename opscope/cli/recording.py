@@ -9,7 +9,6 @@ from pathlib import Path
 import opscope
 from opscope.cli.arguments import add_parameters, add_source, add_target
 from opscope.errors import OpscopeError
-from opscope.text.numbers import flops as flops_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,8 +88,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args) -> int:
-    from opscope.mining.render import render
-
     if args.tokenizer and not args.text:
         raise OpscopeError("--tokenizer goes with --text")
     res = opscope.profile(
@@ -108,52 +105,8 @@ def _cmd_profile(args) -> int:
         config=opscope.StatConfig(row_stride=args.sample_rows),
         verify=args.verify,
     )
-    m = res.model
-    flops = sum(s.flops for s in m.manifest.sites)
-    stride = m.manifest.row_stride
-    sampled = f" (activations on 1 row in {stride}: rows 0, {stride}, ...; weights exact)" if stride > 1 else ""
-    print(
-        f"  {sites_text(m.manifest.sites)} ({flops_text(flops)}), {len(m.manifest.entries)} sketches "
-        f"per step{sampled}; {compile_text(m.compile_seconds, m.compile_cached)}; "
-        f"{res.steps} steps in {res.run_seconds:.2f} s; original results {parity_text(res.parity)} with injection"
-    )
-    print()
-    print(render(res.report, "findings"))
-    out = res.out_dir
-    print(
-        f"wrote {out}/: sketches.csv ({res.rows:,} rows), site_costs.csv, manifest.json, report.md "
-        f"(full tables; `opscope mine {out}` re-mines)"
-    )
+    print(opscope.render(res))
     return 0
-
-
-DYNAMICS_NOUNS = {"softmax": "softmax", "attention": "fused attention", "routing": "top-k", "residual": "residual add"}
-
-
-def sites_text(sites) -> str:
-    """`16 matmul sites`, `4 sites (3 convolutions, 1 matmul)`, `40 sites (16 matmuls, 8
-    softmax, 16 residual adds)`: the kinds tapped."""
-    convs = sum("conv" in s.kind for s in sites)
-    counts = {noun: sum(s.kind == kind for s in sites) for kind, noun in DYNAMICS_NOUNS.items()}
-    mms = len(sites) - convs - sum(counts.values())
-    if not convs and not any(counts.values()):
-        return f"{len(sites)} matmul sites"
-    parts = [(convs, "convolution"), (mms, "matmul")] + [(n, noun) for noun, n in counts.items()]
-    return (
-        f"{len(sites)} sites ("
-        + ", ".join(f"{n} {noun}{'s' * (n != 1 and noun != 'softmax')}" for n, noun in parts if n)
-        + ")"
-    )
-
-
-def compile_text(seconds: float, cached: bool) -> str:
-    return "compiled module from the cache" if cached else f"compile {seconds:.1f} s"
-
-
-def parity_text(worst: float | None) -> str:
-    if worst is None:
-        return "not compared (the untapped model does not compile: see the warning)"
-    return "bit-identical" if worst == 0 else f"within {worst:.2g}"
 
 
 def _parquet_line(args, csv: Path) -> None:
@@ -178,18 +131,7 @@ def _cmd_sweep(args) -> int:
     except KeyboardInterrupt:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)
         return 130
-    for shape, worst in res.parity.items():
-        print(
-            f"  parity {'x'.join(map(str, shape))}: original result {parity_text(worst)} with injection on "
-            f"{args.target}"
-        )
-    for shape, n in res.sketches_per_run.items():
-        print(f"  {'x'.join(map(str, shape))}: {n} sketches per run")
-    print(
-        f"recorded {len(res.recorded)} runs"
-        + (f", {len(res.skipped)} already done" if res.skipped else "")
-        + f" of {len(res.recorded) + len(res.skipped)} into {out} (site costs: {res.site_costs})"
-    )
+    print(opscope.render(res))
     _parquet_line(args, out)
     return 0
 
@@ -217,7 +159,7 @@ def _seeds(text: str) -> tuple[int, ...]:
 def _cmd_seq(args) -> int:
     out = Path(args.out)
     res = opscope.seq(out, target=args.target, steps=args.steps, force=args.force, parquet=args.parquet)
-    print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    print(opscope.render(res))
     _parquet_line(args, out)
     return 0
 
@@ -227,7 +169,7 @@ def _cmd_replay(args) -> int:
     res = opscope.replay(
         out, target=args.target, steps=args.steps, pool=args.pool, force=args.force, parquet=args.parquet
     )
-    print(f"recorded {res.steps} steps ({res.rows} rows) into {out}; site costs {res.site_costs}")
+    print(opscope.render(res))
     _parquet_line(args, out)
     print()
     print(opscope.render(opscope.mine(out, costs=res.site_costs)))

@@ -161,6 +161,24 @@ class ProfileResult:
         """The compiled module came from the cache (`compile_seconds` is then a lookup)."""
         return self.model.compile_cached
 
+    def to_dict(self) -> dict:
+        """JSON-safe: where the run was written, what it tapped and recorded, parity, the times, the verdict."""
+        return {
+            "name": self.name,
+            "target": self.target,
+            "out_dir": str(self.out_dir),
+            "sites": len(self.manifest.sites),
+            "sketches_per_step": len(self.manifest.entries),
+            "steps": self.steps,
+            "rows": self.rows,
+            "parity": self.parity,
+            "compile_seconds": self.compile_seconds,
+            "compile_cached": self.compile_cached,
+            "run_seconds": self.run_seconds,
+            "findings": self.report.ranked.height,
+            "verification": None if self.verification is None else self.verification.to_dict(),
+        }
+
     def __repr__(self) -> str:
         return (
             f"ProfileResult({self.name!r} on {self.target}: {len(self.manifest.sites)} sites, {self.steps} steps, "

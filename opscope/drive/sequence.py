@@ -50,6 +50,17 @@ class SequenceResult:
     seconds: float  # the calls and their recording, not the parity check
     first_outputs: list = field(default_factory=list)  # the model's own results on step 0 (what verify compares)
 
+    def to_dict(self) -> dict:
+        """JSON-safe: where and how much was recorded, parity, the time (not the step-0 outputs)."""
+        return {
+            "out": str(self.out),
+            "steps": self.steps,
+            "rows": self.rows,
+            "parity": self.parity,
+            "site_costs": str(self.site_costs),
+            "seconds": self.seconds,
+        }
+
 
 def decode_inputs(steps: int) -> Iterator[list[np.ndarray]]:
     """`seq`'s inputs: a drifting A [64,128] and a fixed W [128,128]."""

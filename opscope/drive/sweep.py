@@ -55,6 +55,20 @@ class SweepResult:
     parity: dict[tuple[int, int, int], float | None] = field(default_factory=dict)  # None: not compared
     sketches_per_run: dict[tuple[int, int, int], int] = field(default_factory=dict)
     site_costs: Path | None = None
+    target: str = "llvm-cpu"
+
+    def to_dict(self) -> dict:
+        """JSON-safe: the runs recorded and skipped, parity and sketches per shape (`MxKxN` keys)."""
+        shape = "x".join
+        return {
+            "out": str(self.out),
+            "target": self.target,
+            "recorded": list(self.recorded),
+            "skipped": list(self.skipped),
+            "parity": {shape(map(str, s)): v for s, v in self.parity.items()},
+            "sketches_per_run": {shape(map(str, s)): n for s, n in self.sketches_per_run.items()},
+            "site_costs": None if self.site_costs is None else str(self.site_costs),
+        }
 
 
 def site_name(shape: tuple[int, int, int]) -> str:
@@ -77,7 +91,7 @@ def sweep(
     if out.exists() and out.stat().st_size and not resume:
         raise OpscopeError(f"{out} exists: pass --resume to continue it, or remove it to start over")
     runs = plan(shapes, dists, seeds)
-    result = SweepResult(out)
+    result = SweepResult(out, target=target)
     costs: dict[str, int] = {}
     with Recorder(out, mode="a" if resume else "w") as rec:
         done = set(rec.completed_runs)

@@ -498,6 +498,20 @@ RENDERERS: dict[str, type] = {
 }
 
 
+def dynamics_text(d: DynamicsReport, heads: bool = False) -> str:
+    """The inference-dynamics summary, its tables (with `heads`, the per-head table too) and the legend."""
+    out = [textwrap.fill(line, 120, subsequent_indent="  ") for line in render_dynamics.summary(d)]
+    for title, text in render_dynamics.tables(d, TextRenderer().table, heads=heads):
+        out.append(f"\n{title}:\n{text}")
+    out.append("\n" + textwrap.fill(render_dynamics.LEGEND, 120))
+    return "\n".join(out)
+
+
+def dynamics_json(d: DynamicsReport) -> str:
+    """The dynamics tables as JSON records, by table name."""
+    return json.dumps(dynamics_records(d), indent=2, ensure_ascii=False)
+
+
 def mine_text(report: MineReport) -> str:
     """An aligned plain-text report for a terminal."""
     return TextRenderer().render(report)
