@@ -715,27 +715,13 @@ def plan_layers(
     the one that keeps most of the headline metric (`report.picked`). `parameters` (with `measure`):
     the model's weights are mapped from one parameter file by every build, each plan's rewritten
     weights inside its module (None: so for a model of 128 MiB or more). Returns a `LayersReport`."""
+    from opscope.probe.report import check_plan_request
     from opscope.probe.report import plan_layers as plan
-    from opscope.probe.sources import is_tensor_path, module_weights, open_weights
+    from opscope.probe.sources import module_weights, open_weights
 
-    if allocator not in ("greedy", "dado"):
-        raise OpscopeError(f"allocator must be greedy or dado, got {allocator!r}")
-    if not 0 < budget <= 1:
-        raise OpscopeError(f"budget is a share of the dense weight bytes in (0, 1], got {budget}")
-    from opscope.probe.allocate import ERRORS
-
-    if error not in ERRORS:
-        raise OpscopeError(f"error must be one of {', '.join(ERRORS)}, got {error!r}")
-    if objective not in ("weights", "measured"):
-        raise OpscopeError(f"objective must be weights or measured, got {objective!r}")
-    measure = measure or objective == "measured"
+    measure = check_plan_request(source, budget, allocator, error, objective, measure)
     if not measure:
         return plan(open_weights(source, sites, _named(say)), budget, allocator, error=error)
-    if source is None or is_tensor_path(source):
-        raise OpscopeError(
-            "measure builds the plan into a model and runs it on the model's data: give a model "
-            "(a zoo name or a model file), not tensor files or the built-in default"
-        )
     from opscope.act.evalset import eval_set
     from opscope.act.plan import measure_plans
 
@@ -764,27 +750,14 @@ def layer_actions(
     """Per layer, the cheapest storage option whose weight error is within `budget`, as an action
     (keep, quantize, replace); with `run` (recorded with the residual taps), the residual blocks
     whose output moves the stream by under 2 % (skip candidates)."""
+    from opscope.mining.report import block_gaps
     from opscope.probe.report import plan_actions
     from opscope.probe.sources import open_weights
 
     if not 0 < budget < 1:
         raise OpscopeError(f"budget is a relative weight error in (0, 1), got {budget}")
-    gaps = None if run is None else _block_gaps(str(run))
+    gaps = None if run is None else block_gaps(str(run))
     return plan_actions(open_weights(source, sites, _named(say)), budget, gaps)
-
-
-def _block_gaps(run: str) -> dict[str, float]:
-    """Residual block -> ‖d‖/‖h‖ (= ‖out − in‖/‖in‖ of the block) in a recorded run."""
-    from opscope.mining.report import mine_paths
-
-    table = mine_paths([run]).dynamics
-    table = table.residual if table is not None else None
-    if table is None or not table.height:
-        raise OpscopeError(f"{run} holds no residual taps: record them with `opscope infer MODEL --out {run}`")
-    gaps: dict[str, float] = {}
-    for site, rel in zip(table["site"].to_list(), table["rel"].to_list()):
-        gaps[site] = max(gaps.get(site, 0.0), float(rel))  # the worst over backends and data
-    return gaps
 
 
 def quant_sweep(
@@ -857,21 +830,9 @@ def timing(
     """Every dispatch of a model timed by IREE's own dispatch benchmarks, joined with its static FLOPs
     and bytes into a measured roofline, next to the whole call's median time on the model's inputs
     (its own, `inputs`, or generated). `source` None: the built-in transformer. Returns a `TimingReport`."""
-    from opscope.act.timing import time_model
-    from opscope.drive.profile import default_source, resolve_inputs
-    from opscope.ir.loading import new_context, parse_module
-    from opscope.models.source import open_model
-    from opscope.run.targets import get_target, require_runnable
+    from opscope.act.timing import time_source
 
-    if repetitions < 1:
-        raise OpscopeError(f"repetitions must be >= 1, got {repetitions}")
-    require_runnable(get_target(target))
-    model = default_source(1) if source is None else open_model(source, 1, named=_named(say))
-    batches, _ = resolve_inputs(model, 1, inputs)
-    module = (
-        model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(), model.name)
-    )
-    return time_model(module, batches[0], name=model.name, target=target, repetitions=repetitions, progress=say)
+    return time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=say)
 
 
 def kernel_plan(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from opscope.analysis.roofline import DEFAULT_RIDGE
+from opscope.errors import OpscopeError
 from opscope.text.numbers import count, nbytes
 from opscope.text.table import table
 
@@ -328,3 +329,31 @@ def _resident_ms(loaded, function: str, args: list[np.ndarray], runs: int) -> fl
 
     on_device = [rt.asdevicearray(loaded.config.device, np.ascontiguousarray(a)) for a in args]
     return median_ms(lambda: loaded.invoke_raw(function, *on_device), warmup=2, runs=runs)  # returns when done
+
+
+def time_source(
+    source,
+    *,
+    target: str = "llvm-cpu",
+    repetitions: int = 5,
+    inputs=None,
+    progress: Callable[[str], None] | None = None,
+) -> TimingReport:
+    """`time_model` on a model as a user names it (None: the built-in transformer) and its first
+    input batch (its own, `inputs`, or generated); bad numbers and a target that cannot run here
+    are refused before anything is imported."""
+    from opscope.drive.profile import default_source, resolve_inputs
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.models.source import open_model
+    from opscope.run.targets import get_target, require_runnable
+
+    if repetitions < 1:
+        raise OpscopeError(f"repetitions must be >= 1, got {repetitions}")
+    require_runnable(get_target(target))
+    named = None if progress is None else (lambda name: progress(f"model {name}"))
+    model = default_source(1) if source is None else open_model(source, 1, named=named)
+    batches, _ = resolve_inputs(model, 1, inputs)
+    module = (
+        model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(), model.name)
+    )
+    return time_model(module, batches[0], name=model.name, target=target, repetitions=repetitions, progress=progress)

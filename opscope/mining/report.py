@@ -166,3 +166,16 @@ def mine_paths(
                     )
                 site_costs.setdefault(site, flops)
     return mine(df, site_costs, notes=notes, costs_source=", ".join(str(s) for s in sources) or None)
+
+
+def block_gaps(run: str) -> dict[str, float]:
+    """Residual block -> ‖d‖/‖h‖ (= ‖out − in‖/‖in‖ of the block) in a recorded run, the worst over
+    its backends and data; a run without residual taps is a one-line error saying how to record them."""
+    table = mine_paths([run]).dynamics
+    table = table.residual if table is not None else None
+    if table is None or not table.height:
+        raise OpscopeError(f"{run} holds no residual taps: record them with `opscope infer MODEL --out {run}`")
+    gaps: dict[str, float] = {}
+    for site, rel in zip(table["site"].to_list(), table["rel"].to_list()):
+        gaps[site] = max(gaps.get(site, 0.0), float(rel))
+    return gaps

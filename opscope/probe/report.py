@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from opscope.errors import OpscopeError
 from opscope.probe.allocate import Allocation, DadoConfig, dado_allocate, greedy_allocate
 from opscope.probe.layers import LayerProfile, QuantStat, profile_layer, quant_stat
 from opscope.probe.sources import WeightSet
@@ -153,6 +154,30 @@ def profile_weights(weights: WeightSet) -> tuple[list[LayerProfile], dict[str, f
         for name, m in _bar(weights.matrices.items(), "profile", "layer")
     ]
     return profiles, {"profile": time.perf_counter() - start, **{f"profile:{k}": v for k, v in seconds.items()}}
+
+
+def check_plan_request(source, budget: float, allocator: str, error: str, objective: str, measure: bool) -> bool:
+    """Refuse a layer plan that cannot be made, before any weight is read: an unknown allocator,
+    error or objective, a budget outside (0, 1], a measured plan without a model to build it into.
+    Returns whether the plan is measured (`objective="measured"` implies it)."""
+    from opscope.probe.allocate import ERRORS
+    from opscope.probe.sources import is_tensor_path
+
+    if allocator not in ("greedy", "dado"):
+        raise OpscopeError(f"allocator must be greedy or dado, got {allocator!r}")
+    if not 0 < budget <= 1:
+        raise OpscopeError(f"budget is a share of the dense weight bytes in (0, 1], got {budget}")
+    if error not in ERRORS:
+        raise OpscopeError(f"error must be one of {', '.join(ERRORS)}, got {error!r}")
+    if objective not in ("weights", "measured"):
+        raise OpscopeError(f"objective must be weights or measured, got {objective!r}")
+    measure = measure or objective == "measured"
+    if measure and (source is None or is_tensor_path(source)):
+        raise OpscopeError(
+            "measure builds the plan into a model and runs it on the model's data: give a model "
+            "(a zoo name or a model file), not tensor files or the built-in default"
+        )
+    return measure
 
 
 def plan_layers(
