@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from opscope.ir.manifest import Manifest
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
+    from opscope.online.report import LiveReport
     from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
     from opscope.run.compile import CompiledModule
     from opscope.run.runtime import LoadedModule
@@ -85,6 +86,11 @@ __all__ = [
     "flow",
     "ridge",
     "live",
+    "merge_live",
+    "demo",
+    "save_model",
+    "sites",
+    "targets",
     "LiveRun",
     "ProbeReport",
     "LayersReport",
@@ -121,14 +127,30 @@ _LAZY = {
     "TimingReport": "opscope.act.timing",
     "KernelPlan": "opscope.act.specialize",
 }
+# The vocabularies and defaults the CLI offers in its options and help (the stages own them).
+_CONSTANTS = {
+    "ZOO": "opscope.models.zoo",
+    "DEMO_KINDS": "opscope.models.demo",
+    "FAKEQUANT": "opscope.act.whatif",
+    "KEEP": "opscope.act.whatif",
+    "FLOOR": "opscope.act.whatif",
+    "TASKS": "opscope.act.quality",
+    "DEFAULT_TOKENS": "opscope.act.evalset",
+    "DEFAULT_TOL": "opscope.act.op_compare",
+    "KINDS": "opscope.act.candidates",
+    "MAX_ERROR": "opscope.act.specialize",
+    "MIN_SPEEDUP": "opscope.act.specialize",
+    "AUTO_BYTES": "opscope.ir.parameter_files",
+    "WEIGHT_DTYPES": "opscope.ir.parameter_files",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The types of `_LAZY`, imported when first named."""
-    if name in _LAZY:
+    """The types of `_LAZY` and the constants of `_CONSTANTS`, imported when first named."""
+    if name in _LAZY or name in _CONSTANTS:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(importlib.import_module(_LAZY.get(name) or _CONSTANTS[name]), name)
     raise AttributeError(f"module 'opscope' has no attribute {name!r}")
 
 
@@ -385,6 +407,42 @@ def inject(
 
         lowering = {**get_target(target).layout, **lowering}
     return inject_stats(module, config or StatConfig(), taps, keep=keep, sites=sites, every_add=every_add, **lowering)
+
+
+def demo(kind: str, *, layers: int = 2, d_model: int = 64, seq: int = 16) -> str:
+    """A demo model as MLIR text (linalg on tensors): "mlp", "transformer" or "moe", `layers` deep,
+    `d_model` wide, on `seq` tokens."""
+    from opscope.models import demo as demos
+
+    makers = {"mlp": demos.mlp_module, "transformer": demos.transformer_module, "moe": demos.moe_module}
+    if kind not in makers:
+        raise OpscopeError(f"no demo {kind!r} (choose one of: {', '.join(makers)})")
+    return makers[kind](layers, d_model, seq)
+
+
+def save_model(module: ir.Module, path: str | Path) -> Path:
+    """Write `module` to `path`: `.mlirbc` as bytecode, anything else as text with its locations
+    (the site names; MLIR's default printing drops them)."""
+    from opscope.importers.mlir_file import write_mlir
+
+    write_mlir(module, Path(path))
+    return Path(path)
+
+
+def sites(source: Any) -> list[Any]:
+    """The matmul and convolution sites of a model (`load_model`'s sources or an `ir.Module`):
+    `opscope.ir.sites.Site`s with `.name`, `.kind`, `.batch`, `.m`, `.k`, `.n`, `.flops`, `.dynamic`."""
+    from opscope.ir.sites import find_sites
+
+    return find_sites(source if hasattr(source, "operation") else load_model(source))
+
+
+def targets() -> list[tuple[Any, str | None]]:
+    """Every compile target (`opscope.run.targets.Target`: name, driver, note, ridge) with why it
+    cannot run here (None: it runs here)."""
+    from opscope.run.targets import TARGETS, driver_available
+
+    return [(t, driver_available(t.driver)) for t in TARGETS.values()]
 
 
 def compile(module: ir.Module | str | bytes, target: str = "llvm-cpu", **options: Any) -> CompiledModule:
@@ -874,6 +932,14 @@ def kernel_plan(
         say=say,
         parameters=parameters,
     )
+
+
+def merge_live(states: Iterable[str | Path]) -> LiveReport:
+    """The live report of saved sketches (`live(state=...)` files of runs of one model, from any
+    worker or machine) merged, as if one sampler had seen every call."""
+    from opscope.drive.live_run import merge_saved
+
+    return merge_saved(list(states))
 
 
 def live(

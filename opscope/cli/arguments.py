@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.models.zoo import ZOO
+import opscope
 
 SOURCES = (
-    f"a zoo name ({', '.join(ZOO)}) or a model file: .mlir/.mlirbc (linalg, StableHLO or torch "
+    f"a zoo name ({', '.join(opscope.ZOO)}) or a model file: .mlir/.mlirbc (linalg, StableHLO or torch "
     "dialect), .onnx, .pt2 (torch.export.save), .jaxexport"
 )
 
@@ -34,20 +34,18 @@ def add_parameters(parser: argparse.ArgumentParser, where: str, dtype: bool = Tr
     """--parameters/--no-parameters: the model's weights in an IREE parameter file (`where`) or
     inside every compiled module, default by the model's size; with `dtype`, --weights-dtype: how
     that file stores float32 weights."""
-    from opscope.ir.parameter_files import AUTO_BYTES, WEIGHT_DTYPES
-
     parser.add_argument(
         "--parameters",
         action=argparse.BooleanOptionalAction,
         default=None,
         help=f"keep the weights in an IREE parameter file ({where}) instead of inside every compiled "
-        f"module: the builds share one mapped copy (default: for models of {AUTO_BYTES >> 20} MiB or more)",
+        f"module: the builds share one mapped copy (default: for models of {opscope.AUTO_BYTES >> 20} MiB or more)",
     )
     if not dtype:
         return
     parser.add_argument(
         "--weights-dtype",
-        choices=WEIGHT_DTYPES,
+        choices=opscope.WEIGHT_DTYPES,
         help="store the model's float32 weights in the parameter file as this type (half the memory); "
         "the model computes as exported, in f32, on the weights rounded to it",
     )

@@ -42,14 +42,7 @@ def register_targets(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_demo(args) -> int:
-    from opscope.models import demo
-
-    if args.kind == "mlp":
-        text = demo.mlp_module(args.layers, args.d_model, args.seq)
-    elif args.kind == "transformer":
-        text = demo.transformer_module(args.layers, args.d_model, args.seq)
-    else:
-        text = demo.moe_module(args.layers, args.d_model, args.seq)
+    text = opscope.demo(args.kind, layers=args.layers, d_model=args.d_model, seq=args.seq)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -58,21 +51,15 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_import(args) -> int:
-    from opscope.importers.mlir_file import write_mlir
-    from opscope.ir.sites import find_sites
-
     module = opscope.load_model(args.source)
-    out = Path(args.output)
-    write_mlir(module, out)  # text keeps locations (the site names): default printing drops them
-    sites = find_sites(module)
+    out = opscope.save_model(module, args.output)  # text keeps locations (the site names)
+    sites = opscope.sites(module)
     print(f"imported {args.source} -> {out}: {len(sites)} matmul sites")
     return 0
 
 
 def _cmd_sites(args) -> int:
-    from opscope.ir.sites import find_sites
-
-    sites = find_sites(opscope.load_model(args.source))
+    sites = opscope.sites(args.source)
     if not sites:
         print(f"{args.source}: no matmul sites")
         return 0
@@ -84,10 +71,7 @@ def _cmd_sites(args) -> int:
 
 
 def _cmd_targets(args) -> int:
-    from opscope.run.targets import TARGETS, driver_available
-
-    for t in TARGETS.values():
-        why = driver_available(t.driver)
+    for t, why in opscope.targets():
         print(
             f"{t.name:13} {'runs here' if why is None else 'compiles only'}  {t.note}"
             + (f" ({why})" if why else "")

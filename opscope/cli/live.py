@@ -59,12 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_live(args) -> int:
     if args.merge:
-        from opscope.drive.live_run import merge_saved
         from opscope.errors import OpscopeError
 
         if args.source:
             raise OpscopeError("live: --merge reads saved sketches; give no model with it")
-        report = merge_saved(args.merge)
+        report = opscope.merge_live(args.merge)
         print(opscope.render(report, "json" if args.json else "text"))
         return 0
     run = opscope.live(

@@ -20,9 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_mine(args) -> int:
-    from opscope.mining.render import render
-
     logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are part of the report
     report = opscope.mine(args.source, costs=args.costs)
-    print(render(report, "json" if args.json else "markdown" if args.markdown else "text"))
+    print(opscope.render(report, "json" if args.json else "markdown" if args.markdown else "text"))
     return 0

@@ -27,7 +27,7 @@ from opscope.cli.arguments import SOURCES, add_parameters
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add parity."""
-    from opscope.act.op_compare import DEFAULT_TOL
+    DEFAULT_TOL = opscope.DEFAULT_TOL
 
     p = sub.add_parser(
         "parity",

@@ -10,8 +10,6 @@ import argparse
 import sys
 
 import opscope
-from opscope.act.candidates import KINDS
-from opscope.act.specialize import MAX_ERROR, MIN_SPEEDUP
 from opscope.cli.arguments import add_parameters
 
 
@@ -35,19 +33,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--min-speedup",
         type=float,
-        default=MIN_SPEEDUP,
-        help=f"accept a rewrite measured at least this much faster (default {MIN_SPEEDUP})",
+        default=opscope.MIN_SPEEDUP,
+        help=f"accept a rewrite measured at least this much faster (default {opscope.MIN_SPEEDUP})",
     )
     p.add_argument(
         "--max-error",
         type=float,
-        default=MAX_ERROR,
-        help=f"a lossy rewrite's relative error of the site's output, at most (default {MAX_ERROR})",
+        default=opscope.MAX_ERROR,
+        help=f"a lossy rewrite's relative error of the site's output, at most (default {opscope.MAX_ERROR})",
     )
     p.add_argument(
         "--kinds",
-        default=",".join(KINDS),
-        help=f"the candidate kinds to measure, comma-separated (default all: {','.join(KINDS)})",
+        default=",".join(opscope.KINDS),
+        help=f"the candidate kinds to measure, comma-separated (default all: {','.join(opscope.KINDS)})",
     )
     p.add_argument("--json", action="store_true", help="the plan as JSON")
     add_parameters(p, "in a temporary folder, for every build; --apply writes it beside -o", dtype=False)

@@ -22,9 +22,8 @@ from opscope.cli.arguments import add_parameters, add_source, add_target
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add whatif."""
-    from opscope.act.evalset import DEFAULT_TOKENS
-    from opscope.act.quality import TASKS
-    from opscope.act.whatif import FAKEQUANT, FLOOR, KEEP
+    DEFAULT_TOKENS, TASKS, FAKEQUANT = opscope.DEFAULT_TOKENS, opscope.TASKS, opscope.FAKEQUANT
+    FLOOR, KEEP = opscope.FLOOR, opscope.KEEP
 
     p = sub.add_parser(
         "whatif",
