@@ -187,3 +187,23 @@ def test_module_docstrings_name_what_they_hold():
     for name, path in modules().items():
         doc = ast.get_docstring(ast.parse(path.read_text()))
         assert doc and re.match(r"\S", doc), f"{name} has no docstring"
+
+
+def test_every_subcommand_calls_documented_api_functions():
+    """The CLI only parses: each subcommand's handler calls functions of the API (`opscope.X`), and
+    each of them is documented in docs/api.md's table."""
+    import argparse
+    import inspect
+
+    import opscope
+    from opscope.cli import build_parser
+
+    api = {n for n in opscope.__all__ if callable(getattr(opscope, n)) and n[0].islower()}
+    documented = (REPO / "docs" / "api.md").read_text()
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        source = inspect.getsource(parser.get_default("fn"))
+        called = {f for f in api - {"render"} if re.search(rf"(?<![\w.])(opscope\.)?{f}\(", source)}
+        assert called, f"opscope {name} calls no API function"
+        missing = sorted(f for f in called if f"`opscope.{f}(" not in documented)
+        assert not missing, f"opscope {name} calls {missing}, which docs/api.md does not list"
