@@ -241,7 +241,7 @@ def profile(
     text: str | Path | Iterable[str] | None = None,
     tokenizer: str | Path | None = None,
     name: str | None = None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     taps: str | Iterable[str] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
@@ -263,7 +263,7 @@ def profile(
     iterable of per-step argument lists; `text` (a file, one sentence per line, or a list
     of sentences) is tokenized by `tokenizer` (a local Hugging Face tokenizer folder) or
     the zoo model's own. Given inputs are checked against the signature before compiling.
-    `name` is what reports call the model; `say` receives a line naming the model before
+    `name` is what reports call the model; `progress` receives a line naming the model before
     the compile (pass `print` to see it). `taps` picks the families tapped: "all" (the
     default) or some of "matmul", "attention", "routing", "residual" (a comma-separated
     string or a list). `parameters` moves the model's weights into an IREE parameter file in the
@@ -295,7 +295,7 @@ def profile(
         steps=steps,
         config=config or StatConfig(),
         inputs=inputs,
-        say=say,
+        progress=progress,
         name=name,
         text=text,
         tokenizer=tokenizer,
@@ -647,7 +647,7 @@ def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:
     `a`): models as `profile` takes them; `options`: `a_pipeline`/`b_pipeline` (opscope-opt
     pipelines applied first: a rewrite), `a_target`/`b_target`, `a_flags`/`b_flags`
     (iree-compile flags), `inject_b` (B gets the stat taps), `inputs`, `tol` (an op is within
-    it when max|a−b| ≤ tol·max|a|), `ops` (a regex), `constants`, `say`, `parameters` (both
+    it when max|a−b| ≤ tol·max|a|), `ops` (a regex), `constants`, `progress`, `parameters` (both
     builds map the weights from one parameter file in a temporary folder; None: so for a model of
     128 MiB or more), `weights_dtype` (as `profile`'s). Returns a
     `ParityReport`: `.ops` (one `OpDiff` per op, in program order), `.exact`, `.worst`,
@@ -678,7 +678,7 @@ def whatif(
     inputs: Any = None,
     text: str | Path | Iterable[str] | None = None,
     tokenizer: str | Path | None = None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
 ) -> WhatIfReport:
@@ -715,7 +715,7 @@ def whatif(
         inputs=inputs,
         text=text,
         tokenizer=tokenizer,
-        named=_named(say),
+        progress=progress,
         parameters=parameters,
         weights_dtype=weights_dtype,
     )
@@ -729,12 +729,12 @@ def whatif(
         floor=floor,
         verify=verify,
         target=target,
-        progress=say,
+        progress=progress,
     )
 
 
 def probe_tensors(
-    source: str | Path | ir.Module | None = None, *, sites: str = "", say: Callable[[str], None] | None = None
+    source: str | Path | ir.Module | None = None, *, sites: str = "", progress: Callable[[str], None] | None = None
 ) -> ProbeReport:
     """Host probes of every weight: stable and effective rank, int4 error per tensor and per channel,
     2:4 and ternary error, cardinality, fewest bits under 2 % error, outlier columns and a verdict.
@@ -744,7 +744,7 @@ def probe_tensors(
     from opscope.probe.report import probe_weights
     from opscope.probe.sources import open_weights
 
-    return probe_weights(open_weights(source, sites, _named(say)))
+    return probe_weights(open_weights(source, sites, progress))
 
 
 def plan_layers(
@@ -760,7 +760,7 @@ def plan_layers(
     tokens: int = 2000,
     steps: int | None = None,
     task: str | None = None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
 ) -> LayersReport:
     """One storage option per layer (dense, int8/int4 per channel, group-wise int4, ternary, 2:4, low
@@ -779,13 +779,13 @@ def plan_layers(
 
     measure = check_plan_request(source, budget, allocator, error, objective, measure)
     if not measure:
-        return plan(open_weights(source, sites, _named(say)), budget, allocator, error=error)
+        return plan(open_weights(source, sites, progress), budget, allocator, error=error)
     from opscope.act.evalset import eval_set
     from opscope.act.plan import measure_plans
 
     # each plan's rewritten weights go into its module as constants (`replace_weights`); the others
     # stay in the parameter file every build maps, when the model has one
-    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, named=_named(say), parameters=parameters)
+    evalset = eval_set(source, task=task, tokens=tokens, steps=steps, progress=progress, parameters=parameters)
     weights = module_weights(evalset.name, evalset.module, sites, evalset.batches[0])
     return measure_plans(
         evalset,
@@ -793,7 +793,7 @@ def plan_layers(
         plan(weights, budget, allocator, error=error),
         target=target,
         objective=objective,
-        progress=say,
+        progress=progress,
     )
 
 
@@ -803,7 +803,7 @@ def layer_actions(
     budget: float = 0.02,
     run: str | Path | None = None,
     sites: str = "",
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ActionsReport:
     """Per layer, the cheapest storage option whose weight error is within `budget`, as an action
     (keep, quantize, replace); with `run` (recorded with the residual taps), the residual blocks
@@ -815,7 +815,7 @@ def layer_actions(
     if not 0 < budget < 1:
         raise OpscopeError(f"budget is a relative weight error in (0, 1), got {budget}")
     gaps = None if run is None else block_gaps(str(run))
-    return plan_actions(open_weights(source, sites, _named(say)), budget, gaps)
+    return plan_actions(open_weights(source, sites, progress), budget, gaps)
 
 
 def quant_sweep(
@@ -823,7 +823,7 @@ def quant_sweep(
     *,
     int4_budget: float = 0.1,
     sites: str = "",
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> QuantReport:
     """int8 per tensor and per channel, int4 and int3 per channel, outliers and best bits of every
     weight; by depth and by projection kind, with a mixed int4/int8 recipe."""
@@ -832,12 +832,7 @@ def quant_sweep(
 
     if not 0 < int4_budget < 1:
         raise OpscopeError(f"int4_budget is a relative weight error in (0, 1), got {int4_budget}")
-    return sweep(open_weights(source, sites, _named(say)), int4_budget)
-
-
-def _named(say: Callable[[str], None] | None) -> Callable[[str], None] | None:
-    """`say("model NAME")` as soon as a model's name is known (its import can take a minute)."""
-    return None if say is None else lambda name: say(f"model {name}")
+    return sweep(open_weights(source, sites, progress), int4_budget)
 
 
 def dump_tensors(
@@ -853,7 +848,7 @@ def dump_tensors(
     fmt: str = "npy",
     target: str = "llvm-cpu",
     inputs: Any = None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Write a model's matmul weights ([out, K]) and, with `activations=True`, the whole tensors its
     sites read (`role` lhs/rhs/out) over `steps` calls ([tokens, features]) to `out`, one file per
@@ -873,7 +868,7 @@ def dump_tensors(
         fmt=fmt,
         target=target,
         inputs=inputs,
-        say=say,
+        progress=progress,
     )
 
 
@@ -883,14 +878,14 @@ def timing(
     target: str = "llvm-cpu",
     repetitions: int = 5,
     inputs: Any = None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> TimingReport:
     """Every dispatch of a model timed by IREE's own dispatch benchmarks, joined with its static FLOPs
     and bytes into a measured roofline, next to the whole call's median time on the model's inputs
     (its own, `inputs`, or generated). `source` None: the built-in transformer. Returns a `TimingReport`."""
     from opscope.act.timing import time_source
 
-    return time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=say)
+    return time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=progress)
 
 
 def kernel_plan(
@@ -904,7 +899,7 @@ def kernel_plan(
     min_speedup: float = 1.05,
     max_error: float = 0.01,
     kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight", "factor-weight", "memoize"),
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
 ) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
@@ -929,7 +924,7 @@ def kernel_plan(
         min_speedup=min_speedup,
         max_error=max_error,
         kinds=kinds,
-        say=say,
+        progress=progress,
         parameters=parameters,
     )
 

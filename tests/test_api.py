@@ -61,7 +61,7 @@ def test_unknown_attribute_is_an_attribute_error():
 def run(tmp_path_factory):
     """The built-in model profiled through the API, 2 steps."""
     lines: list[str] = []
-    result = opscope.profile(out=tmp_path_factory.mktemp("api") / "run", steps=2, say=lines.append)
+    result = opscope.profile(out=tmp_path_factory.mktemp("api") / "run", steps=2, progress=lines.append)
     result.said = lines
     return result
 
@@ -189,11 +189,11 @@ def test_profile_checks_target_and_folder_before_any_work(tmp_path):
     before the model is opened (a zoo model's build is never called)."""
     said: list[str] = []
     with pytest.raises(OpscopeError, match="unknown target"):
-        opscope.profile("minilm", target="tpu", out=tmp_path / "a", say=said.append)
+        opscope.profile("minilm", target="tpu", out=tmp_path / "a", progress=said.append)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "sketches.csv").write_text("run_id\n")
     with pytest.raises(OpscopeError, match="exists: choose another --out"):
-        opscope.profile("minilm", out=tmp_path / "b", say=said.append)
+        opscope.profile("minilm", out=tmp_path / "b", progress=said.append)
     with pytest.raises(OpscopeError, match="steps must be >= 1"):
         opscope.profile(steps=0, out=tmp_path / "c")
     assert said == []

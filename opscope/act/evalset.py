@@ -73,7 +73,7 @@ def eval_set(
     inputs=None,
     text: str | Path | Sequence[str] | None = None,
     tokenizer: str | Path | None = None,
-    named: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
 ) -> EvalSet:
@@ -84,12 +84,12 @@ def eval_set(
     if tokens < 1:
         raise OpscopeError(f"tokens must be >= 1, got {tokens}")
     if isinstance(source, str) and is_zoo_name(source) and inputs is None and text is None:
-        return _zoo(source, task, tokens, steps, named, parameters, weights_dtype)
+        return _zoo(source, task, tokens, steps, progress, parameters, weights_dtype)
     from opscope.drive.profile import resolve_inputs
 
     model: ModelSource
     model, folder = open_apart(
-        source, steps or DEFAULT_STEPS, named=named, parameters=parameters, weights_dtype=weights_dtype
+        source, steps or DEFAULT_STEPS, progress=progress, parameters=parameters, weights_dtype=weights_dtype
     )
     task = check_task(task or model.task)
     batches, label = resolve_inputs(model, steps or DEFAULT_STEPS, inputs, text, tokenizer)
@@ -103,7 +103,7 @@ def _zoo(
     task: str | None,
     tokens: int,
     steps: int | None,
-    named,
+    progress,
     parameters: bool | None,
     weights_dtype: str | None,
 ) -> EvalSet:
@@ -121,7 +121,7 @@ def _zoo(
             steps = len(train_digits().x_test) // DIGITS_BATCH  # held-out images only
         else:
             steps = DEFAULT_STEPS
-    model, folder = open_apart(name, steps, named=named, parameters=parameters, weights_dtype=weights_dtype)
+    model, folder = open_apart(name, steps, progress=progress, parameters=parameters, weights_dtype=weights_dtype)
     source, inputs, dist, display = model.module, model.inputs, model.dist, model.name
     batches = [list(b) for b in inputs]
     labels = None

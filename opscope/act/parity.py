@@ -156,7 +156,7 @@ def op_parity(
     constants: bool = False,
     a_flags: Sequence[str] = (),
     b_flags: Sequence[str] | None = None,
-    say=None,
+    progress=None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
 ) -> ParityReport:
@@ -169,7 +169,7 @@ def op_parity(
     applied before exposing; `ops`/`constants` are expose-all-ops' options;
     `a_flags`/`b_flags` extra iree-compile flags (B's default: A's when B's target is A's),
     e.g. `--iree-input-demote-i64-to-i32` for models with i64 inputs on vulkan-spirv.
-    `say` receives a line per build. `parameters`: each model's weights go to a parameter file
+    `progress` receives a line per build. `parameters`: each model's weights go to a parameter file
     in a temporary folder that its builds map (`opscope.models.source.open_apart`; None: so for
     a large model; float32 ones stored as `weights_dtype`). Returns a `ParityReport` (`tol`: see the module docstring)."""
     if not tol >= 0:
@@ -195,8 +195,8 @@ def op_parity(
         label="A",
         model=model_a,
     )
-    if say:
-        say(f"A: {side_a}")
+    if progress:
+        progress(f"A: {side_a}")
     side_b, _ = exposed_run(
         b,
         pipeline=b_pipeline,
@@ -209,8 +209,8 @@ def op_parity(
         label="B",
         model=model_b,
     )
-    if say:
-        say(f"B: {side_b}")
+    if progress:
+        progress(f"B: {side_b}")
     report = compare(side_a.tensors, side_b.tensors, tol=tol, a_label=str(side_a), b_label=str(side_b))
     del folder_a, folder_b  # the parameter files, once both builds ran
     if not report.ops:

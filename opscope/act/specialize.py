@@ -143,7 +143,7 @@ def kernel_plan(
     min_speedup: float = MIN_SPEEDUP,
     max_error: float = MAX_ERROR,
     kinds=KINDS,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
 ) -> KernelPlan:
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
@@ -168,8 +168,8 @@ def kernel_plan(
     source, held, text, module, sites = _model(
         model if model is not None else record["source"], steps, tidy, folder, parameters, dtype
     )
-    if say is not None:
-        say(f"{source.name} on {target} ({folder})")
+    if progress is not None:
+        progress(f"{source.name} on {target} ({folder})")
     batches, _ = resolve_inputs(source, steps, _inputs(record))
     plan = KernelPlan(folder, source.name, target, steps)
     proposals = propose(tidy, sites, kinds)
@@ -181,14 +181,14 @@ def kernel_plan(
         tensors = site_tensors(text, sorted({p.site for p in proposals}), batches[0], target)
         bench = SiteBench(text, target, rounds)
         for i, p in enumerate(proposals):
-            if say is not None:
-                say(f"[{i + 1}/{len(proposals)}] {p.site}: {p.label}")
+            if progress is not None:
+                progress(f"[{i + 1}/{len(proposals)}] {p.site}: {p.label}")
             r = bench.measure(p, tensors[p.site])
             c = Candidate(p, r.estimated, r.measured, r.parity, r.rel_error)
             plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
         plan.candidates = keep_fastest(plan.candidates)
     if apply:
-        plan.applied = _apply(plan, text, function, batches, target, rounds, out, say)
+        plan.applied = _apply(plan, text, function, batches, target, rounds, out, progress)
     del held  # the temporary parameter file, if any, goes now that nothing builds from it
     return plan
 
@@ -307,7 +307,9 @@ def write_module(text: str, path: Path) -> tuple[tuple[str, Path], ...]:
     return tuple(beside.items())
 
 
-def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, say) -> Applied:
+def _apply(
+    plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, progress
+) -> Applied:
     """The module with every accepted rewrite, written to `out`, timed and compared with the original."""
     from opscope.act.site_bench import rewritten
     from opscope.run.call_timing import time_calls
@@ -320,8 +322,10 @@ def _apply(plan: KernelPlan, text: str, function: str, batches: list, target: st
     if out is not None:
         path = Path(out)
         kept = write_module(specialized, path)
-        if say is not None:
-            say(f"wrote {path} ({pipeline.count('{')} rewrite(s))" + "".join(f", its weights {f}" for _, f in kept))
+        if progress is not None:
+            progress(
+                f"wrote {path} ({pipeline.count('{')} rewrite(s))" + "".join(f", its weights {f}" for _, f in kept)
+            )
     if not pipeline:
         return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches), kept)
     compiled = [compile_module(text, target), compile_module(specialized, target)]

@@ -350,8 +350,7 @@ def time_source(
     if repetitions < 1:
         raise OpscopeError(f"repetitions must be >= 1, got {repetitions}")
     require_runnable(get_target(target))
-    named = None if progress is None else (lambda name: progress(f"model {name}"))
-    model = default_source(1) if source is None else open_model(source, 1, named=named)
+    model = default_source(1) if source is None else open_model(source, 1, progress=progress)
     batches, _ = resolve_inputs(model, 1, inputs)
     module = (
         model.module if hasattr(model.module, "operation") else parse_module(model.module, new_context(), model.name)

@@ -176,7 +176,7 @@ class Bench:
 
         self.evalset = evalset
         self.target = target
-        self.say = progress or (lambda line: None)
+        self.progress = progress or (lambda line: None)
         module = self.module()
         cost = analyze(module)
         self.flops, self.bytes = cost.total_flops, cost.total_bytes
@@ -203,7 +203,9 @@ class Bench:
         start = time.perf_counter()
         with ticking(f"compile {label} for {self.target}"):
             compiled = compile_module(module, self.target) if cache else compile_isolated(module, self.target)
-        self.say(f"compiled {label} in {time.perf_counter() - start:.1f} s{' (cached)' if compiled.cached else ''}")
+        self.progress(
+            f"compiled {label} in {time.perf_counter() - start:.1f} s{' (cached)' if compiled.cached else ''}"
+        )
         return load(compiled)
 
     def run(self, module, label: str, cache: bool = False) -> Summary:
@@ -221,7 +223,7 @@ class Bench:
         labels = self.evalset.labels or [None] * len(self.evalset.batches)
         for batch, lab in zip(self.evalset.batches, labels):
             result.add(batch, loaded.invoke(self.function, *batch, *extra), lab)
-        self.say(f"ran {label} on {self.evalset.data} in {time.perf_counter() - start:.1f} s")
+        self.progress(f"ran {label} on {self.evalset.data} in {time.perf_counter() - start:.1f} s")
         return result
 
     def measure(self, variant: Variant) -> Outcome:

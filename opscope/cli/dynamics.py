@@ -64,7 +64,7 @@ def _cmd_infer(args) -> int:
             inputs=args.inputs,
             text=args.text,
             tokenizer=args.tokenizer,
-            say=print,
+            progress=print,
             taps=args.taps,
         )
         report, where = res.report, res.out_dir

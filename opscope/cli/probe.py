@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=_cmd_dump)
 
 
-def _say(command: str):
+def _progress(command: str):
     """Progress lines on stderr, `opscope COMMAND: ...`."""
     return lambda line: print(f"opscope {command}: {line}", file=sys.stderr, flush=True)
 
@@ -148,7 +148,7 @@ def _say(command: str):
 def _cmd_probe(args) -> int:
     from opscope import probe_tensors
 
-    report = probe_tensors(args.source, sites=args.sites, say=_say("probe"))
+    report = probe_tensors(args.source, sites=args.sites, progress=_progress("probe"))
     print(opscope.render(report, "json" if args.json else "text"), end="" if not args.json else "\n")
     return 0
 
@@ -160,7 +160,9 @@ def _cmd_layers(args) -> int:
         if args.measure or args.every or args.objective != "weights" or args.error != "sum":
             raise OpscopeError("--quant is its own report: drop --measure, --objective, --error and --every")
         print(
-            opscope.render(quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, say=_say("layers"))),
+            opscope.render(
+                quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, progress=_progress("layers"))
+            ),
             end="",
         )
         return 0
@@ -175,7 +177,7 @@ def _cmd_layers(args) -> int:
         target=args.target,
         tokens=args.tokens,
         steps=args.steps,
-        say=_say("layers"),
+        progress=_progress("layers"),
         parameters=args.parameters,
     )
     print(opscope.render(report, "json" if args.json else "text", every=args.every), end="\n" if args.json else "")
@@ -187,7 +189,9 @@ def _cmd_actions(args) -> int:
 
     print(
         opscope.render(
-            layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites, say=_say("actions"))
+            layer_actions(
+                args.source, budget=args.budget, run=args.run, sites=args.sites, progress=_progress("actions")
+            )
         ),
         end="",
     )
@@ -208,7 +212,7 @@ def _cmd_dump(args) -> int:
         max_bytes=int(args.max_mib * 2**20),
         fmt=args.fmt,
         target=args.target,
-        say=_say("dump"),
+        progress=_progress("dump"),
     )
     print(f"wrote {len(files)} file{'s' if len(files) != 1 else ''} to {args.out}")
     return 0
@@ -217,6 +221,6 @@ def _cmd_dump(args) -> int:
 def _cmd_timing(args) -> int:
     from opscope import timing
 
-    report = timing(args.source, target=args.target, repetitions=args.repetitions, say=_say("timing"))
+    report = timing(args.source, target=args.target, repetitions=args.repetitions, progress=_progress("timing"))
     print(opscope.render(report, "json" if args.json else "text"), end="" if not args.json else "\n")
     return 0

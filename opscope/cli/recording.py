@@ -98,7 +98,7 @@ def _cmd_profile(args) -> int:
         inputs=args.inputs,
         text=args.text,
         tokenizer=args.tokenizer,
-        say=print,
+        progress=print,
         taps=args.taps,
         parameters=args.parameters,
         weights_dtype=args.weights_dtype,

@@ -68,7 +68,7 @@ def _cmd_plan(args) -> int:
         min_speedup=args.min_speedup,
         max_error=args.max_error,
         kinds=[k.strip() for k in args.kinds.split(",") if k.strip()],
-        say=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True),
+        progress=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True),
         parameters=args.parameters,
     )
     print(opscope.render(plan, "json" if args.json else "text"))

@@ -87,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_whatif(args) -> int:
-    def say(line: str) -> None:
+    def progress(line: str) -> None:
         print(f"opscope whatif: {line}", file=sys.stderr, flush=True)
 
     report = opscope.whatif(
@@ -109,7 +109,7 @@ def _cmd_whatif(args) -> int:
         inputs=args.inputs,
         text=args.text,
         tokenizer=args.tokenizer,
-        say=say,
+        progress=progress,
         parameters=args.parameters,
         weights_dtype=args.weights_dtype,
     )

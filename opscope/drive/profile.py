@@ -202,7 +202,7 @@ def profile(
     steps: int = 4,
     config: StatConfig = StatConfig(),
     inputs: InputsSpec = None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     name: str | None = None,
     text: str | Path | Sequence[str] | None = None,
     tokenizer: str | Path | None = None,
@@ -219,7 +219,7 @@ def profile(
     `inputs` gives them (input files: a path or a list of paths; or an iterable of argument
     lists) or `text` does (a text file or a list of sentences, through `tokenizer`, a local
     Hugging Face tokenizer folder, or the zoo model's own). Given inputs are checked
-    against the model's signature before the compile. `say` gets one line naming the model
+    against the model's signature before the compile. `progress` gets one line naming the model
     before the compile (the CLI passes `print`); `name` is what reports call the model
     (default: the zoo's description, the file's path, `<model>`). The target and the run
     folder are checked before anything is imported or compiled. `taps` picks what is
@@ -247,14 +247,15 @@ def profile(
     out = Path(out) if out is not None else default_out()
     _check_fresh(out)
 
-    def named(name: str) -> None:
-        if say is not None:
-            say(f"opscope profile: {name} on {tgt.name}")
+    def model_line(line: str) -> None:
+        """open_model's `model NAME` as the profile's first line: `opscope profile: NAME on TARGET`."""
+        if progress is not None:
+            progress(f"opscope profile: {line.removeprefix('model ')} on {tgt.name}")
 
     if source is None:
         model = default_source(steps)
         model = ModelSource(name or model.name, model.module, model.inputs, model.dist)
-        named(model.name)
+        model_line(f"model {model.name}")
         if verify:
             raise OpscopeError(
                 "verify needs a model file (.pt2, .onnx, .jaxexport) or a zoo model, not the built-in one"
@@ -263,7 +264,9 @@ def profile(
         weights = weights_path(source, parameters, out, weights_dtype)
         imported = weights_dtype if is_model_file(source) else None  # else stored so by profile_module
         with ticking("import the model" + (f" and write its weights to {weights}" if weights else "")):
-            model = open_model(source, steps, name=name, named=named, parameters=weights, weights_dtype=imported)
+            model = open_model(
+                source, steps, name=name, progress=model_line, parameters=weights, weights_dtype=imported
+            )
     feed, dist = resolve_inputs(model, steps, inputs, text, tokenizer)
     result = profile_module(
         model.module,

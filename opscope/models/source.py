@@ -137,7 +137,7 @@ def open_apart(
     *,
     parameters: bool | None = None,
     name: str | None = None,
-    named: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     weights_dtype: str | None = None,
     batch: int | None = None,
 ) -> tuple[ModelSource, TemporaryDirectory | None]:
@@ -154,7 +154,7 @@ def open_apart(
     path = Path(folder.name) / WEIGHTS_NAME if folder is not None else None
     imported_dtype = weights_dtype if is_model_file(source) else None  # else stored so below
     model = open_model(
-        source, steps, name=name, named=named, parameters=path, weights_dtype=imported_dtype, batch=batch
+        source, steps, name=name, progress=progress, parameters=path, weights_dtype=imported_dtype, batch=batch
     )
     if parameters is False:
         return model, folder
@@ -183,14 +183,14 @@ def open_model(
     source: Source,
     steps: int = 1,
     name: str | None = None,
-    named: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
     batch: int | None = None,
     parameters: str | Path | None = None,
     weights_dtype: str | None = None,
 ) -> ModelSource:
     """Resolve `source` for `steps` calls: a zoo name (built with its inputs), a model file
     (imported to linalg: .mlir/.mlirbc, .onnx, .pt2, .jaxexport), MLIR text or bytecode, or
-    an `ir.Module`. `name` overrides the name reports give it; `named(name)` is called as
+    an `ir.Module`. `name` overrides the name reports give it; `progress` gets `model NAME` as
     soon as the name is known, before a file's import (which can take a while). `batch` builds
     a zoo model for that many examples per call (None: the entry's own; files have theirs).
     `parameters`: a model file's weights are written to that `.irpa` file as it is imported
@@ -209,16 +209,16 @@ def open_model(
         module, inputs, dist, display = entry.build(steps, batch)
         program = entry.program
         ref = Reference("torch", lambda: program(batch)) if program is not None else None
-        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task, ref), named)
+        return _named(ModelSource(name or display, module, inputs, dist, entry.tokenizer, entry.task, ref), progress)
     if isinstance(source, (ir.Module, bytes)) or (isinstance(source, str) and is_mlir_text(source)):
-        return _named(ModelSource(name or "<model>", source), named)
+        return _named(ModelSource(name or "<model>", source), progress)
     if isinstance(source, (str, Path)):
         from opscope.importers import import_source
 
         path = model_path(source)
         label = name or str(path)
-        if named is not None:
-            named(label)
+        if progress is not None:
+            progress(f"model {label}")
         module = import_source(path, parameters=parameters, weights_dtype=weights_dtype)
         return ModelSource(label, module, reference=file_reference(path))
     raise OpscopeError(
@@ -227,8 +227,8 @@ def open_model(
     )
 
 
-def _named(model: ModelSource, named: Callable[[str], None] | None) -> ModelSource:
-    """`model`, after telling `named` its name."""
-    if named is not None:
-        named(model.name)
+def _named(model: ModelSource, progress: Callable[[str], None] | None) -> ModelSource:
+    """`model`, after saying `model NAME` to `progress`."""
+    if progress is not None:
+        progress(f"model {model.name}")
     return model

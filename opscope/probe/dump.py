@@ -34,7 +34,7 @@ def dump(
     fmt: str = "npy",
     target: str = "llvm-cpu",
     inputs=None,
-    say: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Write the weights and/or activations of `source` under `out`, one file per tensor; returns them."""
     from opscope.ir.loading import new_context, parse_module
@@ -48,7 +48,7 @@ def dump(
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     if fmt not in ("tensor", "npy", "safetensors"):
         raise OpscopeError(f"format must be tensor, npy or safetensors, got {fmt!r}")
-    model = open_model(source, steps=steps, named=None if say is None else lambda n: say(f"model {n}"))
+    model = open_model(source, steps=steps, progress=progress)
     tensors: dict[str, np.ndarray] = {}
     first = None
     if activations:
@@ -58,7 +58,7 @@ def dump(
         module = parse_module(model.module, new_context(), model.name)
         batches, _ = resolve_inputs(model, steps, inputs)
         first = batches[0]
-        tensors.update(_activations(model, module, sites, role, batches, max_bytes, target, say))
+        tensors.update(_activations(model, module, sites, role, batches, max_bytes, target, progress))
     else:
         first = first_inputs(model)
     if weights:
@@ -68,7 +68,7 @@ def dump(
 
 
 def _activations(
-    model, module, sites: str, role: str, batches: list, max_bytes: int, target: str, say
+    model, module, sites: str, role: str, batches: list, max_bytes: int, target: str, progress
 ) -> dict[str, np.ndarray]:
     """Each tapped site's `role` tensor over the calls of `batches`, as [rows, last dim], keyed `<site>.<role>`."""
     from opscope.passes.dump_tensors import DumpTensors, dumps
@@ -87,8 +87,8 @@ def _activations(
     start = time.perf_counter()
     with ticking(f"compile {model.name} with its {len(dumped)} dumped tensors for {target}"):
         loaded = load(compile_module(module, target))
-    if say is not None:
-        say(f"compiled in {time.perf_counter() - start:.1f} s; running {len(batches)} step(s)")
+    if progress is not None:
+        progress(f"compiled in {time.perf_counter() - start:.1f} s; running {len(batches)} step(s)")
     collected: dict[str, list[np.ndarray]] = {}
     for batch in batches:
         results = loaded.invoke(function, *batch)

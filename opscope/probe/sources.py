@@ -45,7 +45,7 @@ def is_tensor_path(source) -> bool:
     return path.is_dir() or path.suffix in TENSOR_SUFFIXES
 
 
-def open_weights(source=None, sites: str = "", named: Callable[[str], None] | None = None) -> WeightSet:
+def open_weights(source=None, sites: str = "", progress: Callable[[str], None] | None = None) -> WeightSet:
     """The weights of `source` (a model or a tensor path; None: the built-in model with its default
     weight mix, which `opscope profile` runs), every one checked."""
     if source is None:
@@ -56,7 +56,7 @@ def open_weights(source=None, sites: str = "", named: Callable[[str], None] | No
     if is_tensor_path(source):
         tensors = _matching(load_tensors(source), sites, str(source))
         return WeightSet(str(source), {k: check_matrix(k, v) for k, v in tensors.items()})
-    return _model_weights(source, sites, named)
+    return _model_weights(source, sites, progress)
 
 
 def _matching(tensors: dict[str, np.ndarray], pattern: str, where: str) -> dict[str, np.ndarray]:
@@ -81,10 +81,10 @@ def _matching(tensors: dict[str, np.ndarray], pattern: str, where: str) -> dict[
     return kept
 
 
-def _model_weights(source, sites: str, named: Callable[[str], None] | None) -> WeightSet:
+def _model_weights(source, sites: str, progress: Callable[[str], None] | None) -> WeightSet:
     from opscope.models.source import open_model
 
-    model = open_model(source, steps=1, named=named)
+    model = open_model(source, steps=1, progress=progress)
     return module_weights(model.name, model.module, sites, first_inputs(model))
 
 
