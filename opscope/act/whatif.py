@@ -413,13 +413,9 @@ def parse_module_of(evalset: EvalSet):
 def lowest_influence(run: str, k: int) -> list[str]:
     """The `k` residual blocks of least block influence (BI = 1 − mean cos(h, h + d)) in the recorded
     run `run` (`opscope infer`/`profile` with the residual taps), least first."""
-    from opscope.mining.report import mine_paths
+    from opscope.mining.report import residual_table
 
-    report = mine_paths([run])
-    table = report.dynamics.residual if report.dynamics is not None else None
-    if table is None or not table.height:
-        raise OpscopeError(f"{run} holds no residual taps: record them first with `opscope infer MODEL --out {run}`")
-    names = list(dict.fromkeys(table.sort("bi")["site"].to_list()))
+    names = list(dict.fromkeys(residual_table(run).sort("bi")["site"].to_list()))
     if not 1 <= k <= len(names):
         raise OpscopeError(f"{run} has {len(names)} residual blocks: k must be 1 to {len(names)}, got {k}")
     return names[:k]

@@ -168,13 +168,20 @@ def mine_paths(
     return mine(df, site_costs, notes=notes, costs_source=", ".join(str(s) for s in sources) or None)
 
 
-def block_gaps(run: str) -> dict[str, float]:
-    """Residual block -> ‖d‖/‖h‖ (= ‖out − in‖/‖in‖ of the block) in a recorded run, the worst over
-    its backends and data; a run without residual taps is a one-line error saying how to record them."""
-    table = mine_paths([run]).dynamics
-    table = table.residual if table is not None else None
+def residual_table(run: str) -> pl.DataFrame:
+    """The residual blocks' table (`opscope.mining.dynamics`: Σh², Σd², block influence, ...) of a
+    recorded run; a run without residual taps is a one-line error saying how to record them."""
+    dynamics = mine_paths([run]).dynamics
+    table = dynamics.residual if dynamics is not None else None
     if table is None or not table.height:
         raise OpscopeError(f"{run} holds no residual taps: record them with `opscope infer MODEL --out {run}`")
+    return table
+
+
+def block_gaps(run: str) -> dict[str, float]:
+    """Residual block -> ‖d‖/‖h‖ (= ‖out − in‖/‖in‖ of the block) in a recorded run, the worst over
+    its backends and data (`residual_table`)."""
+    table = residual_table(run)
     gaps: dict[str, float] = {}
     for site, rel in zip(table["site"].to_list(), table["rel"].to_list()):
         gaps[site] = max(gaps.get(site, 0.0), float(rel))
