@@ -412,12 +412,9 @@ def inject(
 def demo(kind: str, *, layers: int = 2, d_model: int = 64, seq: int = 16) -> str:
     """A demo model as MLIR text (linalg on tensors): "mlp", "transformer" or "moe", `layers` deep,
     `d_model` wide, on `seq` tokens."""
-    from opscope.models import demo as demos
+    from opscope.models.demo import demo_module
 
-    makers = {"mlp": demos.mlp_module, "transformer": demos.transformer_module, "moe": demos.moe_module}
-    if kind not in makers:
-        raise OpscopeError(f"no demo {kind!r} (choose one of: {', '.join(makers)})")
-    return makers[kind](layers, d_model, seq)
+    return demo_module(kind, layers, d_model, seq)
 
 
 def save_model(module: ir.Module, path: str | Path) -> Path:

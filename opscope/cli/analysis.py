@@ -8,7 +8,6 @@ import sys
 import opscope
 from opscope.cli.arguments import add_source, add_target
 
-DEMO_KINDS = ("mlp", "transformer", "moe")  # opscope.models.demo.DEMO_KINDS, for the help text
 RIDGE_HELP = "roofline ridge, FLOP/byte (default: the target's nominal ridge, `opscope targets`)"
 
 
@@ -36,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _add_analysis(sub, name: str, help: str, fn, top: int):
     """A static-analysis subcommand: SOURCE (demo kind, zoo name or file), demo sizes, --top, --json."""
     sp = sub.add_parser(name, help=help)
-    add_source(sp, optional=True, default="transformer", extra=f"{', '.join(DEMO_KINDS)} (built-in demos), ")
+    add_source(sp, optional=True, default="transformer", extra=f"{', '.join(opscope.DEMO_KINDS)} (built-in demos), ")
     sp.set_defaults(source="transformer")
     sp.add_argument("--layers", type=int, default=6, help="demo layers (default 6)")
     sp.add_argument("--d-model", type=int, default=64, help="demo width (default 64)")

@@ -14,7 +14,7 @@ from opscope.cli.arguments import add_source
 def register(sub: argparse._SubParsersAction) -> None:
     """Add demo, import and sites."""
     de = sub.add_parser("demo", help="print a demo model as MLIR (linalg on tensors)")
-    de.add_argument("kind", choices=("mlp", "transformer", "moe"))
+    de.add_argument("kind", choices=opscope.DEMO_KINDS)
     de.add_argument("--layers", type=int, default=2)
     de.add_argument("--d-model", type=int, default=64)
     de.add_argument("--seq", type=int, default=16, help="tokens (rows)")

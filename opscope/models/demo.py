@@ -407,16 +407,27 @@ def random_inputs(module_args: list[tuple[int, ...]], seed: int = 0, dtype=np.fl
     return out
 
 
-DEMO_KINDS = ("mlp", "transformer", "moe")  # the demo models the static analyses read by name
+DEMO_KINDS = ("mlp", "transformer", "moe")  # the demo models `opscope demo` and the static analyses name
+
+
+def demo_module(kind: str, layers: int = 2, d_model: int = 64, seq: int = 16) -> str:
+    """The demo `kind` as `opscope demo` prints it: the MLP, the transformer or the MoE."""
+    makers = {"mlp": mlp_module, "transformer": transformer_module, "moe": moe_module}
+    return makers[_check_kind(kind)](layers, d_model, seq)
 
 
 def analysis_module(kind: str, layers: int = 6, d_model: int = 64, seq: int = 16) -> str:
     """The demo `kind` the static analyses read: the reference's motifs graph (every layer
     relu(x·W + b)), the transformer with its weights as globals, or the MoE."""
-    if kind == "mlp":
+    if _check_kind(kind) == "mlp":
         return bias_mlp_module(layers, d_model, seq)
     if kind == "transformer":
         return transformer_module(layers, d_model, seq, weights="globals")
-    if kind == "moe":
-        return moe_module(layers, d_model, seq)
-    raise OpscopeError(f"no demo {kind!r} (choose one of: {', '.join(DEMO_KINDS)})")
+    return moe_module(layers, d_model, seq)
+
+
+def _check_kind(kind: str) -> str:
+    """`kind`, or a one-line error naming the demos."""
+    if kind not in DEMO_KINDS:
+        raise OpscopeError(f"no demo {kind!r} (choose one of: {', '.join(DEMO_KINDS)})")
+    return kind
