@@ -19,7 +19,7 @@ import lit.formats
 config.name = "opscope"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".py"]
-config.excludes = ["lit.cfg.py", "lit.local.cfg", "Output", "Inputs"]
+config.excludes = ["lit.cfg.py", "lit.local.cfg", "Output", "Inputs", "harness.py"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 
 REPO = Path(config.test_source_root).parent
@@ -63,6 +63,7 @@ for name in ("opscope-opt", "opscope-compile", "iree-opt", "iree-run-module"):
     config.substitutions.append((_word(name), path))
 
 config.environment["PATH"] = os.pathsep.join([str(BIN), config.environment.get("PATH", "")])
+config.environment["PYTHONPATH"] = config.test_source_root  # the Python scripts' shared harness.py
 for var in ("HOME", "OPSCOPE_CACHE_DIR", "XDG_CACHE_HOME", "PYENV_ROOT", "PYENV_VERSION"):
     if var in os.environ:
         config.environment[var] = os.environ[var]

@@ -156,18 +156,8 @@ def mobilenet_v2(image: int = 32):
 
 
 def _decoder_config(name: str, **extra):
-    tf = _transformers()
-    return getattr(tf, name)(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=32,
-        use_cache=False,
-        attn_implementation="eager",
-        **extra,
-    )
+    """A decoder's config of the tiny encoder's sizes (2 layers, width 32, 4 heads), eager and cache-free."""
+    return getattr(_transformers(), name)(**TINY_ENCODER, use_cache=False, attn_implementation="eager", **extra)
 
 
 def qwen2():
@@ -338,6 +328,17 @@ def quiet():
     ):
         warnings.simplefilter("ignore")
         yield
+
+
+def forward_hooked(model, kwargs: dict, handles: list) -> None:
+    """One eager forward of `model` with its hooks `handles` registered, removed after."""
+    torch = _torch()
+    try:
+        with torch.no_grad():
+            model(**kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def exported(model, kwargs):

@@ -12,6 +12,7 @@ import json
 import time
 
 import pytest
+from linalg_cases import ADD_REGION, gather_region
 
 import opscope
 from opscope.analysis.cones import ConeReport, dataflow_cones, mine_cones
@@ -248,8 +249,8 @@ def test_options_and_hand_made_graph_are_checked():
 
 # --- the graph: semantic inputs, leaves, transparent views --------------------------------
 
-GRAPH_CASE = """
-func.func @main(%x: tensor<4x2xf32>, %idx: tensor<4xi64>) -> tensor<4x2xf32> {
+GRAPH_CASE = f"""
+func.func @main(%x: tensor<4x2xf32>, %idx: tensor<4xi64>) -> tensor<4x2xf32> {{
   %cw = arith.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
   %e2 = tensor.empty() : tensor<2x2xf32>
   %wt = linalg.transpose ins(%cw : tensor<2x2xf32>) outs(%e2 : tensor<2x2xf32>) permutation = [1, 0]
@@ -259,24 +260,14 @@ func.func @main(%x: tensor<4x2xf32>, %idx: tensor<4xi64>) -> tensor<4x2xf32> {
   %mm = linalg.matmul ins(%x, %wt : tensor<4x2xf32>, tensor<2x2xf32>) outs(%z : tensor<4x2xf32>) -> tensor<4x2xf32>
   %ex = tensor.expand_shape %mm [[0], [1, 2]] output_shape [4, 2, 1] : tensor<4x2xf32> into tensor<4x2x1xf32>
   %co = tensor.collapse_shape %ex [[0], [1, 2]] : tensor<4x2x1xf32> into tensor<4x2xf32>
-  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>],
-                       iterator_types = ["parallel", "parallel"]}
-      ins(%idx : tensor<4xi64>) outs(%e : tensor<4x2xf32>) {
-    ^bb0(%i: i64, %o: f32):
-      %r = arith.index_cast %i : i64 to index
-      %c = linalg.index 1 : index
-      %v = tensor.extract %cw[%r, %c] : tensor<2x2xf32>
-      linalg.yield %v : f32
-  } -> tensor<4x2xf32>
-  %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>,
-                                        affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
-      ins(%co, %g : tensor<4x2xf32>, tensor<4x2xf32>) outs(%e : tensor<4x2xf32>) {
-    ^bb0(%a: f32, %b: f32, %o: f32):
-      %t = arith.addf %a, %b : f32
-      linalg.yield %t : f32
-  } -> tensor<4x2xf32>
+  %g = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}}
+      ins(%idx : tensor<4xi64>) outs(%e : tensor<4x2xf32>){gather_region("%cw", (2, 2))} -> tensor<4x2xf32>
+  %s = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>,
+                                        affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}}
+      ins(%co, %g : tensor<4x2xf32>, tensor<4x2xf32>) outs(%e : tensor<4x2xf32>){ADD_REGION} -> tensor<4x2xf32>
   return %s : tensor<4x2xf32>
-}
+}}
 """
 
 

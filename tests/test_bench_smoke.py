@@ -74,13 +74,19 @@ def test_bench_memoize_quick_runs(tmp_path):
     assert "hit rate 96.0%" in proc.stdout and "BIT-EXACT" in proc.stdout
 
 
-def test_bench_kernels_quick_runs():
-    proc = run_bench("bench_kernels.py", "--quick")
+def quick_table(script: str, *starts: str) -> tuple[str, list[list[str]]]:
+    """A `--quick` run of bench/<script>, checked to exit 0: its output, and the split lines of its table rows
+    (those starting with one of `starts`)."""
+    proc = run_bench(script, "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("1×", "32×"))]
+    return proc.stdout, [line.split() for line in proc.stdout.splitlines() if line.startswith(starts)]
+
+
+def test_bench_kernels_quick_runs():
+    out, rows = quick_table("bench_kernels.py", "1×", "32×")
     variants = {" ".join(r[1:-4]) for r in rows}
-    assert variants >= {"f32", "W8A16", "W4A16", "W8A8", "sparse-skip", "sparse-skip, no guard"}, proc.stdout
-    assert "not built" not in proc.stdout, proc.stdout
+    assert variants >= {"f32", "W8A16", "W4A16", "W8A8", "sparse-skip", "sparse-skip, no guard"}, out
+    assert "not built" not in out, out
     errors = {(r[0], " ".join(r[1:-4])): float(r[-2]) for r in rows}
     for (shape, variant), err in errors.items():  # the exact rewrites are exact; the quantized ones are close
         if variant.startswith(("f32", "sparse-skip")):
@@ -96,13 +102,11 @@ def test_bench_live_quick_runs():
 
 
 def test_bench_flags_quick_runs():
-    proc = run_bench("bench_flags.py", "--quick")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("transformer ", "matmul "))]
+    out, rows = quick_table("bench_flags.py", "transformer ", "matmul ")
     want = [(m, f) for m in ("matmul", "transformer") for f in ("global-opt-O3", "tuned")]
-    assert sorted((r[0], r[1]) for r in rows) == want, proc.stdout
-    assert all(r[2] != "-" and float(r[3]) > 0 for r in rows), proc.stdout
-    assert "--iree-global-optimization-opt-level=O1" in proc.stdout.split("# global-opt-O3:")[0]
+    assert sorted((r[0], r[1]) for r in rows) == want, out
+    assert all(r[2] != "-" and float(r[3]) > 0 for r in rows), out
+    assert "--iree-global-optimization-opt-level=O1" in out.split("# global-opt-O3:")[0]
 
 
 def test_bench_heap_quick_runs(tmp_path):

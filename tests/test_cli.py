@@ -354,19 +354,21 @@ def test_opscope_compile_writes_vmfb_and_manifest(tmp_path):
     assert values[("fc", "lhs", "nnz")][0] == 16 * 24
 
 
-def test_opscope_compile_custom_pipeline_and_manifest_path(tmp_path):
+def compile_fc(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
+    """`opscope-compile <flags>` on a 4x8x3 matmul `fc` in tmp_path/mm.mlir: the input these tests share."""
     path = tmp_path / "mm.mlir"
     path.write_text(matmul_module(4, 8, 3, name="fc"))
-    proc = run(
-        [
-            str(BIN / "opscope-compile"),
-            str(path),
-            "--opscope-pipeline=inject-matmul-stats{hist-bins=0},lower-opscope",
-            f"--opscope-manifest={tmp_path / 'm.json'}",
-            "--compile-to=input",
-            "-o",
-            str(tmp_path / "out.mlir"),
-        ]
+    return run([str(BIN / "opscope-compile"), str(path), *flags])
+
+
+def test_opscope_compile_custom_pipeline_and_manifest_path(tmp_path):
+    proc = compile_fc(
+        tmp_path,
+        "--opscope-pipeline=inject-matmul-stats{hist-bins=0},lower-opscope",
+        f"--opscope-manifest={tmp_path / 'm.json'}",
+        "--compile-to=input",
+        "-o",
+        str(tmp_path / "out.mlir"),
     )
     assert proc.returncode == 0, proc.stderr
     manifest = Manifest.load(tmp_path / "m.json")
@@ -377,17 +379,8 @@ def test_opscope_compile_custom_pipeline_and_manifest_path(tmp_path):
 
 
 def test_opscope_compile_refuses_left_over_stats(tmp_path):
-    path = tmp_path / "mm.mlir"
-    path.write_text(matmul_module(4, 8, 3, name="fc"))
-    proc = run(
-        [
-            str(BIN / "opscope-compile"),
-            str(path),
-            "--opscope-pipeline=inject-matmul-stats",
-            *TARGETS["llvm-cpu"].flags,
-            "-o",
-            str(tmp_path / "mm.vmfb"),
-        ]
+    proc = compile_fc(
+        tmp_path, "--opscope-pipeline=inject-matmul-stats", *TARGETS["llvm-cpu"].flags, "-o", str(tmp_path / "mm.vmfb")
     )
     line = assert_one_line_error(proc, "opscope-compile: error: left-over 'opscope.stat'")
     assert "run the lower-opscope pass" in line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from linalg_cases import conv
 
 import opscope
 from opscope.ir.flops import op_flops
@@ -14,34 +15,22 @@ from opscope.ir.stat_config import StatConfig, plan_stats
 from opscope.run.host_stats import host_stats
 
 # Four layouts: NCHW with zero padding, depthwise NCHW, grouped NGCHW (2 groups), NHWC.
-CONVS = """
+CONVS = f"""
 func.func @main(%x: tensor<2x3x6x6xf32>, %w: tensor<8x3x3x3xf32>, %dw: tensor<8x3x3xf32>,
                 %gw: tensor<2x4x4x1x1xf32>, %hx: tensor<1x5x5x4xf32>, %hw: tensor<3x3x4x6xf32>)
-    -> (tensor<2x8x6x6xf32>, tensor<2x8x4x4xf32>, tensor<2x2x4x4x4xf32>, tensor<1x3x3x6xf32>) {
+    -> (tensor<2x8x6x6xf32>, tensor<2x8x4x4xf32>, tensor<2x2x4x4x4xf32>, tensor<1x3x3x6xf32>) {{
   %zero = arith.constant 0.0 : f32
-  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {{
   ^bb0(%i: index, %j: index, %k: index, %l: index):
     tensor.yield %zero : f32
-  } : tensor<2x3x6x6xf32> to tensor<2x3x8x8xf32>
-  %e0 = tensor.empty() : tensor<2x8x6x6xf32>
-  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32>
-  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-       ins(%padded, %w : tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>) outs(%i0 : tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32> loc("conv")
-  %e1 = tensor.empty() : tensor<2x8x4x4xf32>
-  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
-  %d = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-       ins(%c, %dw : tensor<2x8x6x6xf32>, tensor<8x3x3xf32>) outs(%i1 : tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32> loc("dw")
+  }} : tensor<2x3x6x6xf32> to tensor<2x3x8x8xf32>
+  {conv("%c", "conv_2d_nchw_fchw", "%padded", "%w", ((2, 3, 8, 8), (8, 3, 3, 3), (2, 8, 6, 6)), "conv")}
+  {conv("%d", "depthwise_conv_2d_nchw_chw", "%c", "%dw", ((2, 8, 6, 6), (8, 3, 3), (2, 8, 4, 4)), "dw")}
   %g_in = tensor.expand_shape %d [[0], [1, 2], [3], [4]] output_shape [2, 2, 4, 4, 4] : tensor<2x8x4x4xf32> into tensor<2x2x4x4x4xf32>
-  %e2 = tensor.empty() : tensor<2x2x4x4x4xf32>
-  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x2x4x4x4xf32>) -> tensor<2x2x4x4x4xf32>
-  %g = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-       ins(%g_in, %gw : tensor<2x2x4x4x4xf32>, tensor<2x4x4x1x1xf32>) outs(%i2 : tensor<2x2x4x4x4xf32>) -> tensor<2x2x4x4x4xf32> loc("grouped")
-  %e3 = tensor.empty() : tensor<1x3x3x6xf32>
-  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x3x3x6xf32>) -> tensor<1x3x3x6xf32>
-  %h = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-       ins(%hx, %hw : tensor<1x5x5x4xf32>, tensor<3x3x4x6xf32>) outs(%i3 : tensor<1x3x3x6xf32>) -> tensor<1x3x3x6xf32> loc("nhwc")
+  {conv("%g", "conv_2d_ngchw_gfchw", "%g_in", "%gw", ((2, 2, 4, 4, 4), (2, 4, 4, 1, 1), (2, 2, 4, 4, 4)), "grouped")}
+  {conv("%h", "conv_2d_nhwc_hwcf", "%hx", "%hw", ((1, 5, 5, 4), (3, 3, 4, 6), (1, 3, 3, 6)), "nhwc")}
   return %c, %d, %g, %h : tensor<2x8x6x6xf32>, tensor<2x8x4x4xf32>, tensor<2x2x4x4x4xf32>, tensor<1x3x3x6xf32>
-}
+}}
 """
 # name -> (kind, batch, M, K, N, channel dims per role)
 EXPECTED = {
@@ -159,20 +148,17 @@ func.func @main(%x: tensor<1x4x4x2xf32>, %w: tensor<2x2xf32>, %o: tensor<1x2x2x2
     assert find_sites(module) == []
 
 
-PADDED_GROUPED = """
-func.func @main(%x: tensor<1x8x8x8xf32>, %w: tensor<2x4x4x3x3xf32>) -> tensor<1x2x4x8x8xf32> {
+PADDED_GROUPED = f"""
+func.func @main(%x: tensor<1x8x8x8xf32>, %w: tensor<2x4x4x3x3xf32>) -> tensor<1x2x4x8x8xf32> {{
   %zero = arith.constant 0.0 : f32
-  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {{
   ^bb0(%i: index, %j: index, %k: index, %l: index):
     tensor.yield %zero : f32
-  } : tensor<1x8x8x8xf32> to tensor<1x8x10x10xf32>
+  }} : tensor<1x8x8x8xf32> to tensor<1x8x10x10xf32>
   %g = tensor.expand_shape %padded [[0], [1, 2], [3], [4]] output_shape [1, 2, 4, 10, 10] : tensor<1x8x10x10xf32> into tensor<1x2x4x10x10xf32>
-  %e = tensor.empty() : tensor<1x2x4x8x8xf32>
-  %i = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x4x8x8xf32>) -> tensor<1x2x4x8x8xf32>
-  %c = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-       ins(%g, %w : tensor<1x2x4x10x10xf32>, tensor<2x4x4x3x3xf32>) outs(%i : tensor<1x2x4x8x8xf32>) -> tensor<1x2x4x8x8xf32> loc("grouped")
+  {conv("%c", "conv_2d_ngchw_gfchw", "%g", "%w", ((1, 2, 4, 10, 10), (2, 4, 4, 3, 3), (1, 2, 4, 8, 8)), "grouped")}
   return %c : tensor<1x2x4x8x8xf32>
-}
+}}
 """
 
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from linalg_cases import ADD_REGION
 
 import opscope
 from opscope.analysis.dispatch import analyze_dispatches
@@ -98,11 +99,7 @@ RESOURCE_BIAS = f"""func.func @main(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {{
   %e = tensor.empty() : tensor<4x16xf32>
   %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
                         affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}}
-      ins(%x, %b : tensor<4x16xf32>, tensor<16xf32>) outs(%e : tensor<4x16xf32>) {{
-  ^bb0(%a: f32, %bb: f32, %o: f32):
-    %s = arith.addf %a, %bb : f32
-    linalg.yield %s : f32
-  }} -> tensor<4x16xf32>
+      ins(%x, %b : tensor<4x16xf32>, tensor<16xf32>) outs(%e : tensor<4x16xf32>){ADD_REGION} -> tensor<4x16xf32>
   return %r : tensor<4x16xf32>
 }}
 {{-#

@@ -14,6 +14,7 @@ from operator import itemgetter
 
 import numpy as np
 import pytest
+from families import forward_hooked
 
 import opscope
 from opscope.models.zoo import missing_extra, missing_message
@@ -63,18 +64,6 @@ def residual_reference(h, d) -> dict:
     s = h + d
     cos = (h * s).sum(1) / (np.linalg.norm(h, axis=1) * np.linalg.norm(s, axis=1) + 1e-12)
     return {"res_a_sumsq": (h * h).sum(), "res_b_sumsq": (d * d).sum(), "res_cos": cos.mean()}
-
-
-def forward_hooked(model, kwargs: dict, handles: list) -> None:
-    """One eager forward of `model` with its hooks `handles` registered, removed after."""
-    import torch
-
-    try:
-        with torch.no_grad():
-            model(**kwargs)
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def hooked_residuals(model, kwargs: dict, streams: dict, blocks: dict) -> dict:

@@ -18,6 +18,7 @@ import logging
 import numpy as np
 import pytest
 from errors import one_line
+from linalg_cases import COPY_REGION, MAC_REGION
 
 from opscope.analysis.cost import analyze
 from opscope.errors import OpscopeError
@@ -91,10 +92,7 @@ func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>, %xt: tensor
   %eb2 = tensor.empty() : tensor<2x{K}x{N}xf32>
   %b2 = linalg.generic {{indexing_maps = [affine_map<(b, k, n) -> (k, n)>, affine_map<(b, k, n) -> (b, k, n)>],
                         iterator_types = ["parallel", "parallel", "parallel"]}}
-      ins(%t2 : tensor<{K}x{N}xf32>) outs(%eb2 : tensor<2x{K}x{N}xf32>) {{
-  ^bb0(%in: f32, %out: f32):
-    linalg.yield %in : f32
-  }} -> tensor<2x{K}x{N}xf32>
+      ins(%t2 : tensor<{K}x{N}xf32>) outs(%eb2 : tensor<2x{K}x{N}xf32>){COPY_REGION} -> tensor<2x{K}x{N}xf32>
   %proj = linalg.batch_matmul ins(%xb, %b2 : tensor<2x{M}x{K}xf32>, tensor<2x{K}x{N}xf32>)
       outs(%zb : tensor<2x{M}x{N}xf32>) -> tensor<2x{M}x{N}xf32> loc("proj")
 
@@ -102,23 +100,13 @@ func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>, %xt: tensor
   %dense = linalg.generic {{indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (n, k)>,
                                             affine_map<(b, m, n, k) -> (b, m, n)>],
                            iterator_types = ["parallel", "parallel", "parallel", "reduction"]}}
-      ins(%xb, %w3 : tensor<2x{M}x{K}xf32>, tensor<{N}x{K}xf32>) outs(%zb : tensor<2x{M}x{N}xf32>) {{
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  }} -> tensor<2x{M}x{N}xf32> loc("dense")
+      ins(%xb, %w3 : tensor<2x{M}x{K}xf32>, tensor<{N}x{K}xf32>) outs(%zb : tensor<2x{M}x{N}xf32>){MAC_REGION} -> tensor<2x{M}x{N}xf32> loc("dense")
 
   %w4 = arith.constant {dense(w4)}
   %lhs_t = linalg.generic {{indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>,
                                             affine_map<(m, n, k) -> (m, n)>],
                            iterator_types = ["parallel", "parallel", "reduction"]}}
-      ins(%xt, %w4 : tensor<{K}x{M}xf32>, tensor<{K}x{N}xf32>) outs(%c : tensor<{M}x{N}xf32>) {{
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  }} -> tensor<{M}x{N}xf32> loc("lhs_t")
+      ins(%xt, %w4 : tensor<{K}x{M}xf32>, tensor<{K}x{N}xf32>) outs(%c : tensor<{M}x{N}xf32>){MAC_REGION} -> tensor<{M}x{N}xf32> loc("lhs_t")
   return %fc, %proj, %dense, %lhs_t
       : tensor<{M}x{N}xf32>, tensor<2x{M}x{N}xf32>, tensor<2x{M}x{N}xf32>, tensor<{M}x{N}xf32>
 }}
@@ -183,12 +171,7 @@ func.func @main(%x: tensor<6x5x2xf32>, %c: tensor<6x3x4xf32>) -> tensor<6x3x4xf3
   %w = arith.constant {dense(w)}
   %0 = linalg.generic {{indexing_maps = [{maps}],
                        iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}}
-      ins(%x, %w : tensor<6x5x2xf32>, tensor<3x2x4x5xf32>) outs(%c : tensor<6x3x4xf32>) {{
-  ^bb0(%a: f32, %b: f32, %acc: f32):
-    %p = arith.mulf %a, %b : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  }} -> tensor<6x3x4xf32> loc("heads")
+      ins(%x, %w : tensor<6x5x2xf32>, tensor<3x2x4x5xf32>) outs(%c : tensor<6x3x4xf32>){MAC_REGION} -> tensor<6x3x4xf32> loc("heads")
   return %0 : tensor<6x3x4xf32>
 }}
 """

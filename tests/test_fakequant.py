@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from linalg_cases import COPY_REGION, MAC_REGION, matmul, zero_init
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
@@ -72,38 +73,27 @@ def assert_ulp_close(got, want):
 # bmm: a contraction generic whose 3-D lhs is [B, K, M] (K in the middle): out[b,m,n] =
 # lhs[b,n,m] with rhs = I, so the per-token scale must come from the maps (dim 1), not the
 # last axis. shared.q / shared.k read the same x: one round trip.
-ACT_SOURCE = """
+ACT_SHAPES = ((3, 8), (8, 8), (3, 8))  # x·I: lhs, rhs, out of each 2-D activation site
+ACT_SOURCE = f"""
 func.func @main(%x: tensor<3x8xf32>, %y: tensor<3x8xf32>, %z: tensor<3x8xf32>, %s: tensor<3x8xf32>,
                 %xb: tensor<2x8x3xf32>, %eye: tensor<8x8xf32>, %eyeb: tensor<2x8x8xf32>)
-    -> (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<2x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) {
+    -> (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<2x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) {{
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<3x8xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<3x8xf32>) -> tensor<3x8xf32>
-  %tok = linalg.matmul ins(%x, %eye : tensor<3x8xf32>, tensor<8x8xf32>)
-      outs(%init : tensor<3x8xf32>) -> tensor<3x8xf32> loc("tok")
-  %chan = linalg.matmul ins(%y, %eye : tensor<3x8xf32>, tensor<8x8xf32>)
-      outs(%init : tensor<3x8xf32>) -> tensor<3x8xf32> loc("chan")
-  %b4 = linalg.matmul ins(%z, %eye : tensor<3x8xf32>, tensor<8x8xf32>)
-      outs(%init : tensor<3x8xf32>) -> tensor<3x8xf32> loc("b4")
-  %eb = tensor.empty() : tensor<2x3x8xf32>
-  %initb = linalg.fill ins(%zero : f32) outs(%eb : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
-  %bmm = linalg.generic {
+  {zero_init("%init", (3, 8))}
+  {matmul("%tok", "%x", "%eye", ACT_SHAPES, "tok")}
+  {matmul("%chan", "%y", "%eye", ACT_SHAPES, "chan")}
+  {matmul("%b4", "%z", "%eye", ACT_SHAPES, "b4")}
+  {zero_init("%initb", (2, 3, 8))}
+  %bmm = linalg.generic {{
       indexing_maps = [affine_map<(b, m, n, k) -> (b, k, m)>, affine_map<(b, m, n, k) -> (b, k, n)>,
                        affine_map<(b, m, n, k) -> (b, m, n)>],
-      iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-      ins(%xb, %eyeb : tensor<2x8x3xf32>, tensor<2x8x8xf32>) outs(%initb : tensor<2x3x8xf32>) {
-  ^bb0(%a: f32, %w: f32, %acc: f32):
-    %p = arith.mulf %a, %w : f32
-    %r = arith.addf %acc, %p : f32
-    linalg.yield %r : f32
-  } -> tensor<2x3x8xf32> loc("bmm")
-  %q = linalg.matmul ins(%s, %eye : tensor<3x8xf32>, tensor<8x8xf32>)
-      outs(%init : tensor<3x8xf32>) -> tensor<3x8xf32> loc("shared.q")
-  %k = linalg.matmul ins(%s, %eye : tensor<3x8xf32>, tensor<8x8xf32>)
-      outs(%init : tensor<3x8xf32>) -> tensor<3x8xf32> loc("shared.k")
+      iterator_types = ["parallel", "parallel", "parallel", "reduction"]}}
+      ins(%xb, %eyeb : tensor<2x8x3xf32>, tensor<2x8x8xf32>) outs(%initb : tensor<2x3x8xf32>){MAC_REGION} -> tensor<2x3x8xf32> loc("bmm")
+  {matmul("%q", "%s", "%eye", ACT_SHAPES, "shared.q")}
+  {matmul("%k", "%s", "%eye", ACT_SHAPES, "shared.k")}
   return %tok, %chan, %b4, %bmm, %q, %k :
       tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<2x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>
-}
+}}
 """
 ACT_PIPELINE = (
     "fakequant-activations{sites='^(tok|bmm|shared)'},"
@@ -212,6 +202,7 @@ def dense(w: np.ndarray) -> str:
     return f"dense<[{rows}]> : tensor<{w.shape[0]}x{w.shape[1]}xf32>"
 
 
+W_SHAPES = ((8, 8), (8, 4), (8, 4))  # I·W: lhs, rhs, out of each 2-D weight site
 W_SOURCE = f"""
 func.func @main(%x: tensor<8x8xf32>, %xb: tensor<2x8x8xf32>)
     -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<2x8x4xf32>) {{
@@ -220,14 +211,10 @@ func.func @main(%x: tensor<8x8xf32>, %xb: tensor<2x8x8xf32>)
   %wgrp = arith.constant {dense(W_GRP)}
   %wpt = arith.constant {dense(W_PT)}
   %wbt = arith.constant {dense(W_BT)}
-  %e = tensor.empty() : tensor<8x4xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<8x4xf32>) -> tensor<8x4xf32>
-  %pc = linalg.matmul ins(%x, %wpc : tensor<8x8xf32>, tensor<8x4xf32>)
-      outs(%init : tensor<8x4xf32>) -> tensor<8x4xf32> loc("pc")
-  %grp = linalg.matmul ins(%x, %wgrp : tensor<8x8xf32>, tensor<8x4xf32>)
-      outs(%init : tensor<8x4xf32>) -> tensor<8x4xf32> loc("grp")
-  %pt = linalg.matmul ins(%x, %wpt : tensor<8x8xf32>, tensor<8x4xf32>)
-      outs(%init : tensor<8x4xf32>) -> tensor<8x4xf32> loc("pt")
+  {zero_init("%init", (8, 4))}
+  {matmul("%pc", "%x", "%wpc", W_SHAPES, "pc")}
+  {matmul("%grp", "%x", "%wgrp", W_SHAPES, "grp")}
+  {matmul("%pt", "%x", "%wpt", W_SHAPES, "pt")}
   %et = tensor.empty() : tensor<8x4xf32>
   %t = linalg.transpose ins(%wbt : tensor<4x8xf32>) outs(%et : tensor<8x4xf32>) permutation = [1, 0]
   %eb = tensor.empty() : tensor<2x8x4xf32>
@@ -323,10 +310,7 @@ LINEAR_3D = """func.func @main(%x: tensor<2x3x32xf32>) -> tensor<2x3x16xf32> {{
   %wb = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2)>,
                                          affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
                         iterator_types = ["parallel", "parallel", "parallel"]}}
-                        ins(%wt : tensor<32x16xf32>) outs(%eb : tensor<2x32x16xf32>) {{
-  ^bb0(%in: f32, %out: f32):
-    linalg.yield %in : f32
-  }} -> tensor<2x32x16xf32>
+                        ins(%wt : tensor<32x16xf32>) outs(%eb : tensor<2x32x16xf32>){copy} -> tensor<2x32x16xf32>
   %e = tensor.empty() : tensor<2x3x16xf32>
   %c = linalg.fill ins(%z : f32) outs(%e : tensor<2x3x16xf32>) -> tensor<2x3x16xf32>
   %0 = linalg.batch_matmul ins(%x, %wb : tensor<2x3x32xf32>, tensor<2x32x16xf32>) outs(%c : tensor<2x3x16xf32>)
@@ -353,7 +337,7 @@ def _linear_3d_case():
         k: np.array2string(v, separator=",", threshold=10**6, floatmode="unique").replace("\n", "")
         for k, v in (("w", w), ("b", b))
     }
-    text = LINEAR_3D.format(**dense)
+    text = LINEAR_3D.format(**dense, copy=COPY_REGION)
     ctx = new_context()
     module = parse_module(text, ctx, "linear3d")
     with ctx:

@@ -39,6 +39,7 @@ pytest.importorskip("jax")
 
 import families as F  # noqa: E402
 from inprocess import opscope  # noqa: E402
+from linalg_cases import COPY_REGION  # noqa: E402
 
 from opscope.ir.dynamics import ATTENTION, RESIDUAL, ROUTING, SOFTMAX  # noqa: E402
 
@@ -395,10 +396,7 @@ func.func @main(%h: tensor<4x2x6xf32>) -> (tensor<2x4x3xf32>{also_type}) {{
   %e1 = tensor.empty() : tensor<2x6x3xf32>
   %wb = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
                         iterator_types = ["parallel", "parallel", "parallel"]}}
-      ins(%w : tensor<6x3xf32>) outs(%e1 : tensor<2x6x3xf32>) {{
-  ^bb0(%in: f32, %out: f32):
-    linalg.yield %in : f32
-  }} -> tensor<2x6x3xf32>
+      ins(%w : tensor<6x3xf32>) outs(%e1 : tensor<2x6x3xf32>){copy} -> tensor<2x6x3xf32>
   %e2 = tensor.empty() : tensor<2x4x3xf32>
   %f = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
   %mm = linalg.batch_matmul ins(%t, %wb : tensor<2x4x6xf32>, tensor<2x6x3xf32>) outs(%f : tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
@@ -450,8 +448,8 @@ def test_iree_second_use_changes_fused_epilogue_rounding():
 
     from opscope.run.compile import compile_module
 
-    text = EPILOGUE_HEAD.format(w=dense(w), b=dense(b), also="", also_type="")
-    also = EPILOGUE_HEAD.format(w=dense(w), b=dense(b), also=", %mm", also_type=", tensor<2x4x3xf32>")
+    text = EPILOGUE_HEAD.format(w=dense(w), b=dense(b), copy=COPY_REGION, also="", also_type="")
+    also = EPILOGUE_HEAD.format(w=dense(w), b=dense(b), copy=COPY_REGION, also=", %mm", also_type=", tensor<2x4x3xf32>")
     xs = [np.random.default_rng(s).standard_normal((4, 2, 6)).astype(np.float32) for s in range(20)]
     opscope_flags = [compile_module(parse_module(t, new_context()), "llvm-cpu") for t in (text, also)]
     for compiled in ([_plain_compile(text), _plain_compile(also)], opscope_flags):

@@ -8,14 +8,13 @@ its `pkg.torch.onnx.name_scopes` metadata.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from errors import one_line
+from families import quiet
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -25,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from opscope.errors import OpscopeError  # noqa: E402
 from opscope.importers.onnx_model import MIN_OPSET, import_onnx, import_onnx_torch, scope_of  # noqa: E402
 from opscope.ir.loading import module_bytecode, parse_module
+from opscope.ir.manifest import Manifest
 from opscope.ir.sites import find_sites  # noqa: E402
 from opscope.pipeline.taps import inject_matmul_stats
 from opscope.run.compile import compile_module  # noqa: E402
@@ -64,6 +64,18 @@ def _run_both(module, inputs):
     return plain, outs[: manifest.num_original_results], manifest
 
 
+def _matches_onnxruntime(path: Path, x: np.ndarray, sites: list[str]) -> tuple[list, Manifest]:
+    """Import the ONNX file `path`, check its site names are `sites`, and its plain and tapped results on input
+    `x` match onnxruntime's: the check the exported models share. Returns (plain results, manifest)."""
+    module = import_onnx(path)
+    assert [s.name for s in find_sites(module)] == sites
+    want = ort.InferenceSession(str(path)).run(None, {"x": x})
+    plain, tapped, manifest = _run_both(module, [x])
+    np.testing.assert_allclose(plain[0], want[0], **TOL)
+    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    return plain, manifest
+
+
 @pytest.fixture(scope="module")
 def block_onnx(tmp_path_factory):
     torch = needs_torch()
@@ -78,12 +90,7 @@ def block_onnx(tmp_path_factory):
 
 def test_torch_onnx_export_matches_onnxruntime(block_onnx):
     path, x = block_onnx
-    module = import_onnx(path)
-    assert [s.name for s in find_sites(module)] == ["up", "down"]  # from the legacy '/up/MatMul' node names
-    want = ort.InferenceSession(str(path)).run(None, {"x": x})
-    plain, tapped, manifest = _run_both(module, [x])
-    np.testing.assert_allclose(plain[0], want[0], **TOL)
-    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    _, manifest = _matches_onnxruntime(path, x, ["up", "down"])  # named from the legacy '/up/MatMul' nodes
     assert {e.site for e in manifest.entries} == {"up", "down"}
 
 
@@ -94,12 +101,7 @@ def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
     torch = needs_torch()
     torch.manual_seed(0)
     path, x = tmp_path / "block.onnx", torch.randn(2, 4, 16)
-    with (
-        warnings.catch_warnings(),
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(io.StringIO()),
-    ):
-        warnings.simplefilter("ignore")
+    with quiet():
         torch.onnx.export(block(), (x,), str(path), dynamo=True, input_names=["x"])
     scopes = [
         p.value
@@ -109,12 +111,7 @@ def test_dynamo_exporter_sites_named_by_module_path(tmp_path):
         if p.key == "pkg.torch.onnx.name_scopes"
     ]
     assert scopes == ["['', 'up', 'linear']", "['', 'down', 'linear_1']"]  # module paths, then the FX node
-    module = import_onnx(path)
-    assert [s.name for s in find_sites(module)] == ["up", "down"]
-    want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
-    plain, tapped, manifest = _run_both(module, [x.numpy()])
-    np.testing.assert_allclose(plain[0], want[0], **TOL)
-    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    _, manifest = _matches_onnxruntime(path, x.numpy(), ["up", "down"])
     assert {e.site for e in manifest.entries} == {"up", "down"}
 
 
@@ -151,12 +148,7 @@ def test_conv_batchnorm_sites_named_by_the_conv(tmp_path, dynamo):
     torch.manual_seed(0)
     model, x = conv_blocks(), torch.randn(1, 3, 6, 6)
     path = tmp_path / "convs.onnx"
-    with (
-        warnings.catch_warnings(),
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(io.StringIO()),
-    ):
-        warnings.simplefilter("ignore")
+    with quiet():
         torch.onnx.export(model, (x,), str(path), dynamo=dynamo, input_names=["x"])
     convs = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Conv"]
     if dynamo:  # what the fix reads: the fused node's rule and scope, and its weight's name
@@ -166,12 +158,7 @@ def test_conv_batchnorm_sites_named_by_the_conv(tmp_path, dynamo):
         assert convs[0].input[1] == "layer.0.convolution.weight"
     else:
         assert convs[0].name == "/layer/layer.0/convolution/Conv"
-    module = import_onnx(path)
-    assert [s.name for s in find_sites(module)] == ["layer.0.convolution", "layer.1.convolution"]
-    want = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})
-    plain, tapped, _ = _run_both(module, [x.numpy()])
-    np.testing.assert_allclose(plain[0], want[0], **TOL)
-    np.testing.assert_allclose(tapped[0], want[0], **TOL)
+    plain, _ = _matches_onnxruntime(path, x.numpy(), ["layer.0.convolution", "layer.1.convolution"])
     np.testing.assert_allclose(plain[0], model(x).detach().numpy(), **TOL)
 
 

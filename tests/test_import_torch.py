@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 from errors import one_line
+from families import forward_hooked
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -219,13 +220,7 @@ def test_minilm_sketches_match_forward_hooks(minilm_run):
         return record
 
     mods = dict(model.named_modules())
-    handles = [mods[s].register_forward_hook(hook(s)) for s in sites]
-    try:
-        with torch.no_grad():
-            model(**kwargs)
-    finally:
-        for h in handles:
-            h.remove()
+    forward_hooked(model, kwargs, [mods[s].register_forward_hook(hook(s)) for s in sites])
     values = manifest.values(outs)
     for site in sites:
         lhs, out = seen[site]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from errors import one_line
+from linalg_cases import gather_region
 
 import opscope
 from opscope.drive.inputs import check_steps, generate, read_files, read_sentences, tokenize
@@ -71,27 +72,27 @@ def test_signature_reads_token_id_bounds_through_views():
 
 # ONNX's Gather as the legacy importer lowers it: negative ids wrapped, `select(ids < 0, ids + V,
 # ids)`, over three generics, then a clamp into range before the lookup; the mask only decides.
-WRAPPED = """
+WRAPPED = f"""
 #map = affine_map<(d0, d1) -> (d0, d1)>
 #map1 = affine_map<(d0, d1) -> (d0)>
-func.func @main(%ids: tensor<2x5xi64>, %mask: tensor<2x5xi64>) -> tensor<10x16xf32> {
+func.func @main(%ids: tensor<2x5xi64>, %mask: tensor<2x5xi64>) -> tensor<10x16xf32> {{
   %table = arith.constant dense<0.5> : tensor<50x16xf32>
   %c0 = arith.constant 0 : i64
   %c49 = arith.constant 49 : i64
   %c50 = arith.constant 50 : i64
   %b = tensor.empty() : tensor<2x5xi1>
-  %neg = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%ids : tensor<2x5xi64>) outs(%b : tensor<2x5xi1>) {
+  %neg = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}} ins(%ids : tensor<2x5xi64>) outs(%b : tensor<2x5xi1>) {{
   ^bb0(%in: i64, %out: i1):
     %c = arith.cmpi slt, %in, %c0 : i64
     linalg.yield %c : i1
-  } -> tensor<2x5xi1>
+  }} -> tensor<2x5xi1>
   %e = tensor.empty() : tensor<2x5xi64>
-  %plus = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%ids : tensor<2x5xi64>) outs(%e : tensor<2x5xi64>) {
+  %plus = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}} ins(%ids : tensor<2x5xi64>) outs(%e : tensor<2x5xi64>) {{
   ^bb0(%in: i64, %out: i64):
     %a = arith.addi %in, %c50 : i64
     linalg.yield %a : i64
-  } -> tensor<2x5xi64>
-  %wrapped = linalg.generic {indexing_maps = [#map, #map, #map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%neg, %plus, %ids, %mask : tensor<2x5xi1>, tensor<2x5xi64>, tensor<2x5xi64>, tensor<2x5xi64>) outs(%e : tensor<2x5xi64>) {
+  }} -> tensor<2x5xi64>
+  %wrapped = linalg.generic {{indexing_maps = [#map, #map, #map, #map, #map], iterator_types = ["parallel", "parallel"]}} ins(%neg, %plus, %ids, %mask : tensor<2x5xi1>, tensor<2x5xi64>, tensor<2x5xi64>, tensor<2x5xi64>) outs(%e : tensor<2x5xi64>) {{
   ^bb0(%n: i1, %p: i64, %i: i64, %m: i64, %out: i64):
     %on = arith.cmpi ne, %m, %c0 : i64
     %w = arith.select %n, %p, %i : i64
@@ -99,18 +100,12 @@ func.func @main(%ids: tensor<2x5xi64>, %mask: tensor<2x5xi64>) -> tensor<10x16xf
     %lo = arith.maxsi %k, %c0 : i64
     %hi = arith.minsi %lo, %c49 : i64
     linalg.yield %hi : i64
-  } -> tensor<2x5xi64>
+  }} -> tensor<2x5xi64>
   %flat = tensor.collapse_shape %wrapped [[0, 1]] : tensor<2x5xi64> into tensor<10xi64>
   %o = tensor.empty() : tensor<10x16xf32>
-  %emb = linalg.generic {indexing_maps = [#map1, #map], iterator_types = ["parallel", "parallel"]} ins(%flat : tensor<10xi64>) outs(%o : tensor<10x16xf32>) {
-  ^bb0(%in: i64, %out: f32):
-    %idx = arith.index_cast %in : i64 to index
-    %j = linalg.index 1 : index
-    %v = tensor.extract %table[%idx, %j] : tensor<50x16xf32>
-    linalg.yield %v : f32
-  } -> tensor<10x16xf32>
+  %emb = linalg.generic {{indexing_maps = [#map1, #map], iterator_types = ["parallel", "parallel"]}} ins(%flat : tensor<10xi64>) outs(%o : tensor<10x16xf32>){gather_region("%table", (50, 16))} -> tensor<10x16xf32>
   return %emb : tensor<10x16xf32>
-}
+}}
 """
 
 

@@ -16,6 +16,7 @@ import logging
 import ml_dtypes
 import numpy as np
 import pytest
+from linalg_cases import conv
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
@@ -362,11 +363,7 @@ def test_convolution_filter_is_output_channels_by_window_and_input_channels():
 func.func @main(%x: tensor<1x6x6x2xf32>) -> tensor<1x4x4x4xf32> {{
   %zero = arith.constant 0.0 : f32
   %f = arith.constant {dense_hex(filt, "f32")}
-  %e = tensor.empty() : tensor<1x4x4x4xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
-  %y = linalg.conv_2d_nhwc_hwcf {{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}}
-      ins(%x, %f : tensor<1x6x6x2xf32>, tensor<3x3x2x4xf32>) outs(%z : tensor<1x4x4x4xf32>)
-      -> tensor<1x4x4x4xf32> loc("conv")
+  {conv("%y", "conv_2d_nhwc_hwcf", "%x", "%f", ((1, 6, 6, 2), (3, 3, 2, 4), (1, 4, 4, 4)), "conv")}
   return %y : tensor<1x4x4x4xf32>
 }}
 """

@@ -595,6 +595,24 @@ def test_single_step_has_no_temporal_sections(sweep):
     assert "Cross-step" not in opscope.render(report)
 
 
+# The columns of a cross-step table, in order: the frame and its JSON rows both carry them.
+CROSS_STEP_COLUMNS = [
+    "run_id",
+    "backend",
+    "dist",
+    "site",
+    "role",
+    "steps",
+    "l1_mean",
+    "l1_cv",
+    "sumsq_cv",
+    "elemsig_cv",
+    "basis",
+    "stationary",
+    "verdict",
+]
+
+
 def test_every_section_on_empty_input():
     report = mine(empty_tidy())
     assert report.rows == 0 and report.steps == 0
@@ -607,21 +625,7 @@ def test_every_section_on_empty_input():
     # the temporal miners themselves, called directly on no rows
     empty = empty_tidy()
     cross = cross_step(empty)
-    assert cross.height == 0 and cross.columns == [
-        "run_id",
-        "backend",
-        "dist",
-        "site",
-        "role",
-        "steps",
-        "l1_mean",
-        "l1_cv",
-        "sumsq_cv",
-        "elemsig_cv",
-        "basis",
-        "stationary",
-        "verdict",
-    ]
+    assert cross.height == 0 and cross.columns == CROSS_STEP_COLUMNS
     opps = opportunities(empty)
     assert opps.height == 0 and "action" in opps.columns and "recommendation" in opps.columns
     agg = aggregate(opps, appearance_order(empty))
@@ -649,21 +653,7 @@ def test_renderers(seq, replay):
     ]
     assert doc["schema"] == "opscope-mine/4" and doc["rows"] == report.rows
     assert doc["min_steps"] == {"stationary": MIN_STEPS_STATIONARY, "reuse": MIN_STEPS_REUSE}
-    assert list(doc["cross_step"][0]) == [
-        "run_id",
-        "backend",
-        "dist",
-        "site",
-        "role",
-        "steps",
-        "l1_mean",
-        "l1_cv",
-        "sumsq_cv",
-        "elemsig_cv",
-        "basis",
-        "stationary",
-        "verdict",
-    ]
+    assert list(doc["cross_step"][0]) == CROSS_STEP_COLUMNS
     assert len(doc["signals"]) == report.signals.height and len(doc["opportunities"]) == report.opportunities.height
     assert set(doc["signals"][0]) == {
         "backend",

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import skip_unless_runnable
+from linalg_cases import map_region
 
 from opscope import render
 from opscope.act.op_compare import TINY, Tensor, by_site, compare, site_parity
@@ -38,45 +39,33 @@ BIN = Path(sys.executable).parent
 ENTRY_POINTS = {"opscope": [str(BIN / "opscope")], "python -m opscope": [sys.executable, "-m", "opscope"]}
 
 # x·s (s = 1.0) → exp → matmul → tanh → row sums, each op with a location but the fill.
-SMALL = """
+SMALL = f"""
 #map = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
-func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>) -> tensor<4xf32> {
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>) -> tensor<4xf32> {{
   %s = arith.constant 1.000000e+00 : f32
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<4x8xf32>
-  %scaled = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
-      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
-  ^bb0(%in: f32, %out: f32):
-    %1 = arith.mulf %in, %s : f32
-    linalg.yield %1 : f32
-  } -> tensor<4x8xf32> loc("scale")
-  %act = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
-      ins(%scaled : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
-  ^bb0(%in: f32, %out: f32):
-    %1 = math.exp %in : f32
-    linalg.yield %1 : f32
-  } -> tensor<4x8xf32> loc("act")
+  %scaled = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>){map_region("arith.mulf %map_in, %s")} -> tensor<4x8xf32> loc("scale")
+  %act = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}}
+      ins(%scaled : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>){map_region("math.exp %map_in")} -> tensor<4x8xf32> loc("act")
   %e2 = tensor.empty() : tensor<4x3xf32>
   %f = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x3xf32>) -> tensor<4x3xf32>
   %m = linalg.matmul ins(%act, %w : tensor<4x8xf32>, tensor<8x3xf32>)
       outs(%f : tensor<4x3xf32>) -> tensor<4x3xf32> loc("fc")
-  %t = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
-      ins(%m : tensor<4x3xf32>) outs(%e2 : tensor<4x3xf32>) {
-  ^bb0(%in: f32, %out: f32):
-    %1 = math.tanh %in : f32
-    linalg.yield %1 : f32
-  } -> tensor<4x3xf32> loc("fc")
+  %t = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}}
+      ins(%m : tensor<4x3xf32>) outs(%e2 : tensor<4x3xf32>){map_region("math.tanh %map_in")} -> tensor<4x3xf32> loc("fc")
   %e3 = tensor.empty() : tensor<4xf32>
   %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<4xf32>) -> tensor<4xf32>
-  %sum = linalg.generic {indexing_maps = [#map, #row], iterator_types = ["parallel", "reduction"]}
-      ins(%t : tensor<4x3xf32>) outs(%f3 : tensor<4xf32>) {
+  %sum = linalg.generic {{indexing_maps = [#map, #row], iterator_types = ["parallel", "reduction"]}}
+      ins(%t : tensor<4x3xf32>) outs(%f3 : tensor<4xf32>) {{
   ^bb0(%in: f32, %acc: f32):
     %1 = arith.addf %in, %acc : f32
     linalg.yield %1 : f32
-  } -> tensor<4xf32> loc("head")
+  }} -> tensor<4xf32> loc("head")
   return %sum : tensor<4xf32>
-}
+}}
 """
 
 

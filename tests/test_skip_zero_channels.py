@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from linalg_cases import contraction
 
 from opscope.errors import OpscopeError
 from opscope.ir.loading import module_text, new_context, parse_module
@@ -76,14 +77,7 @@ MATMUL = """func.func @main(%x: tensor<16x40xf32>) -> tensor<16x24xf32> {{
   return %0 : tensor<16x24xf32>
 }}"""
 
-BATCH_MATMUL = """func.func @main(%q: tensor<2x8x12xf32>, %v: tensor<2x12x6xf32>) -> tensor<2x8x6xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<2x8x6xf32>
-  %c = linalg.fill ins(%z : f32) outs(%e : tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
-  %0 = linalg.batch_matmul ins(%q, %v : tensor<2x8x12xf32>, tensor<2x12x6xf32>) outs(%c : tensor<2x8x6xf32>)
-         -> tensor<2x8x6xf32> loc("pv")
-  return %0 : tensor<2x8x6xf32>
-}"""
+BATCH_MATMUL = contraction("linalg.batch_matmul", ((2, 8, 12), (2, 12, 6), (2, 8, 6)), "pv")
 
 
 def test_constant_weight_sliced_at_compile_time():
@@ -125,14 +119,7 @@ def test_every_channel_skipped_yields_the_init():
     np.testing.assert_array_equal(fast.invoke("main", p, v)[0], np.matmul(p, v))
 
 
-ARGUMENT_WEIGHT = """func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>) -> tensor<4x3xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<4x3xf32>
-  %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
-  %0 = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>)
-         -> tensor<4x3xf32> loc("fc1")
-  return %0 : tensor<4x3xf32>
-}"""
+ARGUMENT_WEIGHT = contraction("linalg.matmul", ((4, 8), (8, 3), (4, 3)), "fc1")
 SKIP, KEPT = [0, 5, 6, 7], [1, 2, 3, 4]
 
 

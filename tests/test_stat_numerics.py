@@ -270,6 +270,11 @@ func.func @main(%x: tensor<512x1024xbf16>) -> tensor<1024xf32> {
 """
 
 
+def vulkan_miscompile(reason: str) -> pytest.MarkDecorator:
+    """A strict xfail on the wrong result (an AssertionError) of a known IREE vulkan-spirv miscompile."""
+    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
+
+
 def test_f16_extf_on_cpu_is_exact(modules):
     """The control for the xfail below: the same bare extf module is exact on llvm-cpu."""
     x = np.linspace(-3, 3, 64).astype(np.float16)
@@ -277,48 +282,37 @@ def test_f16_extf_on_cpu_is_exact(modules):
     assert np.array_equal(built(x)[0], x.astype(np.float32))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 vulkan-spirv miscompiles f16: a bare arith.extf f16->f32 returns garbage",
-)
+@vulkan_miscompile("IREE 3.13 vulkan-spirv miscompiles f16: a bare arith.extf f16->f32 returns garbage")
 def test_vulkan_f16_extf_is_exact(modules, vulkan):
     x = np.linspace(-3, 3, 64).astype(np.float16)
     built = modules.build(EXTF_F16, "vulkan-spirv", inject=False)
     assert np.array_equal(built(x)[0], x.astype(np.float32))
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="IREE 3.13 vulkan-spirv miscompiles f16 (matmul and stats read garbage)"
-)
+@vulkan_miscompile("IREE 3.13 vulkan-spirv miscompiles f16 (matmul and stats read garbage)")
 def test_vulkan_f16_stats_match_numpy(modules, dists, vulkan):
     _, site, lhs, rhs, out, values = run_case(modules, dists, "matmul_f16_16x24x8", "vulkan-spirv", "gaussian")
     assert_site_matches(values, site, {"lhs": lhs, "rhs": rhs, "out": out})
 
 
+def assert_bf16_chan_maxabs_exact(modules, dists, target: str) -> None:
+    """The bare bf16 column max|x| of a gaussian 512x1024 on `target` equals numpy's: the control and its xfail."""
+    x = dists("gaussian", (512, 1024), 0).astype(ml_dtypes.bfloat16)
+    built = modules.build(CHAN_MAXABS_BF16, target, inject=False)
+    assert np.array_equal(built(x)[0], np.abs(x.astype(np.float32)).max(axis=0))
+
+
 def test_bf16_chan_maxabs_512x1024_on_cpu_is_exact(modules, dists):
     """The control for the xfail below: the bare bf16 column max|x| reduction is exact on llvm-cpu."""
-    x = dists("gaussian", (512, 1024), 0).astype(ml_dtypes.bfloat16)
-    built = modules.build(CHAN_MAXABS_BF16, "llvm-cpu", inject=False)
-    assert np.array_equal(built(x)[0], np.abs(x.astype(np.float32)).max(axis=0))
+    assert_bf16_chan_maxabs_exact(modules, dists, "llvm-cpu")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 vulkan-spirv: a bf16 max|x| reduction over the 512 rows of 512x1024 is wrong",
-)
+@vulkan_miscompile("IREE 3.13 vulkan-spirv: a bf16 max|x| reduction over the 512 rows of 512x1024 is wrong")
 def test_vulkan_bf16_chan_maxabs_512x1024_is_exact(modules, dists, vulkan):
-    x = dists("gaussian", (512, 1024), 0).astype(ml_dtypes.bfloat16)
-    built = modules.build(CHAN_MAXABS_BF16, "vulkan-spirv", inject=False)
-    assert np.array_equal(built(x)[0], np.abs(x.astype(np.float32)).max(axis=0))
+    assert_bf16_chan_maxabs_exact(modules, dists, "vulkan-spirv")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 vulkan-spirv: bf16 chan_maxabs of a 512x1024 tensor is wrong (same bug, through opscope)",
-)
+@vulkan_miscompile("IREE 3.13 vulkan-spirv: bf16 chan_maxabs of a 512x1024 tensor is wrong (same bug, through opscope)")
 def test_vulkan_bf16_chan_maxabs_stat_512x1024(modules, dists, vulkan):
     built = modules.build(matmul_module(512, 1024, 8, dtype="bf16"), "vulkan-spirv")
     lhs = dists("gaussian", (512, 1024), 0).astype(ml_dtypes.bfloat16)

@@ -4,21 +4,12 @@
 # 3.13 context has no IRDL), with the attribute types the IRDL file and lower-opscope
 # expect, and refuses what `verify_stat` refuses, leaving no half-built op behind.
 
-import gc
-
+from harness import run
 from iree.compiler import ir
 from iree.compiler.dialects import func
 
 from opscope.dialect import StatOp, stat
 from opscope.ir.loading import new_context
-
-
-def run(f):
-    print("\nTEST:", f.__name__)
-    f()
-    gc.collect()
-    assert ir.Context._get_live_count() == 0, "leaked an ir.Context"
-    return f
 
 
 def _function(arg_type: str):

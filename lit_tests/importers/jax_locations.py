@@ -6,30 +6,18 @@
 # einsum specs and the primitive; a nested `jax.jit` inlined under two scopes gets both
 # paths; an op under no scope keeps only its line, so it is named `<kind>#<ordinal>`.
 
-import gc
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-from iree.compiler import ir
+from harness import print_sites, run
 
 from opscope.importers import import_source
-from opscope.ir.sites import find_sites
-
-
-def run(f):
-    print("\nTEST:", f.__name__)
-    f()
-    gc.collect()
-    assert ir.Context._get_live_count() == 0, "leaked an ir.Context"
-    return f
 
 
 def show(fn, *args):
     """Each site's name, kind and printed location."""
     module = import_source(fn, example_args=args)  # keep the module alive while its ops are read
-    for site in find_sites(module):
-        print(site.name, site.kind, site.location)
+    print_sites(module)
 
 
 def ones(*shape):

@@ -8,22 +8,11 @@
 # `/encoder/layer.0/.../MatMul` node name. A node with neither keeps its own name. An
 # LSTM/GRU/RNN node is unrolled over its steps: `<path>.l0.ih`, then `<path>.l0.t<step>`.
 
-import gc
-
 import numpy as np
-from iree.compiler import ir
+from harness import print_sites, run
 from onnx import TensorProto, helper, numpy_helper
 
 from opscope.importers.onnx_model import import_onnx
-from opscope.ir.sites import find_sites
-
-
-def run(f):
-    print("\nTEST:", f.__name__)
-    f()
-    gc.collect()
-    assert ir.Context._get_live_count() == 0, "leaked an ir.Context"
-    return f
 
 
 def show(nodes, weights, x=(2, 8), y=(2, 4)):
@@ -38,8 +27,7 @@ def show(nodes, weights, x=(2, 8), y=(2, 4)):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     module = import_onnx(model)  # held: sites point into it
-    for site in find_sites(module):
-        print(site.name, site.kind, site.location)
+    print_sites(module)
 
 
 # CHECK-LABEL: TEST: legacy_node_names

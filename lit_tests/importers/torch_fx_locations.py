@@ -6,28 +6,16 @@
 # matmul is named by its module path; an op run by the root module keeps only its callsite
 # and is named `<kind>#<ordinal>`. Locations survive the torch → linalg lowering.
 
-import gc
-
 import torch
-from iree.compiler import ir
+from harness import print_sites, run
 
 from opscope.importers.torch_fx import import_torch
-from opscope.ir.sites import find_sites
-
-
-def run(f):
-    print("\nTEST:", f.__name__)
-    f()
-    gc.collect()
-    assert ir.Context._get_live_count() == 0, "leaked an ir.Context"
-    return f
 
 
 def show(model, *args):
     """Each site's name, kind and printed location."""
     module = import_torch(model.eval(), args)  # held: sites point into it
-    for site in find_sites(module):
-        print(site.name, site.kind, site.location)
+    print_sites(module)
 
 
 # CHECK-LABEL: TEST: mlp_module_paths
