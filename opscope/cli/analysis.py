@@ -6,7 +6,7 @@ import argparse
 import sys
 
 import opscope
-from opscope.cli.arguments import add_source, add_target
+from opscope.cli.arguments import add_format, add_source, add_target, report_format
 
 RIDGE_HELP = "roofline ridge, FLOP/byte (default: the target's nominal ridge, `opscope targets`)"
 
@@ -41,7 +41,7 @@ def _add_analysis(sub, name: str, help: str, fn, top: int):
     sp.add_argument("--d-model", type=int, default=64, help="demo width (default 64)")
     sp.add_argument("--seq", type=int, default=16, help="demo tokens (default 16)")
     sp.add_argument("--top", type=int, default=top, help=f"rows to print (default {top})")
-    sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_format(sp, "print JSON instead of text")
     sp.set_defaults(fn=fn)
     return sp
 
@@ -52,7 +52,7 @@ def _demo_sizes(args) -> dict:
 
 def _emit(args, report, **options) -> int:
     """Print a report as text, or as JSON with --json."""
-    text = opscope.render(report, "json" if args.json else "text", **options)
+    text = opscope.render(report, report_format(args), **options)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 

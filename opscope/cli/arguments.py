@@ -1,8 +1,9 @@
-"""Options more than one command group takes."""
+"""Options more than one command group takes, and reading them back as the API's keyword arguments."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import opscope
 
@@ -49,3 +50,54 @@ def add_parameters(parser: argparse.ArgumentParser, where: str, dtype: bool = Tr
         help="store the model's float32 weights in the parameter file as this type (half the memory); "
         "the model computes as exported, in f32, on the weights rounded to it",
     )
+
+
+def parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """What `add_parameters` registered, as the API's keyword arguments (`parameters`, and
+    `weights_dtype` where the command takes it)."""
+    return {name: getattr(args, name) for name in ("parameters", "weights_dtype") if hasattr(args, name)}
+
+
+def add_feed(
+    parser: argparse.ArgumentParser,
+    inputs: str = "the model's inputs, as `profile --inputs`",
+    tokenizer: str = "a local Hugging Face tokenizer folder for --text",
+) -> None:
+    """What the model runs on: --inputs FILE... or --text FILE (not both), and --tokenizer for --text."""
+    feed = parser.add_mutually_exclusive_group()
+    feed.add_argument("--inputs", nargs="+", metavar="FILE", help=inputs)
+    feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
+    parser.add_argument("--tokenizer", metavar="DIR", help=tokenizer)
+
+
+def feed(args: argparse.Namespace) -> dict[str, Any]:
+    """What `add_feed` registered, as the API's keyword arguments `inputs`, `text`, `tokenizer`."""
+    return {"inputs": args.inputs, "text": args.text, "tokenizer": args.tokenizer}
+
+
+def add_profile_run(parser: argparse.ArgumentParser, **feed_help: str) -> None:
+    """A profile run's options (profile, infer): --target, --steps, --out and what it runs on
+    (`add_feed`, its help texts `feed_help`)."""
+    add_target(parser)
+    parser.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
+    parser.add_argument("--out", help="run folder (default opscope-runs/<time>)")
+    add_feed(parser, **feed_help)
+
+
+def profile_run(args: argparse.Namespace) -> dict[str, Any]:
+    """What `add_profile_run` registered, as `opscope.profile`'s keyword arguments (the API refuses
+    a --tokenizer without --text, and --inputs with --text)."""
+    return {"target": args.target, "steps": args.steps, "out": args.out, **feed(args)}
+
+
+def add_format(parser: argparse.ArgumentParser, json: str = "the report as JSON", markdown: str = "") -> None:
+    """--json, and with a `markdown` help text also --markdown (not both): the report in that format, not text."""
+    formats = parser.add_mutually_exclusive_group() if markdown else parser
+    formats.add_argument("--json", action="store_true", help=json)
+    if markdown:
+        formats.add_argument("--markdown", action="store_true", help=markdown)
+
+
+def report_format(args: argparse.Namespace) -> str:
+    """The format `add_format`'s options ask for, else text: `opscope.render`'s second argument."""
+    return "json" if args.json else "markdown" if getattr(args, "markdown", False) else "text"

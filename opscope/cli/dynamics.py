@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_source, add_target
+from opscope.cli.arguments import add_format, add_profile_run, add_source, profile_run
 from opscope.errors import OpscopeError
 
 DYNAMICS_TAPS = "attention,routing,residual"
@@ -22,20 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(tap, run, report; or re-read a run folder)",
     )
     add_source(p, extra="a run folder or tidy CSV/Parquet already recorded (re-read, nothing runs), or ")
-    add_target(p)
-    p.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
-    p.add_argument("--out", help="run folder (default opscope-runs/<time>)")
-    feed = p.add_mutually_exclusive_group()
-    feed.add_argument("--inputs", nargs="+", metavar="FILE", help="the model's inputs, as `profile --inputs`")
-    feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
-    p.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text")
+    add_profile_run(p)
     p.add_argument(
         "--taps",
         default=DYNAMICS_TAPS,
         help=f"what to tap (default {DYNAMICS_TAPS}; add matmul for the value sketches too)",
     )
     p.add_argument("--heads", action="store_true", help="also print the per-head attention table")
-    p.add_argument("--json", action="store_true", help="the tables as JSON records")
+    add_format(p, "the tables as JSON records")
     p.set_defaults(fn=_cmd_infer)
 
 
@@ -48,25 +42,14 @@ def recorded(source: str) -> bool:
 
 
 def _cmd_infer(args) -> int:
-    if args.tokenizer and not args.text:
-        raise OpscopeError("--tokenizer goes with --text")
+    run = profile_run(args)
     rerun = recorded(args.source)
     if rerun:
         logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are the mine report's
         report = opscope.mine(args.source)
         where = args.source
     else:
-        res = opscope.profile(
-            args.source,
-            target=args.target,
-            steps=args.steps,
-            out=args.out,
-            inputs=args.inputs,
-            text=args.text,
-            tokenizer=args.tokenizer,
-            progress=print,
-            taps=args.taps,
-        )
+        res = opscope.profile(args.source, progress=print, taps=args.taps, **run)
         report, where = res.report, res.out_dir
         print(opscope.render(res, brief=True))
     d = report.dynamics

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import add_parameters, add_source, add_target
+from opscope.cli.arguments import add_format, add_parameters, add_source, add_target, parameters, report_format
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="sampled calls between snapshots (default 0: once, at the end; workers: 8)",
     )
     lv.add_argument("--force", action="store_true", help="overwrite --csv, --parquet, --state")
-    lv.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_format(lv, "print the report as JSON")
     add_parameters(lv, "in a temporary folder, for both builds and every worker", dtype=False)
     lv.add_argument(
         "--merge",
@@ -64,7 +64,7 @@ def _cmd_live(args) -> int:
         if args.source:
             raise OpscopeError("live: --merge reads saved sketches; give no model with it")
         report = opscope.merge_live(args.merge)
-        print(opscope.render(report, "json" if args.json else "text"))
+        print(opscope.render(report, report_format(args)))
         return 0
     run = opscope.live(
         args.source,
@@ -80,9 +80,9 @@ def _cmd_live(args) -> int:
         state=args.state,
         snapshot_every=args.snapshot_every,
         force=args.force,
-        parameters=args.parameters,
+        **parameters(args),
     )
-    print(opscope.render(run, "json" if args.json else "text"))
+    print(opscope.render(run, report_format(args)))
     if args.csv and not args.json:
         print(f"\ntidy statistics of the sampled calls: {args.csv} (`opscope mine {args.csv}`)")
     return 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import SOURCES, add_parameters
+from opscope.cli.arguments import SOURCES, add_format, add_parameters, parameters, report_format
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,9 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--all", action="store_true", help="every op in the table, not only those beyond tolerance and the worst"
     )
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="the report as JSON")
-    fmt.add_argument("--markdown", action="store_true", help="the report as Markdown")
+    add_format(p, markdown="the report as Markdown")
     p.set_defaults(fn=_cmd_parity)
 
 
@@ -80,13 +78,7 @@ def _cmd_parity(args) -> int:
         ops=args.ops,
         constants=args.constants,
         inputs=args.inputs,
-        parameters=args.parameters,
-        weights_dtype=args.weights_dtype,
+        **parameters(args),
     )
-    if args.json:
-        print(opscope.render(report, "json"))
-    elif args.markdown:
-        print(opscope.render(report, "markdown", all_ops=args.all))
-    else:
-        print(opscope.render(report, "text", all_ops=args.all))
+    print(opscope.render(report, report_format(args), all_ops=args.all))
     return 0 if report.within() else 1

@@ -13,16 +13,26 @@ opscope dump minilm --out T --activations   # weights and whole activations to f
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
 
 import opscope
-from opscope.cli.arguments import SOURCES, add_parameters, add_target
+from opscope.cli.arguments import SOURCES, add_format, add_parameters, add_target, parameters, report_format
+from opscope.cli.progress import progress
 from opscope.errors import OpscopeError
 
 TENSORS = "or tensors: a .tensor (u32 rows, u32 cols, f32 row-major), .npy or .safetensors file, or a directory of them"
 
 
-def _source(p: argparse.ArgumentParser, optional: bool = True) -> None:
+def _add_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    fn: Callable[[argparse.Namespace], int],
+    optional: bool = True,
+) -> argparse.ArgumentParser:
+    """A subcommand of this group, run by `fn`: SOURCE (weights or a model; a model only and required
+    unless `optional`) and --sites, before its own options."""
+    p = sub.add_parser(name, help=help)
     if optional:
         p.add_argument(
             "source",
@@ -38,21 +48,24 @@ def _source(p: argparse.ArgumentParser, optional: bool = True) -> None:
         metavar="REGEX",
         help="only the weights of the matmul sites (or the tensors) whose names this regex finds",
     )
+    p.set_defaults(fn=fn)
+    return p
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add probe, layers, actions, timing, dump."""
-    p = sub.add_parser("probe", help="host probes of every weight: ranks, quantization, 2:4, ternary, verdict")
-    _source(p)
-    p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.set_defaults(fn=_cmd_probe)
-
-    p = sub.add_parser(
-        "layers",
-        help="one decomposition or quantization per layer under a byte budget "
-        "(greedy or DADO), optionally measured end to end",
+    p = _add_command(
+        sub, "probe", "host probes of every weight: ranks, quantization, 2:4, ternary, verdict", _cmd_probe
     )
-    _source(p)
+    add_format(p)
+
+    p = _add_command(
+        sub,
+        "layers",
+        "one decomposition or quantization per layer under a byte budget "
+        "(greedy or DADO), optionally measured end to end",
+        _cmd_layers,
+    )
     p.add_argument("--budget", type=float, default=0.4, help="share of the dense weight bytes (default 0.4)")
     p.add_argument("--allocator", choices=("greedy", "dado"), default="dado", help="default dado")
     # the choices are `opscope.probe.allocate.ERRORS`, spelled out so that the CLI's start-up does not load the room
@@ -89,31 +102,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target(p)
     p.add_argument("--tokens", type=int, default=2000, help="predicted tokens a causal LM is measured on")
     p.add_argument("--steps", type=int, help="batches to measure on (default: sized by the model's task)")
-    p.add_argument("--json", action="store_true", help="the report as JSON")
+    add_format(p)
     add_parameters(p, "with --measure: in a temporary folder, for every plan's build", dtype=False)
-    p.set_defaults(fn=_cmd_layers)
 
-    p = sub.add_parser(
-        "actions", help="per layer the cheapest option within a weight error budget; near-identity blocks to skip"
+    p = _add_command(
+        sub,
+        "actions",
+        "per layer the cheapest option within a weight error budget; near-identity blocks to skip",
+        _cmd_actions,
     )
-    _source(p)
     p.add_argument("--budget", type=float, default=0.02, help="relative weight error allowed (default 0.02)")
     p.add_argument("--from", dest="run", metavar="RUN", help="a run recorded with the residual taps (skip candidates)")
-    p.set_defaults(fn=_cmd_actions)
 
-    p = sub.add_parser(
+    p = _add_command(
+        sub,
         "timing",
-        help="every dispatch timed by IREE's dispatch benchmarks: a measured roofline "
-        "per dispatch, next to the whole call",
+        "every dispatch timed by IREE's dispatch benchmarks: a measured roofline per dispatch, next to the whole call",
+        _cmd_timing,
     )
-    _source(p)
     add_target(p)
     p.add_argument("--repetitions", type=int, default=5, help="benchmark repetitions per dispatch (median; default 5)")
-    p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.set_defaults(fn=_cmd_timing)
+    add_format(p)
 
-    p = sub.add_parser("dump", help="a model's weights and whole activations to tensor files (for probe, layers)")
-    _source(p, optional=False)
+    p = _add_command(
+        sub,
+        "dump",
+        "a model's weights and whole activations to tensor files (for probe, layers)",
+        _cmd_dump,
+        optional=False,
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="the directory the files go to")
     p.add_argument(
         "--activations",
@@ -137,19 +154,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="npy (default), tensor (u32 rows, u32 cols, f32 row-major) or one .safetensors file",
     )
     add_target(p)
-    p.set_defaults(fn=_cmd_dump)
 
 
-def _progress(command: str):
-    """Progress lines on stderr, `opscope COMMAND: ...`."""
-    return lambda line: print(f"opscope {command}: {line}", file=sys.stderr, flush=True)
+def _show(args: argparse.Namespace, report: object, **options: object) -> None:
+    """Print the report as --json asks, else as text (whose renderers end their own last line)."""
+    print(opscope.render(report, report_format(args), **options), end="\n" if args.json else "")
 
 
 def _cmd_probe(args) -> int:
     from opscope import probe_tensors
 
-    report = probe_tensors(args.source, sites=args.sites, progress=_progress("probe"))
-    print(opscope.render(report, "json" if args.json else "text"), end="" if not args.json else "\n")
+    report = probe_tensors(args.source, sites=args.sites, progress=progress("probe"))
+    _show(args, report)
     return 0
 
 
@@ -161,7 +177,7 @@ def _cmd_layers(args) -> int:
             raise OpscopeError("--quant is its own report: drop --measure, --objective, --error and --every")
         print(
             opscope.render(
-                quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, progress=_progress("layers"))
+                quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, progress=progress("layers"))
             ),
             end="",
         )
@@ -177,10 +193,10 @@ def _cmd_layers(args) -> int:
         target=args.target,
         tokens=args.tokens,
         steps=args.steps,
-        progress=_progress("layers"),
-        parameters=args.parameters,
+        progress=progress("layers"),
+        **parameters(args),
     )
-    print(opscope.render(report, "json" if args.json else "text", every=args.every), end="\n" if args.json else "")
+    _show(args, report, every=args.every)
     return 0
 
 
@@ -189,9 +205,7 @@ def _cmd_actions(args) -> int:
 
     print(
         opscope.render(
-            layer_actions(
-                args.source, budget=args.budget, run=args.run, sites=args.sites, progress=_progress("actions")
-            )
+            layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites, progress=progress("actions"))
         ),
         end="",
     )
@@ -212,7 +226,7 @@ def _cmd_dump(args) -> int:
         max_bytes=int(args.max_mib * 2**20),
         fmt=args.fmt,
         target=args.target,
-        progress=_progress("dump"),
+        progress=progress("dump"),
     )
     print(f"wrote {len(files)} file{'s' if len(files) != 1 else ''} to {args.out}")
     return 0
@@ -221,6 +235,6 @@ def _cmd_dump(args) -> int:
 def _cmd_timing(args) -> int:
     from opscope import timing
 
-    report = timing(args.source, target=args.target, repetitions=args.repetitions, progress=_progress("timing"))
-    print(opscope.render(report, "json" if args.json else "text"), end="" if not args.json else "\n")
+    report = timing(args.source, target=args.target, repetitions=args.repetitions, progress=progress("timing"))
+    _show(args, report)
     return 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_parameters, add_source, add_target
+from opscope.cli.arguments import add_parameters, add_profile_run, add_source, add_target, parameters, profile_run
 from opscope.errors import OpscopeError
 
 
@@ -17,23 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "profile", help="the main job: inject sketches, run, record, mine, report (default: built-in model)"
     )
     add_source(pr, optional=True, default="the built-in transformer")
-    add_target(pr)
-    pr.add_argument("--steps", type=int, default=4, help="calls, a fresh input batch each (default 4)")
-    pr.add_argument("--out", help="run folder (default opscope-runs/<time>)")
-    feed = pr.add_mutually_exclusive_group()
-    feed.add_argument(
-        "--inputs",
-        nargs="+",
-        metavar="FILE",
-        help="the model's inputs: one .npz or .safetensors (arrays arg0, arg1, ...) or one .npy per "
+    add_profile_run(
+        pr,
+        inputs="the model's inputs: one .npz or .safetensors (arrays arg0, arg1, ...) or one .npy per "
         "argument; an extra leading axis holds one batch per step (default: generated from the "
         "signature: token ids below the vocabulary, masks of ones, N(0,1) floats)",
-    )
-    feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
-    pr.add_argument(
-        "--tokenizer",
-        metavar="DIR",
-        help="a local Hugging Face tokenizer folder for --text (default: the zoo model's own)",
+        tokenizer="a local Hugging Face tokenizer folder for --text (default: the zoo model's own)",
     )
     pr.add_argument(
         "--taps",
@@ -88,22 +77,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args) -> int:
-    if args.tokenizer and not args.text:
-        raise OpscopeError("--tokenizer goes with --text")
     res = opscope.profile(
         args.source,
-        target=args.target,
-        steps=args.steps,
-        out=args.out,
-        inputs=args.inputs,
-        text=args.text,
-        tokenizer=args.tokenizer,
+        **profile_run(args),
         progress=print,
         taps=args.taps,
-        parameters=args.parameters,
-        weights_dtype=args.weights_dtype,
         config=opscope.StatConfig(row_stride=args.sample_rows),
         verify=args.verify,
+        **parameters(args),
     )
     print(opscope.render(res))
     return 0

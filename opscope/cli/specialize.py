@@ -7,10 +7,10 @@ opscope plan RUN --apply -o specialized.mlir   # ... and the module with every a
 from __future__ import annotations
 
 import argparse
-import sys
 
 import opscope
-from opscope.cli.arguments import add_parameters
+from opscope.cli.arguments import add_format, add_parameters, parameters, report_format
+from opscope.cli.progress import progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=",".join(opscope.KINDS),
         help=f"the candidate kinds to measure, comma-separated (default all: {','.join(opscope.KINDS)})",
     )
-    p.add_argument("--json", action="store_true", help="the plan as JSON")
+    add_format(p, "the plan as JSON")
     add_parameters(p, "in a temporary folder, for every build; --apply writes it beside -o", dtype=False)
     p.set_defaults(fn=_cmd_plan)
 
@@ -68,8 +68,8 @@ def _cmd_plan(args) -> int:
         min_speedup=args.min_speedup,
         max_error=args.max_error,
         kinds=[k.strip() for k in args.kinds.split(",") if k.strip()],
-        progress=lambda line: print(f"opscope plan: {line}", file=sys.stderr, flush=True),
-        parameters=args.parameters,
+        progress=progress("plan"),
+        **parameters(args),
     )
-    print(opscope.render(plan, "json" if args.json else "text"))
+    print(opscope.render(plan, report_format(args)))
     return 0

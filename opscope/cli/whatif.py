@@ -14,10 +14,19 @@ its outputs moved (by task: `opscope.act.quality`) and how many FLOPs its module
 from __future__ import annotations
 
 import argparse
-import sys
 
 import opscope
-from opscope.cli.arguments import add_parameters, add_source, add_target
+from opscope.cli.arguments import (
+    add_feed,
+    add_format,
+    add_parameters,
+    add_source,
+    add_target,
+    feed,
+    parameters,
+    report_format,
+)
+from opscope.cli.progress import progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,20 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--steps", type=int, help="batches to measure on (default: sized by the model's task)")
     p.add_argument("--task", choices=TASKS, help="what the model's first result is (default: the zoo's, else outputs)")
-    feed = p.add_mutually_exclusive_group()
-    feed.add_argument("--inputs", nargs="+", metavar="FILE", help="the model's inputs, as `profile --inputs`")
-    feed.add_argument("--text", metavar="FILE", help="sentences, one per line, tokenized for a text model")
-    p.add_argument("--tokenizer", metavar="DIR", help="a local Hugging Face tokenizer folder for --text")
+    add_feed(p)
     add_parameters(p, "in a temporary folder, for every build")
     p.add_argument("--all", action="store_true", help="every row of the sweep")
-    p.add_argument("--json", action="store_true", help="the report as JSON")
+    add_format(p)
     p.set_defaults(fn=_cmd_whatif)
 
 
 def _cmd_whatif(args) -> int:
-    def progress(line: str) -> None:
-        print(f"opscope whatif: {line}", file=sys.stderr, flush=True)
-
     report = opscope.whatif(
         args.source,
         skip=args.skip,
@@ -106,12 +109,9 @@ def _cmd_whatif(args) -> int:
         tokens=args.tokens,
         steps=args.steps,
         task=args.task,
-        inputs=args.inputs,
-        text=args.text,
-        tokenizer=args.tokenizer,
-        progress=progress,
-        parameters=args.parameters,
-        weights_dtype=args.weights_dtype,
+        progress=progress("whatif"),
+        **feed(args),
+        **parameters(args),
     )
-    print(opscope.render(report, "json" if args.json else "text", every=args.all))
+    print(opscope.render(report, report_format(args), every=args.all))
     return 0
