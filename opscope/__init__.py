@@ -51,12 +51,14 @@ if TYPE_CHECKING:
     from opscope.drive.sequence import SequenceResult
     from opscope.drive.sweep import SweepResult
     from opscope.ir.manifest import Manifest
+    from opscope.ir.sites import SiteList
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
     from opscope.online.report import LiveReport
     from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
     from opscope.run.compile import CompiledModule
     from opscope.run.runtime import LoadedModule
+    from opscope.run.targets import TargetTable
 
 __all__ = [
     "render",
@@ -106,6 +108,8 @@ __all__ = [
     "StatConfig",
     "CompiledModule",
     "LoadedModule",
+    "SiteList",
+    "TargetTable",
     "OpscopeError",
 ]
 
@@ -126,6 +130,8 @@ _LAZY = {
     "QuantReport": "opscope.probe.report",
     "TimingReport": "opscope.act.timing",
     "KernelPlan": "opscope.act.specialize",
+    "SiteList": "opscope.ir.sites",
+    "TargetTable": "opscope.run.targets",
 }
 # The vocabularies and defaults the CLI offers in its options and help (the stages own them).
 _CONSTANTS = {
@@ -191,6 +197,8 @@ _RENDERERS: dict[str, dict[str, str]] = {
     "ProfileResult": {"text": "opscope.drive.render:profile_text"},
     "SweepResult": {"text": "opscope.drive.render:sweep_text"},
     "SequenceResult": {"text": "opscope.drive.render:sequence_text"},
+    "SiteList": {"text": "opscope.drive.render:site_list_text"},
+    "TargetTable": {"text": "opscope.drive.render:target_table_text"},
     "DynamicsReport": {
         "text": "opscope.mining.render:dynamics_text",
         "json": "opscope.mining.render:dynamics_json",
@@ -426,20 +434,23 @@ def save_model(module: ir.Module, path: str | Path) -> Path:
     return Path(path)
 
 
-def sites(source: Any) -> list[Any]:
-    """The matmul and convolution sites of a model (`load_model`'s sources or an `ir.Module`):
-    `opscope.ir.sites.Site`s with `.name`, `.kind`, `.batch`, `.m`, `.k`, `.n`, `.flops`, `.dynamic`."""
-    from opscope.ir.sites import find_sites
+def sites(source: Any) -> SiteList:
+    """The matmul and convolution sites of a model (`load_model`'s sources or an `ir.Module`): a list
+    (`SiteList`, which `render` writes as a table) of `opscope.ir.sites.Site`s with `.name`, `.kind`,
+    `.batch`, `.m`, `.k`, `.n`, `.flops`, `.dynamic`."""
+    from opscope.ir.sites import SiteList, find_sites
 
-    return find_sites(source if hasattr(source, "operation") else load_model(source))
+    if hasattr(source, "operation"):
+        return SiteList(find_sites(source))
+    return SiteList(find_sites(load_model(source)), source=str(source))
 
 
-def targets() -> list[tuple[Any, str | None]]:
+def targets() -> TargetTable:
     """Every compile target (`opscope.run.targets.Target`: name, driver, note, ridge) with why it
-    cannot run here (None: it runs here)."""
-    from opscope.run.targets import TARGETS, driver_available
+    cannot run here (None: it runs here): a list of pairs (`TargetTable`, which `render` writes)."""
+    from opscope.run.targets import TARGETS, TargetTable, driver_available
 
-    return [(t, driver_available(t.driver)) for t in TARGETS.values()]
+    return TargetTable((t, driver_available(t.driver)) for t in TARGETS.values())
 
 
 def compile(module: ir.Module | str | bytes, target: str = "llvm-cpu", **options: Any) -> CompiledModule:
@@ -700,8 +711,6 @@ def whatif(
     from opscope.act.evalset import eval_set
     from opscope.act.whatif import check_request, measure, variants_of
 
-    if tokenizer and not text:
-        raise OpscopeError("--tokenizer (tokenizer) goes with --text (text)")
     variants = variants_of(skip, skip_lowest, None if run is None else str(run), fakequant, pipelines)
     check_request(variants, sweep, sweep_layers, keep, floor)
     evalset = eval_set(

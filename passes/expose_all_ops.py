@@ -148,16 +148,8 @@ def exposures(module, function: str | None = None) -> tuple[str, list[Exposure]]
             if EXPOSE_ATTR not in d:
                 continue
             e = ir.DictAttr(d[EXPOSE_ATTR])
-            site = ir.StringAttr(e["site"]).value if "site" in e else None
-            found.append(
-                Exposure(
-                    idx,
-                    ir.IntegerAttr(e["index"]).value,
-                    ir.StringAttr(e["name"]).value,
-                    ir.StringAttr(e["op"]).value,
-                    site,
-                )
-            )
+            site = e["site"].value if "site" in e else None
+            found.append(Exposure(idx, e["index"].value, e["name"].value, e["op"].value, site))
         if found:
             return sym, found
     return "", []

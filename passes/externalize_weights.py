@@ -38,6 +38,7 @@ from iree.compiler import ir, passmanager
 from opscope.errors import OpscopeError
 from opscope.ir import parameter_files as _files
 from opscope.ir.build import widen
+from opscope.ir.const_expr import is_attr
 from opscope.ir.parameter_files import (
     MIN_BYTES,
     SCOPE,
@@ -250,20 +251,12 @@ def _stored_constants(module: ir.Module, min_bytes: int) -> list[ir.Operation]:
 
 def _holds_data(attr: ir.Attribute) -> bool:
     """A `dense_resource` blob, or `dense` elements that are not one value repeated."""
-    if _is_resource(attr):
+    if is_attr(attr, ir.DenseResourceElementsAttr):
         return True
     try:
         return not ir.DenseElementsAttr(attr).is_splat
     except ValueError:
         return False
-
-
-def _is_resource(attr: ir.Attribute) -> bool:
-    try:
-        ir.DenseResourceElementsAttr(attr)
-    except ValueError:
-        return False
-    return True
 
 
 def _nbytes(ty: ir.RankedTensorType) -> int:
@@ -277,7 +270,7 @@ def _nbytes(ty: ir.RankedTensorType) -> int:
 def _identity(attr: ir.Attribute) -> str | ir.Attribute:
     """A key equal for equal constants: a resource as printed (its blob's name and type), or the
     `dense` attribute itself (MLIR uniques those: equal elements and type, one attribute)."""
-    return str(attr) if _is_resource(attr) else attr
+    return str(attr) if is_attr(attr, ir.DenseResourceElementsAttr) else attr
 
 
 def _fresh(taken: set[str], index: int) -> str:

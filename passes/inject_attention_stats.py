@@ -34,10 +34,10 @@ from iree.compiler.dialects import func
 from opscope.ir.dynamics import (
     ATTENTION,
     DynamicsSite,
-    annotate_sites,
     attention_stats,
     insert_stats,
     select_sites,
+    tap_each,
 )
 
 log = logging.getLogger("opscope")
@@ -60,21 +60,18 @@ class InjectAttentionStats:
         return select_sites(self.name, module, (ATTENTION,), self.sites, self.keep)
 
     def apply(self, module) -> None:
-        chosen, tapped = self.selected(module), []
-        if not chosen:
-            log.info("%s: no fused attention to tap in this module", self.name)
-            return
         symbols = {
             str(ir.StringAttr(op.operation.attributes["sym_name"]).value)
             for op in module.operation.regions[0].blocks[0].operations
             if "sym_name" in op.operation.attributes
         }
         kinds = attention_stats(self.entropy)
-        for site in chosen:
+
+        def tap(site: DynamicsSite) -> bool:
             shadow = Shadow.of(site.op)
             if isinstance(shadow, str):
                 log.warning("%s: attention '%s' at %s skipped: %s", self.name, site.name, site.location, shadow)
-                continue
+                return False
             callee = shadow.symbol()
             if callee not in symbols:
                 fn = ir.Operation.parse(
@@ -90,8 +87,9 @@ class InjectAttentionStats:
                     ip=ir.InsertionPoint.after(site.op),
                 )
             insert_stats(site, call.results[0], kinds, ir.InsertionPoint.after(call))
-            tapped.append(site)
-        annotate_sites(tapped)
+            return True
+
+        tap_each(self.name, self.selected(module), "fused attention", tap)
 
 
 @dataclass(frozen=True)

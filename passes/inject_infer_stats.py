@@ -30,10 +30,10 @@ from opscope.ir.dynamics import (
     ROUTING,
     SOFTMAX,
     DynamicsSite,
-    annotate_sites,
     attention_stats,
     insert_stats,
     select_sites,
+    tap_each,
 )
 
 log = logging.getLogger("opscope")
@@ -60,14 +60,12 @@ class InjectInferStats:
         return select_sites(self.name, module, self.kinds(), self.sites, self.keep)
 
     def apply(self, module) -> None:
-        chosen = self.selected(module)
-        if not chosen:
-            log.info("%s: no softmax or top-k sites to tap in this module", self.name)
-            return
-        for site in chosen:
-            options = {"experts": site.n} if site.kind == ROUTING else {}
-            insert_stats(site, site.values[0], self.stats_of(site), site.after_values(), options)
-        annotate_sites(chosen)
+        tap_each(self.name, self.selected(module), "softmax or top-k sites", self.tap)
+
+    def tap(self, site: DynamicsSite) -> bool:
+        options = {"experts": site.n} if site.kind == ROUTING else {}
+        insert_stats(site, site.values[0], self.stats_of(site), site.after_values(), options)
+        return True
 
     def stats_of(self, site: DynamicsSite) -> tuple[str, ...]:
         if site.kind == ROUTING:

@@ -31,54 +31,29 @@ from opscope.errors import OpscopeError
 from opscope.ir.flops import op_flops
 from opscope.ir.manifest import SiteInfo, add_site_rows
 from opscope.ir.sites import ROLES, Site, find_sites
-from opscope.ir.stat_config import StatConfig, plan_stats
+from opscope.ir.stat_config import SketchOptions, StatConfig, plan_stats
 
 log = logging.getLogger("opscope")
 
 
 @dataclass(frozen=True)
-class InjectMatmulStats:
+class InjectMatmulStats(SketchOptions):
     """Insert opscope.stat ops for the lhs, rhs and out of every matmul site."""
 
     name: ClassVar[str] = "inject-matmul-stats"
 
-    hist_bins: int = 32
-    hist_min: float = -6.0
-    hist_max: float = 6.0
-    hist_normalize: bool = True
-    per_channel: bool = True
-    per_position: bool = True
-    adjacency: bool = True
     roles: str = "lhs,rhs,out"  # the operands sketched, comma-separated
     sites: str = ""
     keep: Callable[[Site], bool] | None = field(default=None, compare=False, metadata={"api_only": True})
 
     @property
     def config(self) -> StatConfig:
-        return StatConfig(
-            self.hist_bins,
-            self.hist_min,
-            self.hist_max,
-            self.hist_normalize,
-            self.per_channel,
-            self.per_position,
-            self.adjacency,
-            tuple(r.strip() for r in self.roles.split(",") if r.strip()),
-        )
+        roles = tuple(r.strip() for r in self.roles.split(",") if r.strip())
+        return StatConfig(**self.sketch_options(), roles=roles)
 
     @classmethod
     def from_config(cls, config: StatConfig, **kw) -> InjectMatmulStats:
-        return cls(
-            hist_bins=config.hist_bins,
-            hist_min=config.hist_min,
-            hist_max=config.hist_max,
-            hist_normalize=config.hist_normalize,
-            per_channel=config.per_channel,
-            per_position=config.per_position,
-            adjacency=config.adjacency,
-            roles=",".join(config.roles),
-            **kw,
-        )
+        return cls(**config.sketch_options(), roles=",".join(config.roles), **kw)
 
     def selected(self, module) -> list[Site]:
         """The sites this pass taps, after the name regex, the keep predicate and dtype checks."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from opscope.dialect.dynamics import RESIDUAL_KINDS
-from opscope.ir.dynamics import RESIDUAL, DynamicsSite, annotate_sites, insert_stats, select_sites
+from opscope.ir.dynamics import RESIDUAL, DynamicsSite, insert_stats, select_sites, tap_each
 
 log = logging.getLogger("opscope")
 
@@ -44,10 +44,8 @@ class InjectResidualStats:
         return select_sites(self.name, module, (RESIDUAL,), self.sites, self.keep, every_add=self.every_add)
 
     def apply(self, module) -> None:
-        chosen = self.selected(module)
-        if not chosen:
-            log.info("%s: no residual adds to tap in this module", self.name)
-            return
-        for site in chosen:
-            insert_stats(site, tuple(site.values), RESIDUAL_KINDS, site.after_values())
-        annotate_sites(chosen)
+        tap_each(self.name, self.selected(module), "residual adds", self.tap)
+
+    def tap(self, site: DynamicsSite) -> bool:
+        insert_stats(site, tuple(site.values), RESIDUAL_KINDS, site.after_values())
+        return True

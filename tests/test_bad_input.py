@@ -278,3 +278,20 @@ def test_unknown_function_in_manifest():
     module = parse_module(matmul_module(4, 8, 3), new_context())
     with pytest.raises(OpscopeError, match="no function @nope in the module"):
         Manifest.from_module(module, "nope")
+
+
+@pytest.mark.parametrize("call", ["profile", "whatif"])
+def test_what_a_model_runs_on_is_checked_in_one_place_before_it_is_read(call, tmp_path):
+    """A tokenizer without text, or files and text together, are refused by the API itself (so by
+    every command that feeds a model) in one line, before the model is opened."""
+    import opscope
+
+    run = getattr(opscope, call)
+    missing = tmp_path / "no-such-model.onnx"  # never opened: the request is refused first
+    out = {"out": tmp_path / "run"} if call == "profile" else {"skip": ["x"]}
+    with pytest.raises(OpscopeError, match=r"^--tokenizer \(tokenizer\) goes with --text \(text\)") as e:
+        run(missing, tokenizer="tok", **out)
+    one_line(e)
+    with pytest.raises(OpscopeError, match=r"^give inputs or text, not both") as e:
+        run(missing, inputs=[tmp_path / "x.npz"], text=["a"], **out)
+    one_line(e)

@@ -73,3 +73,23 @@ def test_bad_input_is_one_line(module):
         opscope.OpscopeError, match=r"^render: unknown format 'html' \(choose one of: text, markdown, json\)$"
     ):
         opscope.render(analyze(module), "html")
+
+
+def test_the_site_list_and_the_target_table_render_as_reports(module):
+    """`opscope sites` and `opscope targets` print these: a table of sites (the module's own, FLOPs
+    as 2·batch·M·K·N) and one line a target; JSON holds the same numbers."""
+    sites = opscope.sites(module)
+    lines = opscope.render(sites).splitlines()
+    assert lines[0].split() == ["site", "kind", "batch", "M", "K", "N", "FLOPs"]
+    assert [line.split()[0] for line in lines[1:]] == [s.name for s in sites]
+    first = lines[1].split()
+    assert int(first[-1].replace(",", "")) == 2 * sites[0].batch * sites[0].m * sites[0].k * sites[0].n
+    doc = json.loads(opscope.render(sites, "json"))
+    assert doc["source"] == "" and [s["flops"] for s in doc["sites"]] == [s.flops for s in sites]
+    assert opscope.render(opscope.SiteList(source="m.mlir")) == "m.mlir: no matmul sites\n"
+    table = opscope.targets()
+    text = opscope.render(table).splitlines()
+    assert [line.split()[0] for line in text] == [t.name for t, _ in table]
+    assert text[0].split()[1:3] == ["runs", "here"]  # llvm-cpu runs on every machine
+    runs = {t["name"]: t["runs"] for t in json.loads(opscope.render(table, "json"))["targets"]}
+    assert runs == {t.name: why is None for t, why in table}

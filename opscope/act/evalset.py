@@ -18,6 +18,7 @@ from tempfile import TemporaryDirectory
 import numpy as np
 
 from opscope.act.quality import check_task
+from opscope.drive.inputs import check_feed
 from opscope.errors import OpscopeError
 from opscope.models.source import ModelSource, is_zoo_name, open_apart
 from opscope.models.zoo import DIGITS_BATCH, get_entry
@@ -83,6 +84,7 @@ def eval_set(
     stored as `weights_dtype` when given."""
     if tokens < 1:
         raise OpscopeError(f"tokens must be >= 1, got {tokens}")
+    check_feed(inputs, text, tokenizer)
     if isinstance(source, str) and is_zoo_name(source) and inputs is None and text is None:
         return _zoo(source, task, tokens, steps, progress, parameters, weights_dtype)
     from opscope.drive.profile import resolve_inputs

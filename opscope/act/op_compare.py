@@ -260,39 +260,23 @@ def diff(name: str, a: np.ndarray, b: np.ndarray, op: str = "", index: int = -1)
     if exact:
         d = np.abs(a.astype(np.int64) - b.astype(np.int64)).astype(np.float64)
         mag = np.abs(a.astype(np.float64))
-        return OpDiff(
-            index,
-            name,
-            op,
-            shape,
-            dtype,
-            float(d.max(initial=0.0)),
-            float((d / np.maximum(mag, TINY)).max(initial=0.0)),
-            float(mag.max(initial=0.0)),
-            exact=True,
-        )
-    x, y = a.astype(np.float64), b.astype(np.float64)
-    nan_x, nan_y = np.isnan(x), np.isnan(y)
-    with np.errstate(invalid="ignore"):
-        same = (nan_x & nan_y) | (x == y)  # inf == inf of one sign is equal too
-        d = np.where(same, 0.0, np.abs(x - y))
-    d[np.isnan(d)] = np.inf  # NaN facing a number, +inf facing +inf is `same` already
-    finite = np.isfinite(x)
-    special = int(np.count_nonzero(~same & (~finite | ~np.isfinite(y))))
-    mag = np.where(finite, np.abs(x), 1.0)
-    scale = float(np.abs(x[finite]).max(initial=0.0))
-    return OpDiff(
-        index,
-        name,
-        op,
-        shape,
-        dtype,
-        float(d.max(initial=0.0)),
-        float((d / np.maximum(mag, TINY)).max(initial=0.0)),
-        scale,
-        nan=int(np.count_nonzero(nan_x & nan_y)),
-        special=special,
-    )
+        scale, extra = float(mag.max(initial=0.0)), {"exact": True}
+    else:
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        nan_x, nan_y = np.isnan(x), np.isnan(y)
+        with np.errstate(invalid="ignore"):
+            same = (nan_x & nan_y) | (x == y)  # inf == inf of one sign is equal too
+            d = np.where(same, 0.0, np.abs(x - y))
+        d[np.isnan(d)] = np.inf  # NaN facing a number, +inf facing +inf is `same` already
+        finite = np.isfinite(x)
+        mag = np.where(finite, np.abs(x), 1.0)
+        scale = float(np.abs(x[finite]).max(initial=0.0))
+        extra = {
+            "nan": int(np.count_nonzero(nan_x & nan_y)),
+            "special": int(np.count_nonzero(~same & (~finite | ~np.isfinite(y)))),
+        }
+    rel = float((d / np.maximum(mag, TINY)).max(initial=0.0))
+    return OpDiff(index, name, op, shape, dtype, float(d.max(initial=0.0)), rel, scale, **extra)
 
 
 def _tensors(side: Sequence[Tensor] | Mapping[str, np.ndarray]) -> list[Tensor]:

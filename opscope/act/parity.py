@@ -184,33 +184,28 @@ def op_parity(
     model_a, folder_a = open_apart(a, parameters=parameters, weights_dtype=weights_dtype)
     same = b is None or (isinstance(b, str) and isinstance(a, str) and b == a)
     model_b, folder_b = (model_a, None) if same else open_apart(b, parameters=parameters, weights_dtype=weights_dtype)
-    side_a, used = exposed_run(
-        a,
-        pipeline=a_pipeline,
-        target=a_target,
-        flags=a_flags,
-        inputs=inputs,
-        ops=ops,
-        constants=constants,
-        label="A",
-        model=model_a,
-    )
-    if progress:
-        progress(f"A: {side_a}")
-    side_b, _ = exposed_run(
-        b,
-        pipeline=b_pipeline,
-        target=b_target,
-        inject=inject_b,
-        flags=b_flags,
-        inputs=used,
-        ops=ops,
-        constants=constants,
-        label="B",
-        model=model_b,
-    )
-    if progress:
-        progress(f"B: {side_b}")
+    sides = []
+    for label, source, model, pipeline, target, flags, inject in (
+        ("A", a, model_a, a_pipeline, a_target, a_flags, False),
+        ("B", b, model_b, b_pipeline, b_target, b_flags, inject_b),
+    ):
+        side, used = exposed_run(
+            source,
+            pipeline=pipeline,
+            target=target,
+            inject=inject,
+            flags=flags,
+            inputs=inputs,
+            ops=ops,
+            constants=constants,
+            label=label,
+            model=model,
+        )
+        inputs = used  # B runs on exactly the inputs A ran on
+        sides.append(side)
+        if progress:
+            progress(f"{label}: {side}")
+    side_a, side_b = sides
     report = compare(side_a.tensors, side_b.tensors, tol=tol, a_label=str(side_a), b_label=str(side_b))
     del folder_a, folder_b  # the parameter files, once both builds ran
     if not report.ops:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 
-from opscope.act.candidates import IR_KINDS, KINDS, Guard, Proposal, propose
+from opscope.act.candidates import IR_KINDS, KINDS, Proposal, propose
 from opscope.act.site_bench import Measured, SiteBench, measured, parity
 from opscope.errors import OpscopeError
 
@@ -40,25 +41,12 @@ class Candidate:
     rel_error: float = 0.0
     decision: str = ""
 
-    @property
-    def site(self) -> str:
-        return self.proposal.site
-
-    @property
-    def kind(self) -> str:
-        return self.proposal.kind
-
-    @property
-    def options(self) -> str:
-        return self.proposal.options
-
-    @property
-    def guard(self) -> Guard:
-        return self.proposal.guard
-
-    @property
-    def pipeline(self) -> str:
-        return self.proposal.pipeline
+    # the proposal's, read through: site, kind, options, guard, pipeline
+    site = property(attrgetter("proposal.site"))
+    kind = property(attrgetter("proposal.kind"))
+    options = property(attrgetter("proposal.options"))
+    guard = property(attrgetter("proposal.guard"))
+    pipeline = property(attrgetter("proposal.pipeline"))
 
     @property
     def accepted(self) -> bool:

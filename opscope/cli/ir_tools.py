@@ -59,22 +59,10 @@ def _cmd_import(args) -> int:
 
 
 def _cmd_sites(args) -> int:
-    sites = opscope.sites(args.source)
-    if not sites:
-        print(f"{args.source}: no matmul sites")
-        return 0
-    print(f"{'site':32} {'kind':14} {'batch':>5} {'M':>6} {'K':>6} {'N':>6} {'FLOPs':>14}")
-    for s in sites:
-        flops = "dynamic" if s.dynamic else f"{s.flops:,}"
-        print(f"{s.name:32} {s.kind:14} {s.batch:5d} {s.m:6d} {s.k:6d} {s.n:6d} {flops:>14}")
+    print(opscope.render(opscope.sites(args.source)), end="")
     return 0
 
 
 def _cmd_targets(args) -> int:
-    for t, why in opscope.targets():
-        print(
-            f"{t.name:13} {'runs here' if why is None else 'compiles only'}  {t.note}"
-            + (f" ({why})" if why else "")
-            + f"; ridge {t.ridge:g} FLOP/B ({t.ridge_source})"
-        )
+    print(opscope.render(opscope.targets()), end="")
     return 0

@@ -46,6 +46,15 @@ INPUT_SUFFIXES = (".npz", ".safetensors", ".npy")
 _ARG_NAME = re.compile(r"^(?:arg|arr_)?(\d+)$")
 
 
+def check_feed(inputs: Any, text: Any, tokenizer: Any) -> None:
+    """What a model runs on is input files or arrays, or text (through `tokenizer`, else the model's
+    own), or neither (generated): anything else is refused in one line before a model is read."""
+    if inputs is not None and text is not None:
+        raise OpscopeError("give inputs or text, not both (--inputs or --text)")
+    if tokenizer is not None and text is None:
+        raise OpscopeError("--tokenizer (tokenizer) goes with --text (text): give the text it tokenizes")
+
+
 def numpy_dtype(arg: Argument) -> np.dtype:
     """The numpy dtype that feeds `arg` (bf16 through ml_dtypes), or a one-line error."""
     if arg.dtype == "bf16":

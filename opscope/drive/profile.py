@@ -26,12 +26,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 from iree.compiler import ir
 
 from opscope.drive.inputs import (
+    check_feed,
     check_steps,
     degenerate_notes,
     generate,
@@ -44,7 +46,6 @@ from opscope.drive.sequence import record_steps
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
 from opscope.ir.loading import new_context, parse_module
-from opscope.ir.manifest import Manifest
 from opscope.ir.parameter_files import check_weights_dtype
 from opscope.ir.stat_config import StatConfig
 from opscope.mining.render import mine_markdown
@@ -107,6 +108,11 @@ def default_inputs(arg_names: list[str], arg_shapes: list[tuple[int, ...]], step
         yield [x.astype(np.float32), *weights]
 
 
+def _run_file(name: str) -> property:
+    """The run folder's file `name`, as a read-only property of a result."""
+    return property(lambda self: self.out_dir / name)
+
+
 @dataclass
 class ProfileResult:
     """One profile: where it was written, what it found, and what it cost.
@@ -127,39 +133,17 @@ class ProfileResult:
     name: str = "<model>"
     verification: Verification | None = None  # the run checked against its own framework's (`verify`)
 
-    @property
-    def sketches(self) -> Path:
-        return self.out_dir / CSV_NAME
+    # the files of the run folder: the tidy sketches, the site,flops sidecar, the manifest, the Markdown report
+    sketches, site_costs = _run_file(CSV_NAME), _run_file(COSTS_NAME)
+    manifest_path, report_path = _run_file(MANIFEST_NAME), _run_file(REPORT_NAME)
 
-    @property
-    def site_costs(self) -> Path:
-        return self.out_dir / COSTS_NAME
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.out_dir / MANIFEST_NAME
-
-    @property
-    def report_path(self) -> Path:
-        return self.out_dir / REPORT_NAME
-
-    @property
-    def manifest(self) -> Manifest:
-        """Which function result holds which sketch (also saved as `manifest_path`)."""
-        return self.model.manifest
-
-    @property
-    def target(self) -> str:
-        return self.model.target
-
-    @property
-    def compile_seconds(self) -> float:
-        return self.model.compile_seconds
-
-    @property
-    def compile_cached(self) -> bool:
-        """The compiled module came from the cache (`compile_seconds` is then a lookup)."""
-        return self.model.compile_cached
+    # the instrumented model's, read through: `manifest` (which function result holds which sketch, also
+    # saved as `manifest_path`), `target`, `compile_seconds`, `compile_cached` (the compiled module came
+    # from the cache: `compile_seconds` is then a lookup)
+    manifest = property(attrgetter("model.manifest"))
+    target = property(attrgetter("model.target"))
+    compile_seconds = property(attrgetter("model.compile_seconds"))
+    compile_cached = property(attrgetter("model.compile_cached"))
 
     def to_dict(self) -> dict:
         """JSON-safe: where the run was written, what it tapped and recorded, parity, the times, the verdict."""
@@ -240,8 +224,7 @@ def profile(
     require_runnable(tgt)
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
-    if inputs is not None and text is not None:
-        raise OpscopeError("give inputs or text, not both")
+    check_feed(inputs, text, tokenizer)
     if weights_dtype is not None and source is None:
         raise OpscopeError("a weights dtype is for a model's float32 weights: the built-in model has its own")
     out = Path(out) if out is not None else default_out()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+from opscope.ir.labels import INT_CASTS
 
 VIEWS = frozenset(
     {
@@ -31,7 +32,6 @@ VIEWS = frozenset(
         "tensor.bitcast",
     }
 )
-CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 # integer arithmetic an index passes through on its way to a lookup (select: its chosen operands)
 INDEX_ARITH = frozenset(
     {
@@ -138,7 +138,7 @@ def _index_bound(value: ir.Value) -> int | None:
         for use in v.uses:
             user = use.owner
             name = user.name
-            if name in VIEWS or name in CASTS or (name in INDEX_ARITH and not _condition(user, use)):
+            if name in VIEWS or name in INT_CASTS or (name in INDEX_ARITH and not _condition(user, use)):
                 todo.extend(user.results)
             elif name == "linalg.yield" and user.parent.name == "linalg.generic":
                 todo.append(user.parent.results[use.operand_number])  # the element's tensor, on to its readers

@@ -23,6 +23,16 @@ _GLOBALS = "__immutable_globals__"  # the memo's entry for the module's global t
 _active: dict | None = None  # the memo of the innermost `memoized()` block
 
 
+def is_attr(attr: ir.Attribute, kind: type) -> bool:
+    """Whether `attr` is an attribute of class `kind` (`ir.DenseElementsAttr`,
+    `ir.DenseResourceElementsAttr`, ...): the bindings' casts raise ValueError on any other."""
+    try:
+        kind(attr)
+    except ValueError:
+        return False
+    return True
+
+
 @contextmanager
 def memoized() -> Iterator[dict]:
     """Within the block, answers about values are remembered: use around a pass over one

@@ -173,6 +173,15 @@ def insert_stats(
         ip = ir.InsertionPoint.after(op)
 
 
+def tap_each(pass_name: str, chosen: list[DynamicsSite], what: str, tap: Callable[[DynamicsSite], bool]) -> None:
+    """Tap every chosen site with `tap` (which says whether it did) and add those it tapped to the
+    site tables; with none chosen, log that the module has no `what` to tap."""
+    if not chosen:
+        log.info("%s: no %s to tap in this module", pass_name, what)
+        return
+    annotate_sites([site for site in chosen if tap(site)])
+
+
 def annotate_sites(sites: list[DynamicsSite]) -> None:
     """Add the sites to their functions' site tables (they compute no FLOPs of their own: 0)."""
     by_func: dict = {}

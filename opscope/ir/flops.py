@@ -30,6 +30,7 @@ from math import prod
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
+from opscope.ir.labels import INT_CASTS
 from opscope.ir.sites import loop_sizes
 
 SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, sum, divide
@@ -37,7 +38,6 @@ ATTENTION = "iree_linalg_ext.attention"
 SOFTMAX = "linalg.softmax"
 FOR = "scf.for"
 WHILE = "scf.while"
-INT_CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 
 FLOAT_OPS = frozenset(
     {

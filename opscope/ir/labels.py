@@ -22,6 +22,8 @@ BODY_SKIP = frozenset({"linalg.yield", "arith.constant", "linalg.index", "cf.ass
 SHORT_DIALECTS = ("linalg.", "iree_linalg_ext.", "iree_encoding.", "tensor.", "stablehlo.", "math.", "arith.", "util.")
 RENAMED = {"arith.constant": "const", "util.global.load": "global", "func.return": "return"}
 ARG_LABEL = "in"
+# integer casts: an index or an integer value changing width, no arithmetic
+INT_CASTS = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 
 
 def _operation(op) -> ir.Operation:

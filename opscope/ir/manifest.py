@@ -264,30 +264,10 @@ def _entries_of(idx: int, d: ir.DictAttr, length: int = 0) -> list[StatEntry]:
         out = []
         for attr in ir.ArrayAttr(d["opscope.pack"]):
             e = ir.DictAttr(attr)
-            out.append(
-                StatEntry(
-                    idx,
-                    ir.IntegerAttr(e["offset"]).value,
-                    ir.IntegerAttr(e["length"]).value,
-                    ir.StringAttr(e["site"]).value,
-                    ir.StringAttr(e["role"]).value,
-                    ir.StringAttr(e["stat"]).value,
-                    ir.IntegerAttr(e["numel"]).value,
-                )
-            )
+            out.append(StatEntry(idx, *(e[k].value for k in ("offset", "length", "site", "role", "stat", "numel"))))
         return out
     if "opscope.stat" in d:
-        return [
-            StatEntry(
-                idx,
-                0,
-                length,
-                ir.StringAttr(d["opscope.site"]).value,
-                ir.StringAttr(d["opscope.role"]).value,
-                ir.StringAttr(d["opscope.stat"]).value,
-                ir.IntegerAttr(d["opscope.numel"]).value,
-            )
-        ]
+        return [StatEntry(idx, 0, length, *(d[f"opscope.{k}"].value for k in ("site", "role", "stat", "numel")))]
     return []
 
 

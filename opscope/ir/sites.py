@@ -25,6 +25,7 @@ the right axis.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from math import prod
 
@@ -303,6 +304,26 @@ def classify(op: ir.Operation):
     """(kind, values, batch, m, k, n, dynamic, channels) when `op` is a site, else None."""
     found = _linalg_site(op) or _dot_general_site(op)
     return found + ({},) if found else _conv_site(op)
+
+
+class SiteList(list):
+    """A model's sites (`Site`s, in IR order) as a report: `opscope.render` writes it as a table;
+    `source` names the model (empty for a module given as such)."""
+
+    def __init__(self, sites: Iterable[Site] = (), source: str = ""):
+        super().__init__(sites)
+        self.source = source
+
+    def to_dict(self) -> dict:
+        """JSON-safe: the source and each site's name, kind, sizes and FLOPs (None when dynamic)."""
+        return {
+            "source": self.source,
+            "sites": [
+                {"name": s.name, "kind": s.kind, "batch": s.batch, "m": s.m, "k": s.k, "n": s.n}
+                | {"flops": None if s.dynamic else s.flops}
+                for s in self
+            ],
+        }
 
 
 def find_sites(root: ir.Operation | ir.Module) -> list[Site]:

@@ -8,7 +8,8 @@ that decides which sketches a tensor of a given shape gets.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from opscope.dialect.lowering.layout import channel_view
 from opscope.dialect.lowering.signature import ELEMSIG_MAX
@@ -21,8 +22,9 @@ STAT_ORDER: tuple[str, ...] = STAT_KINDS
 
 
 @dataclass(frozen=True)
-class StatConfig:
-    """Which sketches to append per tapped tensor (the reference's defaults)."""
+class SketchOptions:
+    """The histogram and the optional sketches of a tapped tensor (the reference's defaults); the
+    taps' pass options and `StatConfig` share them."""
 
     hist_bins: int = 32
     hist_min: float = -6.0
@@ -31,6 +33,16 @@ class StatConfig:
     per_channel: bool = True
     per_position: bool = True
     adjacency: bool = True
+
+    def sketch_options(self) -> dict[str, Any]:
+        """These options by name, to build another holder of them."""
+        return {f.name: getattr(self, f.name) for f in fields(SketchOptions)}
+
+
+@dataclass(frozen=True)
+class StatConfig(SketchOptions):
+    """Which sketches to append per tapped tensor (the reference's defaults)."""
+
     roles: tuple[str, ...] = ROLES  # which operands of a matmul site are sketched (the reference: all three)
     row_stride: int = 1  # sketch rows 0, K, 2K, ... of each activation (tokens; `sample-rows`); 1: every row
 

@@ -41,7 +41,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith
 
 from opscope.errors import OpscopeError
-from opscope.ir.const_expr import memoized, owner
+from opscope.ir.const_expr import is_attr, memoized, owner
 from opscope.ir.parameter_files import parameter_bytes, parameter_files, parameter_ref
 from opscope.ir.site_select import MOST_NAMES, select_sites
 from opscope.ir.sites import Site, operand_dims
@@ -290,17 +290,9 @@ def _storage(value: ir.Value, globals_: dict[str, ir.Operation]) -> tuple[tuple,
         source = "resource" if source == "constant" else source
     elif parameter_ref(attr) is not None:
         source = "parameter"
-    elif not _is_dense(attr):
+    elif not is_attr(attr, ir.DenseElementsAttr):
         return f"its weight's {source} holds neither dense<...> nor dense_resource<...> elements"
     return key, source, attr
-
-
-def _is_dense(attr: ir.Attribute) -> bool:
-    try:
-        ir.DenseElementsAttr(attr)
-    except ValueError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------------------- reading

@@ -66,6 +66,19 @@ class DynamicsReport:
         return not any(f.height for f in (self.attention, self.routing, self.gates, self.residual))
 
 
+# The columns every dynamics table starts with, and the attention columns of a head and of a site.
+_KEY = {"backend": pl.String, "dist": pl.String, "site": pl.String}
+_ATTENTION = {
+    "S_q": pl.Int64,
+    "S_k": pl.Int64,
+    "causal": pl.Boolean,
+    "qmax": pl.Float64,
+    "entropy": pl.Float64,
+    "top10": pl.Float64,
+    "sinks": pl.List(pl.Int64),
+}
+
+
 def has_dynamics(df: pl.DataFrame) -> bool:
     """Whether the table holds rows of any dynamics role."""
     return df.height > 0 and df.select(pl.col("role").is_in(ROLES).any()).item()
@@ -99,17 +112,9 @@ def _heads(df: pl.DataFrame) -> pl.DataFrame:
     """Per (site, head): S_q, S_k, causal, mean peak, mean normalized entropy, top-10 % key
     share, and the head's sink positions."""
     schema = {
-        "backend": pl.String,
-        "dist": pl.String,
-        "site": pl.String,
+        **_KEY,
         "head": pl.Int64,
-        "S_q": pl.Int64,
-        "S_k": pl.Int64,
-        "causal": pl.Boolean,
-        "qmax": pl.Float64,
-        "entropy": pl.Float64,
-        "top10": pl.Float64,
-        "sinks": pl.List(pl.Int64),
+        **_ATTENTION,
         "sink_ratio": pl.Float64,
         "kind": pl.String,
     }
@@ -224,17 +229,9 @@ def _harmonic_tail(lengths: list[int]) -> pl.DataFrame:
 def _attention(heads: pl.DataFrame) -> pl.DataFrame:
     """Per attention site: its heads summarized, the sink positions most heads share, and the exploit."""
     schema = {
-        "backend": pl.String,
-        "dist": pl.String,
-        "site": pl.String,
+        **_KEY,
         "heads": pl.Int64,
-        "S_q": pl.Int64,
-        "S_k": pl.Int64,
-        "causal": pl.Boolean,
-        "qmax": pl.Float64,
-        "entropy": pl.Float64,
-        "top10": pl.Float64,
-        "sinks": pl.List(pl.Int64),
+        **_ATTENTION,
         "peaked": pl.Int64,
         "diffuse": pl.Int64,
         "exploit": pl.String,
@@ -304,9 +301,7 @@ def _positions_text(positions: list[int], most: int = 4) -> str:
 def _routing(df: pl.DataFrame) -> pl.DataFrame:
     """Per top-k site: tokens, k, experts, load shares, hot and cold experts, imbalance."""
     schema = {
-        "backend": pl.String,
-        "dist": pl.String,
-        "site": pl.String,
+        **_KEY,
         "experts": pl.Int64,
         "k": pl.Int64,
         "tokens": pl.Int64,
@@ -367,9 +362,7 @@ def _routing(df: pl.DataFrame) -> pl.DataFrame:
 def _gates(df: pl.DataFrame) -> pl.DataFrame:
     """Per router softmax: the mean top-1 probability, top-2/top-1 ratio and normalized entropy."""
     schema = {
-        "backend": pl.String,
-        "dist": pl.String,
-        "site": pl.String,
+        **_KEY,
         "experts": pl.Int64,
         "top1": pl.Float64,
         "top2_ratio": pl.Float64,
@@ -403,9 +396,7 @@ def _residual(df: pl.DataFrame) -> pl.DataFrame:
     """Per residual add: Σh², Σd², ‖d‖/‖h‖, gap, BI, its rank (least influential first), skip
     and massive."""
     schema = {
-        "backend": pl.String,
-        "dist": pl.String,
-        "site": pl.String,
+        **_KEY,
         "stream": pl.Float64,
         "block": pl.Float64,
         "rel": pl.Float64,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -36,35 +37,65 @@ def _fit(text: str, width: int = 48) -> str:
     return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2) :]
 
 
-SIGNAL_HEAD = [
-    "backend",
-    "dist",
-    "site",
-    "role",
-    "obs",
-    "density",
-    "zchan",
-    "outlier",
-    "histtop",
-    "pos_cv",
-    "adj",
-    "suggested exploit",
+Column = tuple[str, Callable[[dict], str]]
+
+
+def _text(key: str, fit: bool = False) -> Callable[[dict], str]:
+    """A column read as text from a frame row (a site name fitted to the table's width)."""
+    return (lambda r: _fit(r[key])) if fit else (lambda r: str(r[key]))
+
+
+def _num(key: str, spec: str) -> Callable[[dict], str]:
+    """A column written by `text.num` with a format spec ('-' for no value)."""
+    return lambda r: num(r[key], spec)
+
+
+def _pct(key: str, digits: int = 1) -> Callable[[dict], str]:
+    """A column written as a percentage."""
+    return lambda r: percent(r[key], digits=digits)
+
+
+_KEY = [("backend", _text("backend")), ("dist", _text("dist")), ("site", _text("site", fit=True))]
+_RUN_KEY = [("run", _text("run_id")), *_KEY]
+SIGNAL_COLUMNS: list[Column] = [
+    *_KEY,
+    ("role", _text("role")),
+    ("obs", _text("observations")),
+    ("density", _num("density", ".3f")),
+    ("zchan", _num("zchan", ".3f")),
+    ("outlier", _num("outlier", ".2f")),
+    ("histtop", _num("histtop", ".3f")),
+    ("pos_cv", _num("pos_cv", ".2f")),
+    ("adj", _num("adj", ".2f")),
+    ("suggested exploit", _text("suggestion")),
 ]
-CROSS_HEAD = [
-    "run",
-    "backend",
-    "dist",
-    "site",
-    "role",
-    "steps",
-    "l1 mean",
-    "l1 cv",
-    "sumsq cv",
-    "elemsig cv",
-    "verdict",
+CROSS_COLUMNS: list[Column] = [
+    *_RUN_KEY,
+    ("role", _text("role")),
+    ("steps", _text("steps")),
+    ("l1 mean", _num("l1_mean", ".5g")),
+    ("l1 cv", _num("l1_cv", ".2e")),
+    ("sumsq cv", _num("sumsq_cv", ".2e")),
+    ("elemsig cv", _num("elemsig_cv", ".2e")),
+    ("verdict", _text("verdict")),
 ]
-OPP_HEAD = ["run", "backend", "dist", "site", "steps", "GFLOP", "%cost", "recur", "drift", "save", "recommendation"]
-AGG_HEAD = ["run", "backend", "dist", "sites", "recoverable"]
+OPP_COLUMNS: list[Column] = [
+    *_RUN_KEY,
+    ("steps", _text("steps")),
+    ("GFLOP", _num("gflops", ".3f")),
+    ("%cost", _pct("cost_share")),
+    ("recur", _pct("recur", digits=0)),
+    ("drift", _num("drift", ".3f")),
+    ("save", _pct("savings")),
+    ("recommendation", _text("recommendation")),
+]
+AGG_COLUMNS: list[Column] = [
+    ("run", _text("run_id")),
+    ("backend", _text("backend")),
+    ("dist", _text("dist")),
+    ("sites", _text("sites")),
+    ("recoverable", _pct("savings")),
+]
 DENSE_NOTE = (
     "dense: none of the six sketch signals fired; low rank, for one, is not observable in "
     "sketches (it needs a deep dump)."
@@ -82,69 +113,9 @@ def _small_line(report: MineReport) -> str:
     )
 
 
-def _signal_rows(report: MineReport) -> list[list[str]]:
-    return [
-        [
-            r["backend"],
-            r["dist"],
-            _fit(r["site"]),
-            r["role"],
-            str(r["observations"]),
-            num(r["density"], ".3f"),
-            num(r["zchan"], ".3f"),
-            num(r["outlier"], ".2f"),
-            num(r["histtop"], ".3f"),
-            num(r["pos_cv"], ".2f"),
-            num(r["adj"], ".2f"),
-            r["suggestion"],
-        ]
-        for r in report.signals.iter_rows(named=True)
-    ]
-
-
-def _cross_rows(report: MineReport) -> list[list[str]]:
-    return [
-        [
-            str(r["run_id"]),
-            r["backend"],
-            r["dist"],
-            _fit(r["site"]),
-            r["role"],
-            str(r["steps"]),
-            num(r["l1_mean"], ".5g"),
-            num(r["l1_cv"], ".2e"),
-            num(r["sumsq_cv"], ".2e"),
-            num(r["elemsig_cv"], ".2e"),
-            r["verdict"],
-        ]
-        for r in report.cross_step.iter_rows(named=True)
-    ]
-
-
-def _opp_rows(report: MineReport) -> list[list[str]]:
-    return [
-        [
-            str(r["run_id"]),
-            r["backend"],
-            r["dist"],
-            _fit(r["site"]),
-            str(r["steps"]),
-            num(r["gflops"], ".3f"),
-            percent(r["cost_share"]),
-            percent(r["recur"], digits=0),
-            num(r["drift"], ".3f"),
-            percent(r["savings"]),
-            r["recommendation"],
-        ]
-        for r in report.opportunities.iter_rows(named=True)
-    ]
-
-
-def _agg_rows(report: MineReport) -> list[list[str]]:
-    return [
-        [str(r["run_id"]), r["backend"], r["dist"], str(r["sites"]), percent(r["savings"])]
-        for r in report.aggregate.iter_rows(named=True)
-    ]
+def _section(frame: pl.DataFrame, columns: list[Column]) -> tuple[list[str], list[list[str]]]:
+    """A frame as a table's head and rows, one cell per column spec."""
+    return [h for h, _ in columns], [[cell(r) for _, cell in columns] for r in frame.iter_rows(named=True)]
 
 
 def _summary(report: MineReport) -> str:
@@ -219,7 +190,7 @@ class TextRenderer:
         out.append("")
         out.append("Value signals per (backend, dist, site, role), mean over observations (run × step):")
         out.append(
-            self.table(SIGNAL_HEAD, _signal_rows(report))
+            self.table(*_section(report.signals, SIGNAL_COLUMNS))
             if report.signals.height
             else "  (no keys with value sketches)"
         )
@@ -247,7 +218,7 @@ class TextRenderer:
                 f"ordered by step; a verdict needs {MIN_STEPS_STATIONARY} steps):",
             ]
             out.append(
-                self.table(CROSS_HEAD, _cross_rows(report))
+                self.table(*_section(report.cross_step, CROSS_COLUMNS))
                 if report.cross_step.height
                 else "  (no series with two or more steps)"
             )
@@ -258,7 +229,7 @@ class TextRenderer:
                 f"{_costs_line(report)}):",
             ]
             out.append(
-                self.table(OPP_HEAD, _opp_rows(report))
+                self.table(*_section(report.opportunities, OPP_COLUMNS))
                 if report.opportunities.height
                 else "  (no lhs series with two or more steps)"
             )
@@ -266,7 +237,7 @@ class TextRenderer:
                 out += [
                     "",
                     "Aggregate recoverable compute (Σ cost-share × reuse) per run:",
-                    self.table(AGG_HEAD, _agg_rows(report)),
+                    self.table(*_section(report.aggregate, AGG_COLUMNS)),
                 ]
         return "\n".join(out) + "\n"
 
@@ -292,7 +263,7 @@ class MarkdownRenderer:
                 ),
                 "",
             ]
-        out += ["## Value signals", "", self.table(SIGNAL_HEAD, _signal_rows(report)), ""]
+        out += ["## Value signals", "", self.table(*_section(report.signals, SIGNAL_COLUMNS)), ""]
         if report.signals.height and (report.signals["exploit"] == DENSE).any():
             out += [DENSE_NOTE, ""]
         out += ["## Ranked exploitable sites", ""]
@@ -329,7 +300,7 @@ class MarkdownRenderer:
                 "",
                 f"l1, sumsq and elemsig per run; a verdict needs {MIN_STEPS_STATIONARY} steps.",
                 "",
-                self.table(CROSS_HEAD, _cross_rows(report)),
+                self.table(*_section(report.cross_step, CROSS_COLUMNS)),
                 "",
             ]
         if report.opportunities is not None:
@@ -338,11 +309,16 @@ class MarkdownRenderer:
                 "",
                 f"{_costs_line(report)}; an action needs {MIN_STEPS_REUSE} steps.",
                 "",
-                self.table(OPP_HEAD, _opp_rows(report)),
+                self.table(*_section(report.opportunities, OPP_COLUMNS)),
                 "",
             ]
             if report.aggregate is not None:
-                out += ["### Aggregate recoverable compute per run", "", self.table(AGG_HEAD, _agg_rows(report)), ""]
+                out += [
+                    "### Aggregate recoverable compute per run",
+                    "",
+                    self.table(*_section(report.aggregate, AGG_COLUMNS)),
+                    "",
+                ]
         return "\n".join(out)
 
 

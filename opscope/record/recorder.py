@@ -32,7 +32,7 @@ import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -164,22 +164,10 @@ class Recorder:
             m, k, n = 0, 0, 0
         return self.record_values(run_id, step, backend, dist, m, k, n, manifest.values(outputs), numel, dims)
 
-    def record_values(
-        self,
-        run_id: int,
-        step: int,
-        backend: str,
-        dist: str,
-        m: int,
-        k: int,
-        n: int,
-        values: Mapping[tuple[str, str, str], np.ndarray],
-        numel: Mapping[tuple[str, str], int],
-        site_dims: Mapping[str, tuple[int, int, int]] | None = None,
-    ) -> int:
-        """Write one run: a row per element of each `(site, role, stat) -> values`, in mapping order
-        (`site_dims` overrides M/K/N per site)."""
-        data, rows = format_rows(run_id, step, backend, dist, m, k, n, values, numel, site_dims)
+    def record_values(self, run_id: int, step: int, *fields: Any, **options: Any) -> int:
+        """Write one run: `format_rows(run_id, step, backend, dist, m, k, n, values, numel, site_dims)`,
+        a row per element of each `(site, role, stat) -> values`, in mapping order."""
+        data, rows = format_rows(run_id, step, *fields, **options)
         self._f.write(data)
         self._sync(self._f)
         self._offset += len(data)

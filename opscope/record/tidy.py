@@ -176,17 +176,22 @@ def _note(notes: list[str] | None, text: str) -> None:
         notes.append(text)
 
 
+def _wrong_columns(got: list[str]) -> str:
+    """'missing A, B; unexpected 'x'' for column names that are not the tidy schema's ('' when
+    they all are, in any order)."""
+    missing = [c for c in COLUMNS if c not in got]
+    extra = [repr(c) for c in got if c not in COLUMNS]
+    return "; ".join(
+        ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(extra)}"] if extra else [])
+    )
+
+
 def _check_header(path: Path, first: bytes) -> None:
     got = [h.strip() for h in first.decode("utf-8-sig", "replace").rstrip("\r\n").split(",")]
     if got == list(COLUMNS):
         return
-    missing = [c for c in COLUMNS if c not in got]
-    extra = [c for c in got if c not in COLUMNS]
-    if missing or extra:
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unexpected {', '.join(repr(c) for c in extra)}"] if extra else []
-        )
-        raise OpscopeError(f"{path}:1: wrong header ({'; '.join(parts)}); expected {HEADER}")
+    if wrong := _wrong_columns(got):
+        raise OpscopeError(f"{path}:1: wrong header ({wrong}); expected {HEADER}")
     raise OpscopeError(f"{path}:1: wrong header (columns out of order: {','.join(got)}); expected {HEADER}")
 
 
@@ -349,13 +354,8 @@ def _read_parquet(path: Path) -> pl.DataFrame:
     except Exception as e:  # polars and OS errors alike: the file is not usable
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise OpscopeError(f"{path}: not a readable Parquet file ({msg})") from None
-    missing = [c for c in COLUMNS if c not in got]
-    extra = [c for c in got if c not in COLUMNS]
-    if missing or extra:
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unexpected {', '.join(repr(c) for c in extra)}"] if extra else []
-        )
-        raise OpscopeError(f"{path}: wrong columns ({'; '.join(parts)}); expected {HEADER}")
+    if wrong := _wrong_columns(got):
+        raise OpscopeError(f"{path}: wrong columns ({wrong}); expected {HEADER}")
     try:
         # Casting while scanning keeps one copy in memory (read-then-cast peaks at 2x).
         df = scan.select(pl.col(c).cast(SCHEMA[c], strict=True) for c in COLUMNS).collect()

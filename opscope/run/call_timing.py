@@ -9,7 +9,6 @@ minimum over rounds: the floor is what a rewrite changes; the spread is the mach
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from opscope.run.parameters import parameter_flags
 
 ROUNDS = 5
 MIN_TIME_S = 0.1  # per repetition: iree-benchmark-module repeats the call until this much time has passed
-_UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 @dataclass(frozen=True)
@@ -73,21 +71,6 @@ def time_calls(
 def _benchmark(vmfb: Path, function: str, driver: str, inputs: list[str]) -> float:
     """Microseconds per call of one `iree-benchmark-module` repetition (`inputs`: its `--input`s,
     after the `--parameters` of a module whose weights are in a parameter file)."""
-    from opscope.run.tools import run_tool
+    from opscope.run.tools import benchmark_us
 
-    stdout = run_tool(
-        [
-            "iree-benchmark-module",
-            f"--module={vmfb}",
-            f"--device={driver}",
-            f"--function={function}",
-            *inputs,
-            f"--benchmark_min_time={MIN_TIME_S}s",
-            "--benchmark_format=json",
-        ],
-        f"benchmarking {function}",
-    )
-    runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
-    if not runs:
-        raise OpscopeError(f"benchmarking {function}: iree-benchmark-module reported no runs")
-    return min(b["real_time"] * _UNIT_US[b.get("time_unit", "ns")] for b in runs)
+    return min(benchmark_us(vmfb, function, driver, [*inputs, f"--benchmark_min_time={MIN_TIME_S}s"]))

@@ -11,7 +11,6 @@ what IREE's runtime measures for that dispatch alone, launch overhead included.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from collections import Counter
@@ -26,11 +25,10 @@ from opscope.ir.loading import module_bytecode
 from opscope.ir.weights import RESOURCE_REF, ResourceBlobs
 from opscope.run.compile import CompiledModule
 from opscope.run.targets import Target, get_target, require_runnable
-from opscope.run.tools import ToolFailed, run_tool
+from opscope.run.tools import ToolFailed, benchmark_us, run_tool
 
 BATCH = 100  # dispatches per benchmark iteration: launch jitter averages out
 REPETITIONS = 5
-_UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _FUNC = re.compile(r"util\.func public @([\w$.-]+)\([^)]*\)[^\n]*iree\.benchmark = \"dispatch\"")
 _DISPATCH = re.compile(r"stream\.cmd\.dispatch @([\w$.-]+)::")
 ENCODING = "_encoding_"  # IREE's data-layout dispatches: weights passed as arguments are packed on every call
@@ -53,15 +51,11 @@ class DispatchTime:
 
 
 def time_dispatches(
-    module: ir.Module | str | bytes,
-    target: str | Target = "llvm-cpu",
-    *,
-    batch: int = BATCH,
-    repetitions: int = REPETITIONS,
-    progress: Callable[[str], None] | None = None,
+    module: ir.Module | str | bytes, target: str | Target = "llvm-cpu", **options
 ) -> list[DispatchTime]:
-    """The measured time of each dispatch of `module` on `target`, in the order IREE numbers them."""
-    return timed_build(module, target, batch=batch, repetitions=repetitions, progress=progress)[0]
+    """The measured time of each dispatch of `module` on `target`, in the order IREE numbers them
+    (`options`: `timed_build`'s batch, repetitions and progress)."""
+    return timed_build(module, target, **options)[0]
 
 
 def timed_build(
@@ -258,20 +252,6 @@ def _dispatch_name(stem: str) -> str:
 
 def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
     """Median over repetitions of the microseconds per dispatch."""
-    stdout = run_tool(
-        [
-            "iree-benchmark-module",
-            f"--module={vmfb}",
-            f"--device={driver}",
-            f"--function={function}",
-            f"--batch_size={batch}",
-            f"--benchmark_repetitions={max(repetitions, 1)}",
-            "--benchmark_format=json",
-        ],
-        f"benchmarking {function}",
-    )
-    runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
-    if not runs:
-        raise OpscopeError(f"benchmarking {function}: iree-benchmark-module reported no runs")
-    times = sorted(b["real_time"] * _UNIT_US[b.get("time_unit", "ns")] for b in runs)
+    options = [f"--batch_size={batch}", f"--benchmark_repetitions={max(repetitions, 1)}"]
+    times = sorted(benchmark_us(vmfb, function, driver, options))
     return times[len(times) // 2]

@@ -147,3 +147,18 @@ def require_runnable(target: Target) -> None:
 def runnable_targets() -> list[str]:
     """Names of the targets that can run on this machine."""
     return [t.name for t in TARGETS.values() if driver_available(t.driver) is None]
+
+
+class TargetTable(list):
+    """Every compile target with why it cannot run here: `(Target, None | reason)` pairs, a report
+    `opscope.render` writes as one line a target."""
+
+    def to_dict(self) -> dict:
+        """JSON-safe: each target's name, driver, note, ridge and whether it runs here (and why not)."""
+        return {
+            "targets": [
+                {"name": t.name, "driver": t.driver, "note": t.note, "ridge": t.ridge}
+                | {"ridge_source": t.ridge_source, "runs": why is None, "why_not": why}
+                for t, why in self
+            ]
+        }

@@ -8,6 +8,7 @@ full path. `IREE_TOOL_PATH` (IREE's own override) still wins for the compiler's 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -83,3 +84,17 @@ def run_tool(argv: list[str], what: str) -> str:
         first = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "no diagnostic")
         raise ToolFailed(what, first)
     return proc.stdout
+
+
+_UNIT_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def benchmark_us(vmfb: Path, function: str, driver: str, options: list[str]) -> list[float]:
+    """Microseconds per iteration of each repetition `iree-benchmark-module` reports for `function`
+    of `vmfb` on `driver` (`options`: its inputs, batch size, repetitions or minimum time)."""
+    argv = ["iree-benchmark-module", f"--module={vmfb}", f"--device={driver}", f"--function={function}"]
+    stdout = run_tool([*argv, *options, "--benchmark_format=json"], f"benchmarking {function}")
+    runs = [b for b in json.loads(stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
+    if not runs:
+        raise OpscopeError(f"benchmarking {function}: iree-benchmark-module reported no runs")
+    return [b["real_time"] * _UNIT_US[b.get("time_unit", "ns")] for b in runs]
