@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from opscope.ir.sites import SiteList
     from opscope.ir.stat_config import StatConfig
     from opscope.mining.report import MineReport
+    from opscope.mining.run_view import RunView
     from opscope.online.report import LiveReport
     from opscope.probe.report import ActionsReport, LayersReport, ProbeReport, QuantReport
     from opscope.run.compile import CompiledModule
@@ -66,6 +67,7 @@ __all__ = [
     "profile",
     "read_sketches",
     "mine",
+    "report",
     "load_model",
     "inject",
     "compile",
@@ -110,6 +112,7 @@ __all__ = [
     "LoadedModule",
     "SiteList",
     "TargetTable",
+    "RunView",
     "OpscopeError",
 ]
 
@@ -130,6 +133,7 @@ _LAZY = {
     "QuantReport": "opscope.probe.report",
     "TimingReport": "opscope.act.timing",
     "KernelPlan": "opscope.act.specialize",
+    "RunView": "opscope.mining.run_view",
     "SiteList": "opscope.ir.sites",
     "TargetTable": "opscope.run.targets",
 }
@@ -165,10 +169,11 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-FORMATS = ("text", "markdown", "json")
+FORMATS = ("text", "markdown", "json", "html")
 
 # Each report type and its renderers: format -> "module:function", called as function(report, **options).
-# A format not named: json is `to_dict(**options)` written as JSON, markdown the text in a code block.
+# A format not named: json is `to_dict(**options)` written as JSON, markdown the text in a code block,
+# html the text in a self-contained page.
 _RENDERERS: dict[str, dict[str, str]] = {
     "MineReport": {
         "text": "opscope.mining.render:mine_text",
@@ -199,6 +204,7 @@ _RENDERERS: dict[str, dict[str, str]] = {
     "SequenceResult": {"text": "opscope.drive.render:sequence_text"},
     "SiteList": {"text": "opscope.drive.render:site_list_text"},
     "TargetTable": {"text": "opscope.drive.render:target_table_text"},
+    "RunView": {"text": "opscope.mining.render:run_view_text", "html": "opscope.mining.render_html:run_html"},
     "DynamicsReport": {
         "text": "opscope.mining.render:dynamics_text",
         "json": "opscope.mining.render:dynamics_json",
@@ -208,7 +214,8 @@ _RENDERERS: dict[str, dict[str, str]] = {
 
 def render(report: Any, fmt: str = "text", **options: Any) -> str:
     """`report` (any report an API function returns) as `fmt`: "text" (aligned for a terminal),
-    "markdown" or "json". `options` go to the renderer: `top` (rows shown) for the static
+    "markdown", "json" or "html" (one self-contained page: the reports with pictures of their own
+    draw them, the others are their text in a page). `options` go to the renderer: `top` (rows shown) for the static
     analyses and parity, `ridge` for the ledgers, `every` for layers and whatif, `all_ops` for
     parity, `width` for flow cones, `heads` for dynamics, `brief` for a profile; a renderer ignores the options it does not take, so one call
     serves every format. The one way every report is written, by the API and the CLI."""
@@ -227,6 +234,10 @@ def render(report: Any, fmt: str = "text", **options: Any) -> str:
         return fn(report, **_taken(fn, options))
     if fmt == "json":
         return json.dumps(report.to_dict(**_taken(report.to_dict, options)), indent=2, ensure_ascii=False)
+    if fmt == "html":
+        from opscope.html.page import page, preformatted
+
+        return page(f"opscope: {kind}", preformatted(render(report, "text", **options)))
     return "```\n" + render(report, "text", **options).rstrip("\n") + "\n```\n"
 
 
@@ -351,6 +362,16 @@ def mine(
     if costs is None:
         return mine_frame(source)
     return mine_frame(source, dict(costs), costs_source=GIVEN_COSTS)
+
+
+def report(run: str | Path | Iterable[str | Path] | ProfileResult) -> RunView:
+    """A recorded run (a profile's folder, tidy files, or a `ProfileResult`) read and mined with what
+    its pictures need: `render(view, "html")` is one self-contained page (findings that sort and
+    filter, a layer × site-kind heatmap per statistic, the dynamics, each tensor's histogram,
+    per-channel max|x| and range per step), as `opscope report RUN` writes it."""
+    from opscope.mining.run_view import run_view
+
+    return run_view(_sketches(run))
 
 
 def _sketches(source: Any) -> Any:

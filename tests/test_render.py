@@ -70,9 +70,9 @@ def test_bad_input_is_one_line(module):
     with pytest.raises(opscope.OpscopeError, match=r"^render: dict is not a report \(reports: ActionsReport, "):
         opscope.render({})
     with pytest.raises(
-        opscope.OpscopeError, match=r"^render: unknown format 'html' \(choose one of: text, markdown, json\)$"
+        opscope.OpscopeError, match=r"^render: unknown format 'pdf' \(choose one of: text, markdown, json, html\)$"
     ):
-        opscope.render(analyze(module), "html")
+        opscope.render(analyze(module), "pdf")
 
 
 def test_the_site_list_and_the_target_table_render_as_reports(module):

@@ -2,7 +2,7 @@
 per command group, each adding its subcommands.
 
 * `recording`: the main job (`profile`) and the drivers (`sweep`, `seq`, `replay`);
-* `mining`: `mine`;
+* `mining`: `mine`, `report`;
 * `dynamics`: `infer` (attention, routing and residual blocks);
 * `ir_tools`: `demo`, `import`, `sites`, `targets`;
 * `analysis`: the static analyses (`shapes`, `bytes`, `motifs`, `flow`);

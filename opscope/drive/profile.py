@@ -266,18 +266,30 @@ def profile(
         reference=model.reference,
         verify=verify,
     )
-    write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype)
+    write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype, config)
     return result
 
 
 def write_run_record(
-    out: Path, source, target: str, steps: int, dist: str, inputs, text, tokenizer, weights_dtype: str | None = None
+    out: Path,
+    source,
+    target: str,
+    steps: int,
+    dist: str,
+    inputs,
+    text,
+    tokenizer,
+    weights_dtype: str | None = None,
+    config: StatConfig | None = None,
 ) -> None:
     """`run.json`: the model as the user named it (a zoo name or an absolute file path; null for
     the built-in model; no `source` key when it came in memory), the target, the steps, the dtype
     its weights were stored as and where the inputs came from, so a later command
-    (`opscope plan RUN`) rebuilds the same model and inputs."""
+    (`opscope plan RUN`) rebuilds the same model and inputs; the histogram's range and bins, so
+    a picture of the run labels them."""
     record: dict = {"target": target, "steps": steps, "dist": dist}
+    if config is not None:
+        record["histogram"] = {"min": config.hist_min, "max": config.hist_max, "bins": config.hist_bins}
     if weights_dtype is not None:
         record["weights_dtype"] = weights_dtype
     if source is None or isinstance(source, str) and is_zoo_name(source):

@@ -25,6 +25,7 @@ from opscope.text.table import markdown_table, table
 if TYPE_CHECKING:
     from opscope.mining.dynamics import DynamicsReport
     from opscope.mining.report import MineReport
+    from opscope.mining.run_view import RunView
 
 JSON_SCHEMA = "opscope-mine/4"
 
@@ -510,3 +511,8 @@ def render(report: MineReport, name: str = "text") -> str:
     except KeyError:
         raise OpscopeError(f"mine: unknown output format {name!r} (choose one of: {', '.join(RENDERERS)})") from None
     return renderer().render(report)
+
+
+def run_view_text(view: RunView) -> str:
+    """A run view as text: its mined report (the pictures are the HTML page's)."""
+    return mine_text(view.report)

@@ -147,10 +147,23 @@ def mine_paths(
 ) -> MineReport:
     """Read tidy files (file, dir, glob or list) and mine them. `costs` is a `site,flops`
     sidecar or a site → FLOPs mapping; when None, the sidecars beside the files are read."""
+    return mine_loaded(*load_paths(spec), costs=costs)
+
+
+def load_paths(spec: str | Path | Iterable[str | Path]) -> tuple[pl.DataFrame, list[Path], list[str]]:
+    """The tidy files of `spec` (file, dir, glob or list) read as one frame, the files, and the
+    notes reading them left (what was recorded, how rows were sampled)."""
     notes: list[str] = []
     files = tidy_files(spec, notes)
     df = read_tidy(files, notes)
-    notes += recorded_notes(files) + sampling_notes(files)
+    return df, files, notes + recorded_notes(files) + sampling_notes(files)
+
+
+def mine_loaded(
+    df: pl.DataFrame, files: list[Path], notes: list[str], costs: str | Path | Mapping[str, int] | None = None
+) -> MineReport:
+    """`load_paths`' frame mined, weighed by `costs` or, when None, the sidecars beside `files`."""
+    notes = list(notes)
     if isinstance(costs, Mapping):
         return mine(df, dict(costs), notes=notes, costs_source=GIVEN_COSTS)
     sources = [Path(costs)] if costs is not None else site_cost_files(files)

@@ -1,0 +1,156 @@
+"""`opscope report RUN` and `render(report, "html")`: one self-contained page per report.
+
+Without a browser: the page fetches nothing, the numbers it draws are the run's (checked
+against the tidy table with numpy), the layer of a site is read from its name. In headless
+Chromium (Debian's, driven by Playwright): each kind of page loads from disk with no console
+error and no request, every chart draws points, the findings filter and sort; a screenshot of
+each is saved under the test's tmp dir."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import opscope
+from opscope.html.page import DATA_ID
+from opscope.mining.run_view import anchor, layer_of
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("digits") / "run"
+    opscope.profile("digits", steps=2, out=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def builtin_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("builtin") / "run"
+    opscope.profile(steps=2, out=out, taps="all")
+    return out
+
+
+def _charts(page: str) -> dict:
+    data = re.search(rf'<script type="application/json" id="{DATA_ID}">(.*?)</script>', page, re.S).group(1)
+    return json.loads(data.replace("<\\/", "</"))["charts"]
+
+
+@pytest.mark.parametrize(
+    "name, kind, layer",
+    [
+        ("model.layers.3.mlp.down_proj", "model.layers.#.mlp.down_proj", 3),
+        ("/encoder/layer.0/attention/self/query/MatMul", "/encoder/layer.#/attention/self/query/MatMul", 0),
+        ("layer11.attn.q", "layer#.attn.q", 11),
+        ("h.2.attn.c_attn", "h.#.attn.c_attn", 2),
+        ("conv2d", "conv2d", None),
+        ("q_proj", "q_proj", None),
+    ],
+)
+def test_a_sites_layer_is_the_first_number_ending_a_part_of_its_name(name, kind, layer):
+    assert layer_of(name) == (kind, layer)
+
+
+def test_the_page_fetches_nothing_and_draws_the_runs_numbers(digits_run):
+    view = opscope.report(digits_run)
+    page = opscope.render(view, "html")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)|<link\b|@import|url\(""", page)
+    charts = _charts(page)
+    df = opscope.read_sketches(digits_run)
+    hist = df.filter((df["site"] == "fc1") & (df["role"] == "lhs") & (df["stat"] == "hist"))
+    by_bin = {}
+    for idx, v in hist.select("idx", "value").iter_rows():
+        by_bin.setdefault(idx, []).append(v)
+    expected = [float(np.mean(by_bin[i])) for i in sorted(by_bin)]
+    drawn = [c["y"] for c in charts.values() if c["kind"] == "bars" and len(c["y"]) == 32]
+    assert any(np.allclose(y, expected, rtol=1e-5) for y in drawn)  # the page rounds to 6 digits
+    chan = df.filter((df["site"] == "fc2") & (df["role"] == "rhs") & (df["stat"] == "chan_maxabs"))
+    peaks = {}
+    for idx, v in chan.select("idx", "value").iter_rows():
+        peaks[idx] = max(peaks.get(idx, 0.0), abs(v))
+    peaks = [peaks[i] for i in sorted(peaks)]
+    assert any(
+        c["kind"] == "bars" and len(c["y"]) == len(peaks) and np.allclose(c["y"], peaks, rtol=1e-5)
+        for c in charts.values()
+    )
+    assert view.hist_range == (-6.0, 6.0) and not view.notes  # the profile records its histogram range
+    ranked = view.report.ranked
+    for r in ranked.iter_rows(named=True):
+        assert f'href="#{anchor(r["site"], r["role"])}"' in page and f'id="{anchor(r["site"], r["role"])}"' in page
+
+
+def test_the_cli_writes_the_page_into_the_run_folder(digits_run, capsys):
+    from opscope.cli import main
+
+    assert main(["report", str(digits_run)]) == 0
+    out = digits_run / "report.html"
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_report_without_pictures_of_its_own_is_its_text_in_a_page():
+    shapes = opscope.shapes("mlp", layers=2)
+    page = opscope.render(shapes, "html", top=2)
+    assert "<pre>" in page and "GEMM shapes" in page and not _charts(page)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _open(browser, path, shot):
+    """The page loaded from disk with every chart drawn: (page, console messages, page errors, requests)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    console, errors, requests = [], [], []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    page.evaluate("window.opscopeDrawAll()")
+    page.screenshot(path=shot, full_page=False)
+    return page, console, errors, [u for u in requests if u != path.as_uri()]
+
+
+@pytest.mark.parametrize("run", ["digits_run", "builtin_run"])
+def test_each_page_renders_in_chromium_with_every_chart_drawn_and_nothing_fetched(run, browser, request, tmp_path):
+    folder = request.getfixturevalue(run)
+    html = tmp_path / "report.html"
+    html.write_text(opscope.render(opscope.report(folder), "html"))
+    page, console, errors, requests = _open(browser, html, tmp_path / "report.png")
+    assert console == [] and errors == [] and requests == []
+    figures = page.evaluate(
+        "Array.from(document.querySelectorAll('figure.chart')).map(f => f.querySelectorAll('svg .pt').length)"
+    )
+    assert figures and all(n > 0 for n in figures)
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+    if run == "builtin_run":  # the layers of the built-in transformer: a grid with a column per layer
+        assert page.evaluate("document.body.textContent").count("layer#.attn.q · lhs") >= 1
+
+
+def test_the_findings_filter_and_sort_in_chromium(digits_run, browser, tmp_path):
+    html = tmp_path / "report.html"
+    html.write_text(opscope.render(opscope.report(digits_run), "html"))
+    page, *_ = _open(browser, html, tmp_path / "findings.png")
+    rows = "document.querySelectorAll('section:nth-of-type(2) tbody tr')"
+    total = page.evaluate(f"{rows}.length")
+    assert total == opscope.report(digits_run).report.ranked.height >= 2
+    page.fill("section:nth-of-type(2) p.filter input", "fc2")
+    visible = page.evaluate(f"Array.from({rows}).filter(r => !r.hidden).map(r => r.cells[0].textContent)")
+    assert visible == ["fc2"] * len(visible) and 1 <= len(visible) < total
+    assert page.text_content("section:nth-of-type(2) span.shown") == f"{len(visible)} of {total}"
+    page.fill("section:nth-of-type(2) p.filter input", "")
+    page.click("section:nth-of-type(2) th:has-text('score')")  # ascending: the weakest finding first
+    scores = page.evaluate(f"Array.from({rows}).map(r => parseFloat(r.cells[2].textContent))")
+    assert scores == sorted(scores)
