@@ -186,7 +186,7 @@ _RENDERERS: dict[str, dict[str, str]] = {
     },
     "WhatIfReport": {"text": "opscope.act.render_whatif:whatif_text"},
     "KernelPlan": {"text": "opscope.act.render_plan:plan_text"},
-    "TimingReport": {"text": "opscope.act.timing:timing_text"},
+    "TimingReport": {"text": "opscope.act.timing:timing_text", "html": "opscope.act.timing_html:timing_html"},
     "ProbeReport": {"text": "opscope.probe.render:probe_text"},
     "LayersReport": {"text": "opscope.probe.render:layers_text"},
     "ActionsReport": {"text": "opscope.probe.render:actions_text"},
@@ -364,14 +364,16 @@ def mine(
     return mine_frame(source, dict(costs), costs_source=GIVEN_COSTS)
 
 
-def report(run: str | Path | Iterable[str | Path] | ProfileResult) -> RunView:
+def report(
+    run: str | Path | Iterable[str | Path] | ProfileResult, *, costs: str | Path | Mapping[str, int] | None = None
+) -> RunView:
     """A recorded run (a profile's folder, tidy files, or a `ProfileResult`) read and mined with what
     its pictures need: `render(view, "html")` is one self-contained page (findings that sort and
     filter, a layer × site-kind heatmap per statistic, the dynamics, each tensor's histogram,
-    per-channel max|x| and range per step), as `opscope report RUN` writes it."""
+    per-channel max|x| and range per step), as `opscope report RUN` writes it. `costs` as `mine`'s."""
     from opscope.mining.run_view import run_view
 
-    return run_view(_sketches(run))
+    return run_view(_sketches(run), costs=costs)
 
 
 def _sketches(source: Any) -> Any:

@@ -154,3 +154,49 @@ def test_the_findings_filter_and_sort_in_chromium(digits_run, browser, tmp_path)
     page.click("section:nth-of-type(2) th:has-text('score')")  # ascending: the weakest finding first
     scores = page.evaluate(f"Array.from({rows}).map(r => parseFloat(r.cells[2].textContent))")
     assert scores == sorted(scores)
+
+
+def _timing_report():
+    from opscope.act.timing import TimedDispatch, TimingReport, empirical_roofline
+
+    def dispatch(name, us, flops, nbytes):
+        return TimedDispatch(name, 1, us, flops, nbytes, empirical_roofline(us / 1e3, flops, nbytes, 20.0))
+
+    timed = [dispatch("matmul", 10.0, 2_000_000, 40_000), dispatch("add", 4.0, 10_000, 80_000)]
+    return TimingReport("m", "llvm-cpu", 20.0, [*timed, TimedDispatch("enc", 1, None, None, None, None)], 0.02)
+
+
+def test_the_timing_page_is_a_roofline_of_the_reports_numbers():
+    report = _timing_report()
+    charts = _charts(opscope.render(report, "html"))
+    (roofline,) = [c for c in charts.values() if c["kind"] == "scatter"]
+    timed = [d for d in report.dispatches if d.roofline is not None]
+    assert [(p["x"], p["y"]) for p in roofline["points"]] == [
+        (pytest.approx(d.roofline.intensity), pytest.approx(d.roofline.achieved_gflops)) for d in timed
+    ]
+    (x0, y0), (x1, y1) = roofline["lines"][0]["points"]  # the measured bandwidth: GFLOP/s = GB/s × FLOP/B
+    assert y0 == pytest.approx(20.0 * x0) and y1 == pytest.approx(20.0 * x1)
+
+
+def test_every_report_command_writes_its_page_with_html(digits_run, tmp_path, capsys):
+    from opscope.cli import main
+
+    plain = main(["mine", str(digits_run)]), capsys.readouterr().out
+    page = tmp_path / "mine.html"
+    assert main(["mine", str(digits_run), "--html", str(page)]) == 0
+    captured = capsys.readouterr()
+    assert (0, captured.out) == plain  # stdout stays the report; the page is said on stderr
+    assert f"wrote {page}" in captured.err and _charts(page.read_text())
+    assert main(["shapes", "mlp", "--layers", "2", "--html", str(tmp_path / "shapes.html")]) == 0
+    assert "<pre>" in (tmp_path / "shapes.html").read_text()
+    with pytest.raises(SystemExit):
+        main(["shapes", "mlp", "--html", str(tmp_path / "no" / "x.html")])
+    assert "no folder" in capsys.readouterr().err
+
+
+def test_the_timing_page_renders_in_chromium(browser, tmp_path):
+    html = tmp_path / "timing.html"
+    html.write_text(opscope.render(_timing_report(), "html"))
+    page, console, errors, requests = _open(browser, html, tmp_path / "timing.png")
+    assert console == [] and errors == [] and requests == []
+    assert page.evaluate("document.querySelectorAll('svg .pt').length") == 2 + 2  # 2 points, 2 time bars

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 import opscope
-from opscope.cli.arguments import add_format, add_source, add_target, report_format
+from opscope.cli.arguments import add_format, add_source, add_target, report_format, write_html
 
 RIDGE_HELP = "roofline ridge, FLOP/byte (default: the target's nominal ridge, `opscope targets`)"
 
@@ -54,6 +54,7 @@ def _emit(args, report, **options) -> int:
     """Print a report as text, or as JSON with --json."""
     text = opscope.render(report, report_format(args), **options)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    write_html(args, report, **options)
     return 0
 
 

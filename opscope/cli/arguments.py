@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 import opscope
@@ -96,6 +98,33 @@ def add_format(parser: argparse.ArgumentParser, json: str = "the report as JSON"
     formats.add_argument("--json", action="store_true", help=json)
     if markdown:
         formats.add_argument("--markdown", action="store_true", help=markdown)
+    add_html(parser)
+
+
+def add_html(parser: argparse.ArgumentParser) -> None:
+    """--html FILE: the report also as one self-contained HTML page (its folder checked now, before any work)."""
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        type=_html_path,
+        help="also write the report as one self-contained HTML page (no network; opens from disk)",
+    )
+
+
+def _html_path(text: str) -> Path:
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {path.parent} for the HTML page {path}")
+    return path
+
+
+def write_html(args: argparse.Namespace, report: Any, **options: Any) -> None:
+    """With --html FILE, `report` as one self-contained page in FILE, said on stderr (stdout is the report)."""
+    path = getattr(args, "html", None)
+    if path is None:
+        return
+    path.write_text(opscope.render(report, "html", **options), encoding="utf-8")
+    print(f"opscope: wrote {path} ({path.stat().st_size:,} bytes)", file=sys.stderr)
 
 
 def report_format(args: argparse.Namespace) -> str:

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_format, add_profile_run, add_source, profile_run
+from opscope.cli.arguments import add_format, add_profile_run, add_source, profile_run, write_html
 from opscope.errors import OpscopeError
 
 DYNAMICS_TAPS = "attention,routing,residual"
@@ -58,6 +58,7 @@ def _cmd_infer(args) -> int:
             f"{where}: no attention, routing or residual sketches (record them with "
             f"`opscope infer MODEL` or `opscope profile MODEL --taps {DYNAMICS_TAPS}`)"
         )
+    write_html(args, opscope.report(where))
     if args.json:
         print(opscope.render(d, "json"))
         return 0

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import add_format, add_parameters, add_source, add_target, parameters, report_format
+from opscope.cli.arguments import (
+    add_format,
+    add_parameters,
+    add_source,
+    add_target,
+    parameters,
+    report_format,
+    write_html,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +73,7 @@ def _cmd_live(args) -> int:
             raise OpscopeError("live: --merge reads saved sketches; give no model with it")
         report = opscope.merge_live(args.merge)
         print(opscope.render(report, report_format(args)))
+        write_html(args, report)
         return 0
     run = opscope.live(
         args.source,
@@ -83,6 +92,7 @@ def _cmd_live(args) -> int:
         **parameters(args),
     )
     print(opscope.render(run, report_format(args)))
+    write_html(args, run)
     if args.csv and not args.json:
         print(f"\ntidy statistics of the sampled calls: {args.csv} (`opscope mine {args.csv}`)")
     return 0

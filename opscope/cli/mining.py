@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_format, report_format
+from opscope.cli.arguments import add_format, report_format, write_html
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,8 @@ def _cmd_mine(args) -> int:
     logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are part of the report
     report = opscope.mine(args.source, costs=args.costs)
     print(opscope.render(report, report_format(args)))
+    if args.html:
+        write_html(args, opscope.report(args.source, costs=args.costs))
     return 0
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import SOURCES, add_format, add_parameters, parameters, report_format
+from opscope.cli.arguments import SOURCES, add_format, add_parameters, parameters, report_format, write_html
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,4 +81,5 @@ def _cmd_parity(args) -> int:
         **parameters(args),
     )
     print(opscope.render(report, report_format(args), all_ops=args.all))
+    write_html(args, report, all_ops=args.all)
     return 0 if report.within() else 1

@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Callable
 
 import opscope
-from opscope.cli.arguments import SOURCES, add_format, add_parameters, add_target, parameters, report_format
+from opscope.cli.arguments import SOURCES, add_format, add_parameters, add_target, parameters, report_format, write_html
 from opscope.cli.progress import progress
 from opscope.errors import OpscopeError
 
@@ -159,6 +159,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _show(args: argparse.Namespace, report: object, **options: object) -> None:
     """Print the report as --json asks, else as text (whose renderers end their own last line)."""
     print(opscope.render(report, report_format(args), **options), end="\n" if args.json else "")
+    write_html(args, report, **options)
 
 
 def _cmd_probe(args) -> int:
@@ -175,12 +176,9 @@ def _cmd_layers(args) -> int:
     if args.quant is not None:
         if args.measure or args.every or args.objective != "weights" or args.error != "sum":
             raise OpscopeError("--quant is its own report: drop --measure, --objective, --error and --every")
-        print(
-            opscope.render(
-                quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, progress=progress("layers"))
-            ),
-            end="",
-        )
+        report = quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, progress=progress("layers"))
+        print(opscope.render(report), end="")
+        write_html(args, report)
         return 0
     report = plan_layers(
         args.source,
@@ -203,12 +201,11 @@ def _cmd_layers(args) -> int:
 def _cmd_actions(args) -> int:
     from opscope import layer_actions
 
-    print(
-        opscope.render(
-            layer_actions(args.source, budget=args.budget, run=args.run, sites=args.sites, progress=progress("actions"))
-        ),
-        end="",
+    report = layer_actions(
+        args.source, budget=args.budget, run=args.run, sites=args.sites, progress=progress("actions")
     )
+    print(opscope.render(report), end="")
+    write_html(args, report)
     return 0
 
 

@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_parameters, add_profile_run, add_source, add_target, parameters, profile_run
+from opscope.cli.arguments import (
+    add_html,
+    add_parameters,
+    add_profile_run,
+    add_source,
+    add_target,
+    parameters,
+    profile_run,
+    write_html,
+)
 from opscope.errors import OpscopeError
 
 
@@ -46,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "report's first line and verify.json (default: on for models whose weights stay in the module)",
     )
     add_parameters(pr, "weights.irpa in the run folder")
+    add_html(pr)
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -87,6 +97,7 @@ def _cmd_profile(args) -> int:
         **parameters(args),
     )
     print(opscope.render(res))
+    write_html(args, opscope.report(res))
     return 0
 
 

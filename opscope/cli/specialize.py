@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import add_format, add_parameters, parameters, report_format
+from opscope.cli.arguments import add_format, add_parameters, parameters, report_format, write_html
 from opscope.cli.progress import progress
 
 
@@ -72,4 +72,5 @@ def _cmd_plan(args) -> int:
         **parameters(args),
     )
     print(opscope.render(plan, report_format(args)))
+    write_html(args, plan)
     return 0

@@ -25,6 +25,7 @@ from opscope.cli.arguments import (
     feed,
     parameters,
     report_format,
+    write_html,
 )
 from opscope.cli.progress import progress
 
@@ -114,4 +115,5 @@ def _cmd_whatif(args) -> int:
         **parameters(args),
     )
     print(opscope.render(report, report_format(args), every=args.all))
+    write_html(args, report, every=args.all)
     return 0

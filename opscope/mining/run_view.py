@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,10 +87,11 @@ class RunView:
         }
 
 
-def run_view(run: str | Path | Iterable[str | Path]) -> RunView:
-    """Read and mine a run (a profile's folder, or tidy files) and gather its pictures' numbers."""
+def run_view(run: str | Path | Iterable[str | Path], costs: str | Path | Mapping[str, int] | None = None) -> RunView:
+    """Read and mine a run (a profile's folder, or tidy files; `costs` as `mine_paths`') and gather
+    its pictures' numbers."""
     df, files, notes = load_paths(run)
-    report = mine_loaded(df, files, notes)
+    report = mine_loaded(df, files, notes, costs)
     if not df.height:
         raise OpscopeError(f"{run}: no sketches recorded: nothing to draw (profile a model first)")
     hist_range, view_notes = _hist_range(files)
