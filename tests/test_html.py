@@ -194,9 +194,58 @@ def test_every_report_command_writes_its_page_with_html(digits_run, tmp_path, ca
     assert "no folder" in capsys.readouterr().err
 
 
-def test_the_timing_page_renders_in_chromium(browser, tmp_path):
-    html = tmp_path / "timing.html"
-    html.write_text(opscope.render(_timing_report(), "html"))
-    page, console, errors, requests = _open(browser, html, tmp_path / "timing.png")
+def _whatif_report():
+    from opscope.act.whatif import Outcome, WhatIfReport
+
+    def outcome(what, top1, flops):
+        return Outcome(what, "", {"agreement": top1}, flops, 0, 100)  # a classifier's headline
+
+    curve = [outcome("skip 1 block", 0.97, 90), outcome("skip 2 blocks", 0.9, 80)]
+    sweep = [outcome("skip layers.1", 0.97, 90), outcome("skip layers.0", 0.8, 90)]
+    return WhatIfReport(
+        "m", "classifier", "llvm-cpu", "held out", {"agreement": 1.0}, 100, 0, 100, sweep=sweep, curve=curve
+    )
+
+
+def test_the_whatif_page_draws_the_skip_curve_from_the_reports_numbers():
+    report = _whatif_report()
+    charts = _charts(opscope.render(report, "html"))
+    (curve,) = [c for c in charts.values() if c["kind"] == "scatter"]
+    assert [(p["x"], p["y"]) for p in curve["points"]] == [(10.0, 0.97), (20.0, 0.9)]  # % FLOPs saved, agreement
+    assert curve["lines"][0]["points"][0][1] == report.keep
+    (sweep,) = [c for c in charts.values() if c["kind"] == "bars"]
+    assert sweep["y"] == [0.97, 0.8]
+
+
+@pytest.fixture(scope="module")
+def layers_report():
+    return opscope.plan_layers("digits", budget=0.5)
+
+
+def test_the_layers_page_marks_the_chosen_option_of_each_layer(layers_report):
+    charts = _charts(opscope.render(layers_report, "html"))
+    options = next(c for c in charts.values() if c["kind"] == "scatter")
+    marked = sorted(p["label"] for p in options["points"] if p["marked"])
+    plan = layers_report.plan
+    chosen = sorted(
+        f"{p.name} {p.options[i].label}"
+        for p, i in zip(layers_report.profiles, plan.choice)
+        if p.options[i].rel_err > 0
+    )
+    assert marked == chosen
+
+
+@pytest.mark.parametrize("which", ["timing", "whatif", "layers"])
+def test_the_act_pages_render_in_chromium(which, browser, request, tmp_path):
+    report = {"timing": _timing_report, "whatif": _whatif_report}.get(which)
+    report = report() if report else request.getfixturevalue("layers_report")
+    html = tmp_path / f"{which}.html"
+    html.write_text(opscope.render(report, "html"))
+    page, console, errors, requests = _open(browser, html, tmp_path / f"{which}.png")
     assert console == [] and errors == [] and requests == []
-    assert page.evaluate("document.querySelectorAll('svg .pt').length") == 2 + 2  # 2 points, 2 time bars
+    figures = page.evaluate(
+        "Array.from(document.querySelectorAll('figure.chart')).map(f => f.querySelectorAll('svg .pt').length)"
+    )
+    assert figures and all(n > 0 for n in figures)
+    if which == "timing":
+        assert sum(figures) == 2 + 2  # 2 timed dispatches on the roofline, 2 time bars

@@ -46,7 +46,7 @@
   // bars: y per x (labels), `marked` indices drawn in the mark colour (outlier channels).
   function bars(spec) {
     const n = spec.y.length, w = spec.width || Math.min(720, Math.max(240, n * 8 + 60)), h = spec.height || 170;
-    const m = { l: 48, r: 8, t: 16, b: 30 }, svg = frame(spec, w, h);
+    const m = { l: 58, r: 8, t: 16, b: 30 }, svg = frame(spec, w, h);
     const ys = finite(spec.y), yhi = Math.max(...ys, 0), ylo = spec.logy ? Math.min(...ys.filter((v) => v > 0)) / 2 : 0;
     const sy = scale(ylo, yhi, h - m.b, m.t, spec.logy), bw = (w - m.l - m.r) / Math.max(n, 1);
     const marked = new Set(spec.marked || []);
@@ -134,7 +134,8 @@
     });
     spec.points.forEach((p) => {
       if (p.x === null || p.y === null) return;
-      tip(svgEl("circle", { class: "pt", cx: sx(p.x), cy: sy(p.y), r: 3.5 }, svg), `${p.label}: x ${fmt(p.x)}, y ${fmt(p.y)}`);
+      tip(svgEl("circle", { class: "pt" + (p.marked ? " marked" : ""), cx: sx(p.x), cy: sy(p.y), r: p.marked ? 4.5 : 3 }, svg),
+        `${p.label}: x ${fmt(p.x)}, y ${fmt(p.y)}`);
     });
     svgEl("text", { x: m.l, y: h - m.b + 12 }, svg).textContent = fmt(xlo);
     svgEl("text", { x: w - m.r, y: h - m.b + 12, "text-anchor": "end" }, svg).textContent = fmt(xhi);
