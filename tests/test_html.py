@@ -235,10 +235,43 @@ def test_the_layers_page_marks_the_chosen_option_of_each_layer(layers_report):
     assert marked == chosen
 
 
-@pytest.mark.parametrize("which", ["timing", "whatif", "layers"])
+def _kernel_plan():
+    from opscope.act.candidates import Guard, Proposal
+    from opscope.act.site_bench import Measured
+    from opscope.act.specialize import ACCEPT, Candidate, KernelPlan
+
+    def candidate(site, estimated, original, rewritten, decision):
+        proposal = Proposal(site, "skip-zero-channels", "skip", "", "zero channels", Guard("x", (0.1,), 0.0))
+        return Candidate(proposal, estimated, Measured(original, rewritten), "bit-identical", 0.0, decision)
+
+    candidates = [candidate("fc1", 1.5, 10.0, 8.0, ACCEPT), candidate("fc2", 1.2, 10.0, 11.0, "reject: slower")]
+    return KernelPlan("run", "m", "llvm-cpu", 2, candidates)
+
+
+def test_the_plan_page_puts_each_candidates_measured_speedup_beside_its_estimate():
+    plan = _kernel_plan()
+    (scatter,) = [c for c in _charts(opscope.render(plan, "html")).values() if c["kind"] == "scatter"]
+    assert [(p["x"], p["y"], p["marked"]) for p in scatter["points"]] == [
+        (1.5, pytest.approx(1.25), True),
+        (1.2, pytest.approx(10 / 11, rel=1e-5), False),
+    ]
+
+
+@pytest.fixture(scope="module")
+def live_run():
+    return opscope.live(requests=40)
+
+
+def test_the_live_page_draws_the_reports_recurrence(live_run):
+    charts = _charts(opscope.render(live_run, "html"))
+    sampled = next(c for c in charts.values() if c["kind"] == "bars")
+    assert sampled["y"] == pytest.approx([s.sampled for s in live_run.report.sites], rel=1e-5)
+
+
+@pytest.mark.parametrize("which", ["timing", "whatif", "layers", "plan", "live"])
 def test_the_act_pages_render_in_chromium(which, browser, request, tmp_path):
-    report = {"timing": _timing_report, "whatif": _whatif_report}.get(which)
-    report = report() if report else request.getfixturevalue("layers_report")
+    report = {"timing": _timing_report, "whatif": _whatif_report, "plan": _kernel_plan}.get(which)
+    report = report() if report else request.getfixturevalue(f"{which}_report" if which == "layers" else "live_run")
     html = tmp_path / f"{which}.html"
     html.write_text(opscope.render(report, "html"))
     page, console, errors, requests = _open(browser, html, tmp_path / f"{which}.png")
