@@ -114,3 +114,9 @@ def test_bench_heap_quick_runs(tmp_path):
     proc = run_bench("bench_heap.py", "--quick", cache_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "opscope / glibc" in proc.stdout and "activations out" in proc.stdout
+
+
+def test_bench_report_quick_runs():
+    proc = run_bench("bench_report.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    assert "opscope (inline SVG)" in proc.stdout
