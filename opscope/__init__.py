@@ -885,13 +885,24 @@ def timing(
     repetitions: int = 5,
     inputs: Any = None,
     progress: Callable[[str], None] | None = None,
+    trace: str | Path | None = None,
 ) -> TimingReport:
     """Every dispatch of a model timed by IREE's own dispatch benchmarks, joined with its static FLOPs
     and bytes into a measured roofline, next to the whole call's median time on the model's inputs
-    (its own, `inputs`, or generated). `source` None: the built-in transformer. Returns a `TimingReport`."""
+    (its own, `inputs`, or generated). `source` None: the built-in transformer. `trace`: a file the
+    dispatches are also written to as Chrome trace-event JSON (Perfetto, chrome://tracing: one event
+    per timed dispatch with its measured time, FLOPs and bytes; a counter track of achieved GFLOP/s;
+    `opscope.act.timeline`). Returns a `TimingReport`."""
+    from opscope.act.timeline import trace_path, write_trace
     from opscope.act.timing import time_source
 
-    return time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=progress)
+    path = None if trace is None else trace_path(trace)  # a bad path is refused before anything is timed
+    report = time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=progress)
+    if path is not None:
+        write_trace(report, path)
+        if progress is not None:
+            progress(f"wrote {path}: {len(report.dispatches) - len(report.untimed)} dispatches for Perfetto")
+    return report
 
 
 def kernel_plan(
