@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from opscope.drive.profile import ProfileResult
     from opscope.drive.sequence import SequenceResult
     from opscope.drive.sweep import SweepResult
+    from opscope.explorer.export import GraphExport
     from opscope.ir.manifest import Manifest
     from opscope.ir.sites import SiteList
     from opscope.ir.stat_config import StatConfig
@@ -78,6 +79,8 @@ __all__ = [
     "quant_sweep",
     "dump_tensors",
     "timing",
+    "graph",
+    "view",
     "kernel_plan",
     "sweep",
     "seq",
@@ -99,6 +102,7 @@ __all__ = [
     "ActionsReport",
     "QuantReport",
     "TimingReport",
+    "GraphExport",
     "KernelPlan",
     "ProfileResult",
     "MineReport",
@@ -129,6 +133,7 @@ _LAZY = {
     "ActionsReport": "opscope.probe.report",
     "QuantReport": "opscope.probe.report",
     "TimingReport": "opscope.act.timing",
+    "GraphExport": "opscope.explorer.export",
     "KernelPlan": "opscope.act.specialize",
     "SiteList": "opscope.ir.sites",
     "TargetTable": "opscope.run.targets",
@@ -182,6 +187,7 @@ _RENDERERS: dict[str, dict[str, str]] = {
     "WhatIfReport": {"text": "opscope.act.render_whatif:whatif_text"},
     "KernelPlan": {"text": "opscope.act.render_plan:plan_text"},
     "TimingReport": {"text": "opscope.act.timing:timing_text"},
+    "GraphExport": {"text": "opscope.explorer.export:graph_text"},
     "ProbeReport": {"text": "opscope.probe.render:probe_text"},
     "LayersReport": {"text": "opscope.probe.render:layers_text"},
     "ActionsReport": {"text": "opscope.probe.render:actions_text"},
@@ -903,6 +909,43 @@ def timing(
         if progress is not None:
             progress(f"wrote {path}: {len(report.dispatches) - len(report.untimed)} dispatches for Perfetto")
     return report
+
+
+def graph(
+    source: str | Path | ir.Module | ProfileResult | None,
+    out: str | Path,
+    *,
+    model: str | Path | ir.Module | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GraphExport:
+    """The model's linalg module as Model Explorer's graph JSON (`out/graph.json`: every op of every
+    function a node, namespaced by module path so layers fold, SSA uses as edges, tensor shapes on
+    the outputs, the tapped sites marked), and for a profile run (its folder or `ProfileResult`; the
+    model its run.json names, or `model`) one node-data file per statistic (`out/node_data/`:
+    density, zero channels, outliers, kurtosis per role, attention entropy, block influence; keyed by
+    the tapped ops' node ids, coloured on a log scale where the values span decades). `source` as
+    `load_model` takes it otherwise. Returns a `GraphExport`; `opscope.view(out)` serves it."""
+    from opscope.explorer.export import export_graph
+
+    return export_graph(source, out, model=model, progress=progress)
+
+
+def view(
+    source: str | Path | ProfileResult | None,
+    *,
+    out: str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    browser: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> None:
+    """Start Model Explorer (the optional extra: `pip install 'opscope[viewer]'`) on `host` with the
+    graph and node data of `source` loaded (a folder `graph` wrote, or what `graph` takes, written to
+    `out` or a temporary folder), and serve until Ctrl+C; `browser=False` only prints the address.
+    `port` 8080 (Model Explorer's default) moves on to the next free one up to 8099."""
+    from opscope.explorer.viewer import view as serve
+
+    serve(source, out=out, host=host, port=port, browser=browser, progress=progress)
 
 
 def kernel_plan(
