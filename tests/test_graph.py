@@ -176,12 +176,15 @@ def test_log_scale_where_values_span_a_decade():
 
 
 def test_graph_of_a_model_from_the_command_line(tmp_path):
-    """`opscope graph MODEL -o DIR --json`: the graph alone (no run, no node data), as JSON."""
+    """`opscope graph MODEL -o DIR --json`: the graph alone (no run, no node data), as JSON; an
+    earlier export's node data, of another graph, is gone."""
+    (tmp_path / "g" / "node_data").mkdir(parents=True)
+    (tmp_path / "g" / "node_data" / "density.lhs.json").write_text("{}")
     proc = cli("graph", "digits", "-o", str(tmp_path / "g"), "--json")
     assert proc.returncode == 0, proc.stderr
     written = json.loads(proc.stdout)
     assert (written["nodes"], written["edges"], written["sites"], written["graphs"]) == (20, 19, 2, ["main"])
-    assert written["run"] is None and written["node_data"] == [] and not (tmp_path / "g" / "node_data").exists()
+    assert written["run"] is None and written["node_data"] == [] and not any((tmp_path / "g" / "node_data").iterdir())
     assert json.loads((tmp_path / "g" / "graph.json").read_text())["label"] == written["model"]
     assert "opscope graph: graph: 20 nodes, 19 edges, 2 sites" in proc.stderr
 

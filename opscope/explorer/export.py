@@ -4,8 +4,9 @@
 Explorer's graph JSON, `opscope.analysis.graph`) and, when `source` is a profile run folder
 (its `run.json` names the model it ran), one `out/node_data/<statistic>.<role>.json` per
 statistic the run recorded (`opscope.explorer.node_data`), keyed by the node ids of the
-tapped ops. Model Explorer opens the graph file with its JSON loader and each node-data file
-as an overlay (`opscope view` starts it with all of them loaded). Returns a `GraphExport`.
+tapped ops; node-data files an earlier export left there are removed. Model Explorer opens
+the graph file with its JSON loader and each node-data file as an overlay (`opscope view`
+starts it with all of them loaded). Returns a `GraphExport`.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def export_graph(
     if progress is not None:
         progress(f"graph: {graph.nodes} nodes, {graph.edges} edges, {len(graph.sites)} sites")
     out.mkdir(parents=True, exist_ok=True)
+    for stale in (out / NODE_DATA_DIR).glob("*.json"):  # an earlier export's overlays: not of this graph
+        stale.unlink()
     export = GraphExport(
         name,
         out,
