@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from opscope.drive.profile import ProfileResult
     from opscope.drive.sequence import SequenceResult
     from opscope.drive.sweep import SweepResult
+    from opscope.explorer.export import GraphExport
     from opscope.ir.manifest import Manifest
     from opscope.ir.sites import SiteList
     from opscope.ir.stat_config import StatConfig
@@ -80,6 +81,8 @@ __all__ = [
     "quant_sweep",
     "dump_tensors",
     "timing",
+    "graph",
+    "view",
     "kernel_plan",
     "sweep",
     "seq",
@@ -101,6 +104,7 @@ __all__ = [
     "ActionsReport",
     "QuantReport",
     "TimingReport",
+    "GraphExport",
     "KernelPlan",
     "ProfileResult",
     "MineReport",
@@ -132,6 +136,7 @@ _LAZY = {
     "ActionsReport": "opscope.probe.report",
     "QuantReport": "opscope.probe.report",
     "TimingReport": "opscope.act.timing",
+    "GraphExport": "opscope.explorer.export",
     "KernelPlan": "opscope.act.specialize",
     "RunView": "opscope.mining.run_view",
     "SiteList": "opscope.ir.sites",
@@ -187,6 +192,7 @@ _RENDERERS: dict[str, dict[str, str]] = {
     "WhatIfReport": {"text": "opscope.act.render_whatif:whatif_text", "html": "opscope.act.whatif_html:whatif_html"},
     "KernelPlan": {"text": "opscope.act.render_plan:plan_text", "html": "opscope.act.plan_html:plan_html"},
     "TimingReport": {"text": "opscope.act.timing:timing_text", "html": "opscope.act.timing_html:timing_html"},
+    "GraphExport": {"text": "opscope.explorer.export:graph_text"},
     "ProbeReport": {"text": "opscope.probe.render:probe_text"},
     "LayersReport": {"text": "opscope.probe.render:layers_text", "html": "opscope.probe.layers_html:layers_html"},
     "ActionsReport": {"text": "opscope.probe.render:actions_text"},
@@ -911,13 +917,61 @@ def timing(
     repetitions: int = 5,
     inputs: Any = None,
     progress: Callable[[str], None] | None = None,
+    trace: str | Path | None = None,
 ) -> TimingReport:
     """Every dispatch of a model timed by IREE's own dispatch benchmarks, joined with its static FLOPs
     and bytes into a measured roofline, next to the whole call's median time on the model's inputs
-    (its own, `inputs`, or generated). `source` None: the built-in transformer. Returns a `TimingReport`."""
+    (its own, `inputs`, or generated). `source` None: the built-in transformer. `trace`: a file the
+    dispatches are also written to as Chrome trace-event JSON (Perfetto, chrome://tracing: one event
+    per timed dispatch with its measured time, FLOPs and bytes; a counter track of achieved GFLOP/s;
+    `opscope.act.timeline`). Returns a `TimingReport`."""
+    from opscope.act.timeline import trace_path, write_trace
     from opscope.act.timing import time_source
 
-    return time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=progress)
+    path = None if trace is None else trace_path(trace)  # a bad path is refused before anything is timed
+    report = time_source(source, target=target, repetitions=repetitions, inputs=inputs, progress=progress)
+    if path is not None:
+        write_trace(report, path)
+        if progress is not None:
+            progress(f"wrote {path}: {len(report.dispatches) - len(report.untimed)} dispatches for Perfetto")
+    return report
+
+
+def graph(
+    source: str | Path | ir.Module | ProfileResult | None,
+    out: str | Path,
+    *,
+    model: str | Path | ir.Module | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GraphExport:
+    """The model's linalg module as Model Explorer's graph JSON (`out/graph.json`: every op of every
+    function a node, namespaced by module path so layers fold, SSA uses as edges, tensor shapes on
+    the outputs, the tapped sites marked), and for a profile run (its folder or `ProfileResult`; the
+    model its run.json names, or `model`) one node-data file per statistic (`out/node_data/`:
+    density, zero channels, outliers, kurtosis per role, attention entropy, block influence; keyed by
+    the tapped ops' node ids, coloured on a log scale where the values span decades). `source` as
+    `load_model` takes it otherwise. Returns a `GraphExport`; `opscope.view(out)` serves it."""
+    from opscope.explorer.export import export_graph
+
+    return export_graph(source, out, model=model, progress=progress)
+
+
+def view(
+    source: str | Path | ProfileResult | None,
+    *,
+    out: str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    browser: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> None:
+    """Start Model Explorer (the optional extra: `pip install 'opscope[viewer]'`) on `host` with the
+    graph and node data of `source` loaded (a folder `graph` wrote, or what `graph` takes, written to
+    `out` or a temporary folder), and serve until Ctrl+C; `browser=False` only prints the address.
+    `port` 8080 (Model Explorer's default) moves on to the next free one up to 8099."""
+    from opscope.explorer.viewer import view as serve
+
+    serve(source, out=out, host=host, port=port, browser=browser, progress=progress)
 
 
 def kernel_plan(

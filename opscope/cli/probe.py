@@ -122,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_target(p)
     p.add_argument("--repetitions", type=int, default=5, help="benchmark repetitions per dispatch (median; default 5)")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="also write the dispatches as Chrome trace-event JSON (Perfetto, chrome://tracing): "
+        "measured times end to end, FLOPs and bytes, a counter track of achieved GFLOP/s",
+    )
     add_format(p)
 
     p = _add_command(
@@ -232,6 +238,8 @@ def _cmd_dump(args) -> int:
 def _cmd_timing(args) -> int:
     from opscope import timing
 
-    report = timing(args.source, target=args.target, repetitions=args.repetitions, progress=progress("timing"))
+    report = timing(
+        args.source, target=args.target, repetitions=args.repetitions, progress=progress("timing"), trace=args.trace
+    )
     _show(args, report)
     return 0
