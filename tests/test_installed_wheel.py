@@ -134,7 +134,7 @@ def test_every_module_imports_or_names_the_extra_it_needs(installed, outside):
 
 
 def test_profile_timing_and_plan_run_from_the_wheel(installed, outside):
-    """The main job on the built-in model, then `opscope plan` on its run folder, and `opscope
+    """The main job on the built-in model, its HTML page, then `opscope plan` on its run folder, and `opscope
     timing` (IREE's benchmark tool, found in the runtime package) on a small demo model."""
     profile = run(installed, outside, "opscope", "profile", "--steps", "2", "--out", "run")
     assert profile.returncode == 0, profile.stderr[-3000:]
@@ -142,6 +142,11 @@ def test_profile_timing_and_plan_run_from_the_wheel(installed, outside):
         profile.stdout.startswith("opscope profile: built-in transformer") and (outside / "run" / "run.json").exists()
     )
     assert "original results bit-identical with injection" in profile.stdout
+
+    page = run(installed, outside, "opscope", "report", "run")  # the page's script and style are package data
+    assert page.returncode == 0, page.stderr[-3000:]
+    html = (outside / "run" / "report.html").read_text()
+    assert "window.opscopeDrawAll" in html and "svg.plot" in html
 
     plan = run(installed, outside, "opscope", "plan", "run", "--rounds", "1")
     assert plan.returncode == 0, plan.stderr[-3000:]

@@ -43,7 +43,14 @@ def applied(run, tmp_path_factory):
 
 def test_run_folder_says_what_it_profiled(run):
     record = json.loads((run / "run.json").read_text())
-    assert record == {"target": "llvm-cpu", "steps": STEPS, "dist": "digits", "source": "digits"}
+    histogram = {"min": -6.0, "max": 6.0, "bins": 32}  # the pictures label the bins with it
+    assert record == {
+        "target": "llvm-cpu",
+        "steps": STEPS,
+        "dist": "digits",
+        "source": "digits",
+        "histogram": histogram,
+    }
 
 
 def test_zero_channels_are_numpy_count(run, applied):

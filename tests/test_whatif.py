@@ -278,7 +278,7 @@ def test_the_api_takes_every_option_the_cli_has():
     from opscope.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    dests = {a.dest for a in sub.choices["whatif"]._actions} - {"help", "json", "all", "fn"}
+    dests = {a.dest for a in sub.choices["whatif"]._actions} - {"help", "json", "html", "all", "fn"}  # formats
     params = inspect.signature(opscope.whatif).parameters
     renamed = {"pipeline": "pipelines"}
     assert {renamed.get(d, d) for d in dests} <= set(params), {renamed.get(d, d) for d in dests} - set(params)
