@@ -282,3 +282,35 @@ def test_the_act_pages_render_in_chromium(which, browser, request, tmp_path):
     assert figures and all(n > 0 for n in figures)
     if which == "timing":
         assert sum(figures) == 2 + 2  # 2 timed dispatches on the roofline, 2 time bars
+
+
+@pytest.fixture(scope="module")
+def minilm_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("minilm") / "run"
+    opscope.profile("minilm", steps=1, out=out, taps="attention,routing,residual")  # what `opscope infer` taps
+    return out
+
+
+def test_a_minilm_infer_runs_page_lays_its_six_layers_and_twelve_heads_out(minilm_run, browser, tmp_path):
+    """The trained MiniLM (6 layers, 12 heads): the grid's columns are its layers, the attention
+    heatmaps have a row per head and a column per layer, and the page renders clean in Chromium."""
+    view = opscope.report(minilm_run)
+    layers = sorted({n for n in view.grid["layer"].to_list() if n is not None})
+    assert layers == list(range(6))
+    charts = _charts(opscope.render(view, "html"))
+    heads = [c for c in charts.values() if c["kind"] == "heatmap" and c["rows"][0] == "head 0"]
+    assert heads and all(len(c["rows"]) == 12 and c["cols"] == [str(n) for n in range(6)] for c in heads)
+    entropy = heads[0]  # entropy first, then the top-10% mass
+    frame = view.report.dynamics.heads
+    first = frame.filter(frame["head"] == 0)["entropy"].to_list()  # the report's numbers, one source
+    assert entropy["values"][0] == pytest.approx(first, rel=1e-5)
+    html = tmp_path / "minilm.html"
+    html.write_text(opscope.render(view, "html"))
+    page, console, errors, requests = _open(browser, html, tmp_path / "minilm.png")
+    assert console == [] and errors == [] and requests == []
+    assert all(
+        n > 0
+        for n in page.evaluate(
+            "Array.from(document.querySelectorAll('figure.chart')).map(f => f.querySelectorAll('svg .pt').length)"
+        )
+    )

@@ -45,7 +45,8 @@
 
   // bars: y per x (labels), `marked` indices drawn in the mark colour (outlier channels).
   function bars(spec) {
-    const n = spec.y.length, w = spec.width || Math.min(720, Math.max(240, n * 8 + 60)), h = spec.height || 170;
+    const n = spec.y.length, h = spec.height || 170;
+    const w = spec.width || Math.min(720, Math.max(spec.x ? 420 : 240, n * 8 + 60)); // room for the end labels
     const m = { l: 58, r: 8, t: 16, b: 30 }, svg = frame(spec, w, h);
     const ys = finite(spec.y), yhi = Math.max(...ys, 0), ylo = spec.logy ? Math.min(...ys.filter((v) => v > 0)) / 2 : 0;
     const sy = scale(ylo, yhi, h - m.b, m.t, spec.logy), bw = (w - m.l - m.r) / Math.max(n, 1);
@@ -57,8 +58,9 @@
       tip(r, `${spec.x ? spec.x[i] : i}: ${fmt(v)}`);
     });
     if (spec.x && spec.x.length) {
-      svgEl("text", { x: m.l, y: h - m.b + 12 }, svg).textContent = spec.x[0];
-      svgEl("text", { x: w - m.r, y: h - m.b + 12, "text-anchor": "end" }, svg).textContent = spec.x[n - 1];
+      const cut = (t) => (String(t).length > 28 ? "…" + String(t).slice(-27) : String(t)); // the tail tells sites apart
+      svgEl("text", { x: m.l, y: h - m.b + 12 }, svg).textContent = cut(spec.x[0]);
+      if (n > 1) svgEl("text", { x: w - m.r, y: h - m.b + 12, "text-anchor": "end" }, svg).textContent = cut(spec.x[n - 1]);
     }
     axes(svg, m, w, h, spec, ylo, yhi);
     return svg;
