@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -242,6 +243,31 @@ def test_model_explorer_dataclasses_read_both_files_back(exported):
         assert all(written[g][k] == v for g, d in data.items() for k, v in d.items()), path.name
 
 
+def _shown_in_chromium(address: str, export) -> None:
+    """Model Explorer's own page, in headless Chromium, loads our graph and lists every overlay; the
+    only request leaving the machine is the page's own web font (which fails offline, harmlessly)."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(address)
+        page.wait_for_function("document.body.innerText.includes('NODE DATA PROVIDERS')", timeout=60_000)
+        page.wait_for_function(
+            f"document.body.innerText.split('\\n').filter(l => l.trim()).length > {len(export.node_data)}"
+        )
+        text = page.evaluate("document.body.innerText")
+        browser.close()
+    assert "main" in text and "op node count" in text
+    assert all(title in text for title in export.node_data), [t for t in export.node_data if t not in text]
+    outside = {urllib.parse.urlparse(u).hostname for u in requests} - {"127.0.0.1"}
+    assert outside <= {"fonts.gstatic.com"}, outside
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -256,8 +282,9 @@ def _get(url: str) -> str:
 
 def test_view_serves_the_graph_and_node_data_on_localhost(exported):
     """`opscope view DIR --no-browser` starts Model Explorer on 127.0.0.1: its health check answers,
-    its address loads our graph and every node-data file, and its file endpoint (what the page's
-    JSON loader reads them through) serves them as written."""
+    its address loads our graph and every node-data file, its file endpoint (what the page's
+    JSON loader reads them through) serves them as written, and its page in headless Chromium
+    shows the graph with every overlay listed."""
     pytest.importorskip("model_explorer", reason="Model Explorer, the viewer extra (pip install 'opscope[viewer]')")
     _, export, _ = exported
     port = _free_port()
@@ -285,6 +312,7 @@ def test_view_serves_the_graph_and_node_data_on_localhost(exported):
             served = json.loads(_get(f"{base}/api/v1/read_text_file?path={urllib.parse.quote(path)}"))
             assert served == {"content": Path(path).read_text()}
         assert "<app-root" in _get(f"{base}/")
+        _shown_in_chromium(address.strip(), export)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
