@@ -268,10 +268,38 @@ def test_the_live_page_draws_the_reports_recurrence(live_run):
     assert sampled["y"] == pytest.approx([s.sampled for s in live_run.report.sites], rel=1e-5)
 
 
-@pytest.mark.parametrize("which", ["timing", "whatif", "layers", "plan", "live"])
+def _parity_report():
+    from opscope.act.op_compare import compare
+
+    a = {f"x#{i}": np.full(4, i, np.float32) for i in range(4)}
+    b = {**a, "x#2": np.array([2, 2, 2, 2.5], np.float32)}
+    return compare(a, b, tol=1e-3)
+
+
+def test_the_parity_page_marks_the_ops_beyond_the_tolerance():
+    report = _parity_report()
+    (errors,) = [c for c in _charts(opscope.render(report, "html")).values() if c["kind"] == "scatter"]
+    assert [(p["x"], p["marked"]) for p in errors["points"]] == [(d.index, not d.within(1e-3)) for d in report.ops]
+    assert [p["y"] for p in errors["points"] if p["marked"]] == [pytest.approx(0.25)]  # |2.5 − 2| / 2
+
+
+def test_the_probe_page_draws_each_weights_errors():
+    report = opscope.probe_tensors("digits")
+    charts = list(_charts(opscope.render(report, "html")).values())
+    assert charts[0]["x"] == list(report.probes) and charts[0]["y"] == pytest.approx(
+        [p.int4_channel for p in report.probes.values()], rel=1e-5
+    )
+
+
+@pytest.mark.parametrize("which", ["timing", "whatif", "layers", "plan", "live", "parity", "probe"])
 def test_the_act_pages_render_in_chromium(which, browser, request, tmp_path):
-    report = {"timing": _timing_report, "whatif": _whatif_report, "plan": _kernel_plan}.get(which)
-    report = report() if report else request.getfixturevalue(f"{which}_report" if which == "layers" else "live_run")
+    made = {"timing": _timing_report, "whatif": _whatif_report, "plan": _kernel_plan, "parity": _parity_report}
+    if which in made:
+        report = made[which]()
+    elif which == "probe":
+        report = opscope.probe_tensors("digits")
+    else:
+        report = request.getfixturevalue("layers_report" if which == "layers" else "live_run")
     html = tmp_path / f"{which}.html"
     html.write_text(opscope.render(report, "html"))
     page, console, errors, requests = _open(browser, html, tmp_path / f"{which}.png")
