@@ -91,12 +91,12 @@ def run_view(run: str | Path | Iterable[str | Path], costs: str | Path | Mapping
     """Read and mine a run (a profile's folder, or tidy files; `costs` as `mine_paths`') and gather
     its pictures' numbers."""
     df, files, notes = load_paths(run)
-    report = mine_loaded(df, files, notes, costs)
-    if not df.height:
+    if not df.height:  # refused before mining
         raise OpscopeError(f"{run}: no sketches recorded: nothing to draw (profile a model first)")
+    report = mine_loaded(df, files, notes, costs)
     hist_range, view_notes = _hist_range(files)
-    tensors = tuple(_tensors(df))
-    return RunView(str(run), report, tensors, _grid(df, report), hist_range, tuple(view_notes))
+    df = df.with_columns(pl.col("site", "role").cast(pl.String))  # once: the tensors and the grid key on them
+    return RunView(str(run), report, tuple(_tensors(df)), _grid(df, report), hist_range, tuple(view_notes))
 
 
 def _hist_range(files: list[Path]) -> tuple[tuple[float, float], list[str]]:
@@ -114,7 +114,6 @@ def _hist_range(files: list[Path]) -> tuple[tuple[float, float], list[str]]:
 
 
 def _tensors(df: pl.DataFrame) -> Iterable[Tensor]:
-    df = df.with_columns(pl.col("site", "role").cast(pl.String))
     keyed = df.filter(pl.col("stat").is_in(["hist", "chan_maxabs", "min", "max"]))
     numel = df.group_by("site", "role", maintain_order=True).agg(pl.col("numel").max())
     hist = (
@@ -155,7 +154,6 @@ def _tensors(df: pl.DataFrame) -> Iterable[Tensor]:
 
 def _grid(df: pl.DataFrame, report: MineReport) -> pl.DataFrame:
     """Per tapped tensor: kind, layer and every GRID_STATS column (null where not recorded)."""
-    df = df.with_columns(pl.col("site", "role").cast(pl.String))
     per = (
         df.filter(pl.col("stat").is_in(["kurtosis", "min", "max", "sumsq"]))
         .group_by("site", "role", "run_id", "step", "backend", "dist")
