@@ -31,6 +31,7 @@ import opscope
 from opscope.analysis.graph import model_graph, namespace, tensor_shape
 from opscope.explorer.node_data import LOG_STOPS, Overlay, node_data
 from tests.inprocess import opscope as cli
+from tests.pictures import keep
 
 GRAPH_FIELDS = {
     "id",
@@ -137,7 +138,8 @@ def test_run_node_data_keys_are_nodes_and_values_are_mines(exported):
     assert export.nodes == len(nodes) and export.sites == 22 and not export.notes
     files = sorted(p.name for p in export.node_data.values())
     assert "attention-entropy.json" in files and "block-influence.json" in files and "kurtosis.lhs.json" in files
-    assert len(files) == 14 and files == sorted(p.name for p in (export.out_dir / "node_data").iterdir())
+    assert "headroom.out.json" in files
+    assert len(files) == 17 and files == sorted(p.name for p in (export.out_dir / "node_data").iterdir())
     report = opscope.mine(run.out_dir)
     tidy = opscope.read_sketches(run)
     site_of = {n["id"]: a["value"] for n in graph["graphs"][0]["nodes"] for a in n["attrs"] if a["key"] == "site"}
@@ -150,6 +152,10 @@ def test_run_node_data_keys_are_nodes_and_values_are_mines(exported):
                 site = site_of[node]
                 if stat == "kurtosis":
                     want = tidy.filter(site=site, role=role, stat="kurtosis")["value"].mean()
+                elif stat == "headroom":  # log2(max|x| / rms) of the one step recorded
+                    one = {r["stat"]: r for r in tidy.filter(site=site, role=role).iter_rows(named=True)}
+                    peak = max(abs(one["max"]["value"]), abs(one["min"]["value"]))
+                    want = math.log2(peak / math.sqrt(one["sumsq"]["value"] / one["sumsq"]["numel"]))
                 elif stat == "attention-entropy":
                     want = report.dynamics.attention.filter(site=site)["entropy"].item()
                 elif stat == "block-influence":
@@ -158,7 +164,7 @@ def test_run_node_data_keys_are_nodes_and_values_are_mines(exported):
                     column = {"density": "density", "zero-channels": "zchan", "outliers": "outlier"}[stat]
                     want = report.signals.filter(pl.col("site") == site, pl.col("role") == role)[column].item()
                 assert result["value"] == pytest.approx(want, rel=1e-12), (path.name, site)
-    assert said[-1].startswith("mining ") and any(s.startswith("graph: ") for s in said)
+    assert said[0].startswith("mining ") and said[-1].startswith("graph: ")  # the run read before the model
     text = opscope.render(export)
     assert "block-influence.json" in text and "opscope view" in text
 
@@ -261,6 +267,7 @@ def _shown_in_chromium(address: str, export) -> None:
             f"document.body.innerText.split('\\n').filter(l => l.trim()).length > {len(export.node_data)}"
         )
         text = page.evaluate("document.body.innerText")
+        keep(page, "model-explorer")
         browser.close()
     assert "main" in text and "op node count" in text
     assert all(title in text for title in export.node_data), [t for t in export.node_data if t not in text]

@@ -8,6 +8,7 @@ each is saved under the test's tmp dir."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ import pytest
 import opscope
 from opscope.html.page import DATA_ID
 from opscope.mining.run_view import anchor, layer_of
+from tests.pictures import keep
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -137,6 +139,7 @@ def test_each_page_renders_in_chromium_with_every_chart_drawn_and_nothing_fetche
     assert (tmp_path / "report.png").stat().st_size > 10_000
     if run == "builtin_run":  # the layers of the built-in transformer: a grid with a column per layer
         assert page.evaluate("document.body.textContent").count("layer#.attn.q · lhs") >= 1
+        keep(page, "report-tensor", at="layer1.ffn.down · lhs")
 
 
 def test_the_findings_filter_and_sort_in_chromium(digits_run, browser, tmp_path):
@@ -163,7 +166,8 @@ def _timing_report():
         return TimedDispatch(name, 1, us, flops, nbytes, empirical_roofline(us / 1e3, flops, nbytes, 20.0))
 
     timed = [dispatch("matmul", 10.0, 2_000_000, 40_000), dispatch("add", 4.0, 10_000, 80_000)]
-    return TimingReport("m", "llvm-cpu", 20.0, [*timed, TimedDispatch("enc", 1, None, None, None, None)], 0.02)
+    dispatches = [*timed, TimedDispatch("enc", 1, None, None, None, None)]
+    return TimingReport("m", "llvm-cpu", 20.0, dispatches, 0.02, peak_gflops=300.0, ceilings="measured (a test)")
 
 
 def test_the_timing_page_is_a_roofline_of_the_reports_numbers():
@@ -176,6 +180,11 @@ def test_the_timing_page_is_a_roofline_of_the_reports_numbers():
     ]
     (x0, y0), (x1, y1) = roofline["lines"][0]["points"]  # the measured bandwidth: GFLOP/s = GB/s × FLOP/B
     assert y0 == pytest.approx(20.0 * x0) and y1 == pytest.approx(20.0 * x1)
+    (x2, y2), (_, y3) = roofline["lines"][1]["points"]  # the measured f32 matmul rate, from the ridge on
+    assert (x1, y1) == (x2, y2) == (pytest.approx(300.0 / 20.0), 300.0) and y3 == 300.0
+    given = dataclasses.replace(report, peak_gflops=None, ceilings="")  # none measured: the fastest dispatch
+    (roofline,) = [c for c in _charts(opscope.render(given, "html")).values() if c["kind"] == "scatter"]
+    assert roofline["lines"][1]["name"].startswith("fastest dispatch 200.0 GFLOP/s")
 
 
 def test_every_report_command_writes_its_page_with_html(digits_run, tmp_path, capsys):
@@ -310,6 +319,8 @@ def test_the_act_pages_render_in_chromium(which, browser, request, tmp_path):
     assert figures and all(n > 0 for n in figures)
     if which == "timing":
         assert sum(figures) == 2 + 2  # 2 timed dispatches on the roofline, 2 time bars
+    if which in ("whatif", "layers", "plan"):
+        keep(page, which)
 
 
 @pytest.fixture(scope="module")
@@ -336,6 +347,10 @@ def test_a_minilm_infer_runs_page_lays_its_six_layers_and_twelve_heads_out(minil
     html.write_text(opscope.render(view, "html"))
     page, console, errors, requests = _open(browser, html, tmp_path / "minilm.png")
     assert console == [] and errors == [] and requests == []
+    keep(page, "report-findings")
+    keep(page, "report-layers", at="Across layers")
+    keep(page, "report-attention", at="Inference dynamics")
+
     assert all(
         n > 0
         for n in page.evaluate(

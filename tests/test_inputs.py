@@ -177,6 +177,16 @@ def test_dynamic_dim_names_the_argument_and_the_fix():
     )
 
 
+def test_a_scalar_argument_names_the_export_flag_fix():
+    """A Python flag passed at export (`use_cache=False` as a keyword) reaches the module as a scalar i1."""
+    text = "func.func @main(%x: tensor<2x8xf32>, %flag: i1) -> tensor<2x8xf32> { return %x : tensor<2x8xf32> }"
+    with pytest.raises(OpscopeError) as e:
+        function_args(parse_module(text))
+    assert one_line(e).startswith("argument 1 has type i1, not a tensor: opscope feeds tensors only") and (
+        "set it on the model's config instead" in str(e.value)
+    )
+
+
 def test_generated_ids_masks_and_floats():
     args = signature()
     steps = list(generate(args, 3))

@@ -6,6 +6,7 @@ this machine), on smaller buffers than the default to keep the test fast.
 
 from __future__ import annotations
 
+import html
 import math
 
 import pytest
@@ -19,6 +20,7 @@ from opscope.act.timing import (
     offload_roofline,
     region_pct,
 )
+from tests.pictures import keep_file
 
 
 def test_median_ms_is_positive_and_ignores_warmup():
@@ -106,6 +108,16 @@ def test_empirical_roofline_bounds_at_their_thresholds():
     assert empirical_roofline(1000.0, ridge * 1e6 - 1, 1e6, 1e9, ridge).bound == "latency/overhead-bound (measured)"
 
 
+def test_compute_bound_asks_for_half_the_measured_compute_ceiling():
+    """With a measured compute ceiling, work above the ridge is compute-bound only at half of it or more
+    (an H200's small dispatches: 1 % of IREE's f32 matmul rate, waiting on launches, not on compute)."""
+    at_half = empirical_roofline(1000.0, 50e9, 1e6, 1e9, 8.0, peak_gflops=100.0)  # 50 GFLOP/s of 100
+    assert at_half.flop_frac == pytest.approx(0.5) and at_half.bound == "compute-bound (measured)"
+    below = empirical_roofline(1000.0, 50e9 - 1e3, 1e6, 1e9, 8.0, peak_gflops=100.0)
+    assert below.bound == "latency/overhead-bound (measured)"
+    assert empirical_roofline(1000.0, 1e9, 1e6, 1e9, 8.0).flop_frac is None  # none measured: the reference's rule
+
+
 def test_empirical_roofline_compute_vs_latency():
     assert empirical_roofline(10.0, 1e12, 1e6, 100.0).bound == "compute-bound (measured)"
     assert empirical_roofline(1000.0, 10.0, 1e6, 100.0).bound == "latency/overhead-bound (measured)"
@@ -133,7 +145,7 @@ def test_offload_never_pays_when_device_slower():
     assert o.break_even_steps == math.inf
 
 
-def test_timing_joins_every_dispatch_with_its_static_cost(capsys):
+def test_timing_joins_every_dispatch_with_its_static_cost(capsys, tmp_path):
     """`opscope timing`: each dispatch the static view knows gets its measured roofline; the whole call too."""
     import json
 
@@ -152,10 +164,18 @@ def test_timing_joins_every_dispatch_with_its_static_cost(capsys):
         assert (t.calls, t.flops, t.bytes) == (d.calls, d.flops, d.bytes_external)
         assert t.roofline is not None and t.roofline.achieved_gflops == pytest.approx(d.flops / (t.us * 1e3))
     assert report.call_ms > 0 and report.dispatch_ms > 0 and report.peak_gbps >= 1
+    assert report.peak_gflops > 1 and report.ceilings.startswith("measured on llvm-cpu through IREE: streaming")
+    assert f"ceilings: {report.ceilings}" in opscope.render(report)
+    for d in report.dispatches:  # every bound class read against the measured ceilings
+        if d.roofline is not None:
+            assert d.roofline.flop_frac == pytest.approx(d.roofline.achieved_gflops / report.peak_gflops)
     assert 0 < report.resident_ms and report.upload_ms == pytest.approx(max(report.call_ms - report.resident_ms, 0))
     assert "with its inputs already on the device" in opscope.render(report)
-    assert main(["timing", source, "--repetitions", "1", "--json"]) == 0
+    page = tmp_path / "timing.html"
+    assert main(["timing", source, "--repetitions", "1", "--json", "--html", str(page)]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert html.escape(data["ceilings"]) in page.read_text()  # the page's ceilings are the report's
+    keep_file(page, "timing")
     assert data["schema"] == "opscope-timing/1" and {d["name"] for d in data["dispatches"]} >= set(static)
     assert data["resident_ms"] > 0
     assert main(["timing", source, "--repetitions", "0"]) == 1

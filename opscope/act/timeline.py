@@ -72,6 +72,8 @@ def trace_events(report: TimingReport) -> dict:
             "resident_ms": report.resident_ms,
             "dispatch_ms": report.dispatch_ms,
             "peak_gbps": report.peak_gbps,
+            "peak_gflops": report.peak_gflops,
+            "ceilings": report.ceilings,
             "untimed": {d.name: d.untimed for d in report.untimed},
         },
     }

@@ -27,6 +27,7 @@ PROBE_PASSES = 8  # best of
 IMPLAUSIBLE_GBPS = 2000.0  # a host copy faster than 2 TB/s is a timer artefact: discarded
 FLOOR_GBPS = 1.0
 BANDWIDTH_BOUND = 0.5  # achieved / measured bandwidth at or above: bandwidth-bound
+COMPUTE_BOUND = 0.5  # achieved / measured compute ceiling at or above (and above the ridge): compute-bound
 
 
 def median_ms(fn: Callable[[], object], warmup: int = 1, runs: int = 5) -> float:
@@ -72,7 +73,7 @@ def measure_memcpy_gbps(mb: int = PROBE_MB, passes: int = PROBE_PASSES) -> float
 
 @dataclass(frozen=True)
 class Roofline:
-    """Where one measured run sits: achieved rates, intensity, share of the measured bandwidth, bound."""
+    """Where one measured run sits: achieved rates, intensity, share of each measured ceiling, bound."""
 
     ms: float
     achieved_gflops: float
@@ -80,25 +81,34 @@ class Roofline:
     intensity: float  # FLOP per byte (0 when no bytes)
     bw_frac: float  # achieved / peak bandwidth (0 when the peak is unknown)
     bound: str
+    flop_frac: float | None = None  # achieved / the measured compute ceiling (None: none measured)
 
 
 def empirical_roofline(
-    ms: float, flops: float, bytes_moved: float, peak_gbps: float, ridge: float = DEFAULT_RIDGE
+    ms: float,
+    flops: float,
+    bytes_moved: float,
+    peak_gbps: float,
+    ridge: float = DEFAULT_RIDGE,
+    peak_gflops: float | None = None,
 ) -> Roofline:
     """The measured roofline of work of `flops` and `bytes_moved` that took `ms`: bandwidth-bound when it
-    reaches half the measured bandwidth, else compute-bound above the ridge, else latency/overhead-bound."""
+    reaches half the measured bandwidth, else compute-bound above the ridge, else latency/overhead-bound.
+    With a measured compute ceiling (`peak_gflops`), compute-bound also asks for half of it: work that
+    reaches half of neither ceiling is waiting on something else (launches, occupancy, overhead)."""
     seconds = max(ms / 1e3, 1e-12)
     gflops = flops / seconds / 1e9
     gbps = bytes_moved / seconds / 1e9
     frac = gbps / peak_gbps if peak_gbps > 0 else 0.0
+    flop_frac = gflops / peak_gflops if peak_gflops else None
     intensity = flops / bytes_moved if bytes_moved else 0.0
     if frac >= BANDWIDTH_BOUND:
         bound = "bandwidth-bound (measured)"
-    elif intensity >= ridge:
+    elif intensity >= ridge and (flop_frac is None or flop_frac >= COMPUTE_BOUND):
         bound = "compute-bound (measured)"
     else:
         bound = "latency/overhead-bound (measured)"
-    return Roofline(ms, gflops, gbps, intensity, frac, bound)
+    return Roofline(ms, gflops, gbps, intensity, frac, bound, flop_frac)
 
 
 @dataclass(frozen=True)
@@ -169,10 +179,12 @@ class TimingReport:
 
     model: str
     target: str
-    peak_gbps: float  # the host copy bandwidth, measured (the ceiling of a memory-bound dispatch on CPU)
+    peak_gbps: float  # the bandwidth ceiling: the target's streaming dispatch, measured (`opscope.run.ceilings`)
     dispatches: list[TimedDispatch]
     call_ms: float  # the whole call, median, through the runtime: numpy inputs in, results back on the host
     resident_ms: float | None = None  # the same call with its inputs already on the device, results left there
+    peak_gflops: float | None = None  # the compute ceiling: the target's f32 matmul, measured (None: not measured)
+    ceilings: str = ""  # how the ceilings were measured, one line (empty: given by the caller)
 
     @property
     def upload_ms(self) -> float | None:
@@ -195,6 +207,8 @@ class TimingReport:
             "model": self.model,
             "target": self.target,
             "peak_gbps": self.peak_gbps,
+            "peak_gflops": self.peak_gflops,
+            "ceilings": self.ceilings,
             "call_ms": self.call_ms,
             "resident_ms": self.resident_ms,
             "dispatch_ms": self.dispatch_ms,
@@ -214,6 +228,7 @@ class TimingReport:
                             "gflops": d.roofline.achieved_gflops,
                             "gbps": d.roofline.achieved_gbps,
                             "bw_frac": d.roofline.bw_frac,
+                            "flop_frac": d.roofline.flop_frac,
                             "intensity": d.roofline.intensity,
                             "bound": d.roofline.bound,
                         }
@@ -238,11 +253,11 @@ def timing_text(report: TimingReport) -> str:
     )
     lines = [
         f"timing: {report.model} on {report.target}: whole call {report.call_ms:.3f} ms (median); Σ dispatches "
-        f"{report.dispatch_ms:.3f} ms ({report.dispatch_ms / report.call_ms:.0%} of the call){resident}; host "
-        f"copy bandwidth {report.peak_gbps:.1f} GB/s (measured)",
+        f"{report.dispatch_ms:.3f} ms ({report.dispatch_ms / report.call_ms:.0%} of the call){resident}",
+        f"ceilings: {report.ceilings or f'bandwidth {report.peak_gbps:.1f} GB/s (given)'}",
         "",
     ]
-    head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "FLOP/B", "bound"]
+    head = ["dispatch", "calls", "µs/call", "FLOP", "bytes", "GFLOP/s", "GB/s", "of bw", "of mm", "FLOP/B", "bound"]
     rows = []
     for d in sorted(report.dispatches, key=lambda d: -(d.calls or 1) * (d.us or 0.0)):
         r = d.roofline
@@ -256,11 +271,12 @@ def timing_text(report: TimingReport) -> str:
                 "-" if r is None else f"{r.achieved_gflops:.2f}",
                 "-" if r is None else f"{r.achieved_gbps:.2f}",
                 "-" if r is None else f"{r.bw_frac:.0%}",
+                "-" if r is None or r.flop_frac is None else f"{r.flop_frac:.0%}",
                 "-" if r is None else f"{r.intensity:.1f}",
                 "-" if r is None else r.bound.replace(" (measured)", ""),
             ]
         )
-    lines += table(head, rows, right=lambda i: i not in (0, 9), rule=True)
+    lines += table(head, rows, right=lambda i: i not in (0, 10), rule=True)
     if report.untimed:
         lines += [
             "",
@@ -290,23 +306,28 @@ def time_model(
     progress: Callable[[str], None] | None = None,
 ) -> TimingReport:
     """Time every dispatch of `module` (IREE's dispatch benchmarks) and the whole call on `args`, and put
-    each dispatch on the measured roofline with its static FLOPs and bytes (`opscope.analysis.dispatch`)."""
+    each dispatch on the roofline of the target's measured ceilings (`opscope.run.ceilings`; `peak_gbps`
+    given: that bandwidth and the nominal ridge instead) with its static FLOPs and bytes
+    (`opscope.analysis.dispatch`)."""
     from opscope.analysis.dispatch import analyze_dispatches
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.ir.loading import new_context, parse_module
+    from opscope.run.ceilings import measure_ceilings
     from opscope.run.dispatch_timing import timed_build
     from opscope.run.runtime import load
 
     parsed = module if hasattr(module, "operation") else parse_module(module, new_context(), name)
     static = {d.name: d for d in analyze_dispatches(parsed, target).dispatches}
     times, compiled = timed_build(parsed, target, repetitions=repetitions, progress=progress)
-    peak = measure_bandwidth_gbps() if peak_gbps is None else peak_gbps
+    measured = measure_ceilings(target, progress) if peak_gbps is None else None
+    peak = measured.gbps if measured is not None else peak_gbps
+    ridge = measured.ridge if measured is not None else DEFAULT_RIDGE
     timed = []
     for t in times:
         d = static.get(t.name)
         flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
         roof = (
-            empirical_roofline(t.us / 1e3, flops, moved, peak)
+            empirical_roofline(t.us / 1e3, flops, moved, peak, ridge, measured.gflops if measured else None)
             if flops is not None and moved and t.us is not None
             else None
         )
@@ -317,7 +338,9 @@ def time_model(
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))
     resident = _resident_ms(loaded, function, args, max(repetitions, 9))
-    return TimingReport(name, target, peak, timed, call, resident)
+    if measured is None:
+        return TimingReport(name, target, peak, timed, call, resident)
+    return TimingReport(name, target, peak, timed, call, resident, measured.gflops, measured.how)
 
 
 def _resident_ms(loaded, function: str, args: list[np.ndarray], runs: int) -> float:

@@ -3,7 +3,7 @@
 `export_graph(source, out)` writes `out/graph.json` (the model's linalg module as Model
 Explorer's graph JSON, `opscope.analysis.graph`) and, when `source` is a profile run folder
 (its `run.json` names the model it ran), one `out/node_data/<statistic>.<role>.json` per
-statistic the run recorded (`opscope.explorer.node_data`), keyed by the node ids of the
+statistic the run recorded (`opscope.explorer.node_data`, the numbers of the run's report page), keyed by the node ids of the
 tapped ops; node-data files an earlier export left there are removed. Model Explorer opens
 the graph file with its JSON loader and each node-data file as an overlay (`opscope view`
 starts it with all of them loaded). Returns a `GraphExport`.
@@ -90,7 +90,9 @@ def export_graph(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OpscopeError(f"{out} is a file: give a folder for the graph and its node data")
-    module, name = _module(folder, source, model, progress)
+    model = _model_of(folder, source, model)
+    view = None if folder is None else _view(folder, progress)  # an unreadable run refused before the model loads
+    module, name = _module(model, progress)
     graph = model_graph(module, name)
     if progress is not None:
         progress(f"graph: {graph.nodes} nodes, {graph.edges} edges, {len(graph.sites)} sites")
@@ -107,8 +109,8 @@ def export_graph(
         len(graph.sites),
         folder,
     )
-    if folder is not None:
-        _write_node_data(export, folder, graph.sites, progress)
+    if view is not None:
+        _write_node_data(export, view, graph.sites)
     return export
 
 
@@ -157,24 +159,27 @@ def _run_folder(source) -> Path | None:
     return None
 
 
-def _module(folder: Path | None, source, model, progress: Callable[[str], None] | None):
-    """The module to draw and its name: `model`, else the run's model (its run.json), else `source`
-    (None: the built-in model)."""
+def _model_of(folder: Path | None, source, model):
+    """The model to draw: `model`, else the run's model (its run.json; None: the built-in model), else `source`."""
     from opscope.act.specialize import read_run
+
+    if model is not None or folder is None:
+        return source if model is None else model
+    _, record = read_run(folder)
+    if "source" not in record:
+        raise OpscopeError(
+            f"{folder} does not say which model it profiled (no run.json source): "
+            "give the model, e.g. `opscope graph RUN --model model.onnx`"
+        )
+    return record["source"]
+
+
+def _module(model, progress: Callable[[str], None] | None):
+    """The module of `model` (None: the built-in model) and its name."""
     from opscope.drive.profile import default_source
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.source import open_model
 
-    if model is None and folder is not None:
-        _, record = read_run(folder)
-        if "source" not in record:
-            raise OpscopeError(
-                f"{folder} does not say which model it profiled (no run.json source): "
-                "give the model, e.g. `opscope graph RUN --model model.onnx`"
-            )
-        model = record["source"]  # None: the built-in model
-    elif model is None:
-        model = source
     opened = default_source(1) if model is None else open_model(model, 1, progress=progress)
     module = opened.module
     if not hasattr(module, "operation"):
@@ -182,19 +187,20 @@ def _module(folder: Path | None, source, model, progress: Callable[[str], None] 
     return module, opened.name
 
 
-def _write_node_data(
-    export: GraphExport, folder: Path, nodes: dict[str, tuple[str, str]], progress: Callable[[str], None] | None
-) -> None:
-    """The run's statistics mined (`opscope.mine`'s numbers) and written, one node-data file each."""
-    from opscope.drive.profile import CSV_NAME
-    from opscope.explorer.node_data import node_data, overlays
-    from opscope.mining.report import mine
-    from opscope.record.tidy import read_tidy
+def _view(folder: Path, progress: Callable[[str], None] | None):
+    """The run mined and gathered as its report page sees it (`RunView`: the overlays' one source)."""
+    from opscope.mining.run_view import run_view
 
-    tidy = read_tidy(folder / CSV_NAME)
     if progress is not None:
-        progress(f"mining {folder} ({exact(tidy.height)} rows)")
-    found, export.notes = overlays(mine(tidy), tidy)
+        progress(f"mining {folder}")
+    return run_view(folder)
+
+
+def _write_node_data(export: GraphExport, view, nodes: dict[str, tuple[str, str]]) -> None:
+    """One node-data file per statistic and role of the run's grid."""
+    from opscope.explorer.node_data import node_data, overlays
+
+    found, export.notes = overlays(view)
     sites = set().union(*(o.values for o in found)) if found else set()
     missing = sorted(sites - set(nodes))
     if missing:

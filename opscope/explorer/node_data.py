@@ -1,17 +1,14 @@
-"""A mined run's statistics as Model Explorer node data: one overlay per statistic and role.
+"""A run's statistics as Model Explorer node data: one overlay per statistic and role.
 
 Model Explorer colours the nodes of a graph by "node data" (its `node_data_builder`
 dataclasses: `ModelNodeData` → per graph id a `GraphNodeData` with `results` keyed by node
 id and a `gradient` of `GradientItem`s); opscope writes them as plain dicts of the same
-fields, keyed by the node ids of `opscope.analysis.graph` (the tapped ops). Each number is
-the run's own, as `opscope mine` reports it, for the run's (backend, dist):
-
-* per matmul/convolution site and role (lhs, rhs, out): `density` (nnz / numel),
-  `zero-channels` (the share of all-zero channels), `outliers` (channel peak / mean), from
-  the report's `signals`; `kurtosis`, the recorded statistic's mean over the steps (the
-  same mean the signals take);
-* per attention site: `attention-entropy` (normalized, the mean over heads), from the
-  report's dynamics; per residual add: `block-influence` (BI = 1 − cos(h, h + d)).
+fields, keyed by the node ids of `opscope.analysis.graph` (the tapped ops). The numbers are the
+report page's own (`RunView.grid`, one source): per matmul/convolution site and role (lhs, rhs,
+out) `density`, `zero-channels`, `outliers` (the mined signals), `kurtosis` and `headroom`
+(log2 of max|x| / rms, bits), each the mean over the run's observations; per attention site
+`attention-entropy` (normalized, the mean over heads) and per residual add `block-influence`
+(BI = 1 − cos(h, h + d)).
 
 A statistic whose values are all positive and span a decade or more is coloured on a log
 scale: each node's colour is set from log(value) (`bgColor`), and the gradient's stops sit at
@@ -27,21 +24,27 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from opscope.mining.run_view import GRID_STATS
+
 if TYPE_CHECKING:
-    from opscope.mining.report import MineReport
+    from opscope.mining.run_view import RunView
 
 # Viridis at 0, 1/4, 1/2, 3/4, 1: light text on the dark half.
 PALETTE = ("#440154", "#3b528b", "#21918c", "#5ec962", "#fde725")
 LOG_SPAN = 10.0  # max/min at or above which a positive statistic is coloured on a log scale: a decade
 LOG_STOPS = 9  # gradient stops of a log scale (8 segments between min and max)
 
-# (key, signals column or None for the tidy statistic, title): per role of a matmul site.
-ROLE_STATISTICS = (
-    ("density", "density", "density (nnz / numel)"),
-    ("zero-channels", "zchan", "share of all-zero channels"),
-    ("outliers", "outlier", "channel outlier ratio (peak / mean max|x|)"),
-    ("kurtosis", None, "kurtosis"),
-)
+# The grid's statistics as node-data file stems; those of PER_SITE are one value per site (no role).
+FILE_KEYS = {
+    "density": "density",
+    "zchan": "zero-channels",
+    "outlier": "outliers",
+    "kurtosis": "kurtosis",
+    "headroom": "headroom",
+    "entropy": "attention-entropy",
+    "bi": "block-influence",
+}
+PER_SITE = ("entropy", "bi")
 
 
 @dataclass(frozen=True)
@@ -59,47 +62,25 @@ class Overlay:
         return lo > 0 and hi / lo >= LOG_SPAN
 
 
-def overlays(report: MineReport, tidy: pl.DataFrame) -> tuple[list[Overlay], list[str]]:
-    """Every statistic the run holds values of, and notes (a run of several backends or dists:
-    the first pair's numbers)."""
-    notes: list[str] = []
-    pairs = tidy.select("backend", "dist").unique(maintain_order=True).rows()
-    if len(pairs) > 1:
-        notes.append(
-            f"the run holds {len(pairs)} (backend, dist) pairs; the overlays show the first: {pairs[0][0]}, {pairs[0][1]}"
-        )
-    if not pairs:
-        return [], notes
-    backend, dist = pairs[0]
-    chosen = (pl.col("backend") == backend) & (pl.col("dist") == dist)
-    signals = report.signals.filter(chosen)
-    kurtosis = (
-        tidy.filter(chosen & (pl.col("stat") == "kurtosis"))
-        .group_by("site", "role", maintain_order=True)
-        .agg(kurtosis=pl.col("value").mean())
+def overlays(view: RunView) -> tuple[list[Overlay], list[str]]:
+    """Every statistic of the run's grid that holds values, one overlay per role, and notes."""
+    backends, dists = (view.report.counts.get(k, 1) for k in ("backends", "dists"))
+    notes = (
+        [f"the run holds {backends} backends and {dists} dists: each value is the mean over them, as on its page"]
+        if backends * dists > 1
+        else []
     )
     out = []
-    for key, column, title in ROLE_STATISTICS:
-        frame = (
-            signals.select("site", "role", pl.col(column).alias("v")) if column else kurtosis.rename({"kurtosis": "v"})
-        )
-        for role in ("lhs", "rhs", "out"):
+    for column, title, _ in GRID_STATS:
+        frame = view.grid.select("site", "role", pl.col(column).alias("v")).filter(pl.col("v").is_not_null())
+        for role in dict.fromkeys(frame["role"].to_list()):
             values = _values(frame.filter(pl.col("role") == role))
-            if values:
-                out.append(Overlay(f"{key}.{role}", f"{title}, {role}", values))
-    if report.dynamics is not None:
-        for key, table, column, title in (
-            (
-                "attention-entropy",
-                report.dynamics.attention,
-                "entropy",
-                "attention entropy (normalized, mean of heads)",
-            ),
-            ("block-influence", report.dynamics.residual, "bi", "block influence (1 - cos(h, h + d))"),
-        ):
-            values = _values(table.filter(chosen).select("site", pl.col(column).alias("v")))
-            if values:
-                out.append(Overlay(key, title, values))
+            if not values:
+                continue
+            if column in PER_SITE:
+                out.append(Overlay(FILE_KEYS[column], title, values))
+            else:
+                out.append(Overlay(f"{FILE_KEYS[column]}.{role}", f"{title}, {role}", values))
     return out, notes
 
 

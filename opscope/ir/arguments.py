@@ -95,7 +95,11 @@ def function_args(module: ir.Module, function: str | None = None) -> list[tuple[
     args = []
     for i, t in enumerate(fty.inputs):
         if not isinstance(t, ir.RankedTensorType):
-            raise OpscopeError(f"drivers feed tensors; argument {i} has type {t}")
+            raise OpscopeError(
+                f"argument {i} has type {t}, not a tensor: opscope feeds tensors only; export the model with "
+                "its non-tensor arguments fixed (a flag passed at export, e.g. use_cache=False, becomes an "
+                "argument: set it on the model's config instead)"
+            )
         if not t.has_static_shape:
             raise dynamic_dim_error(i, str(t), [d for d in range(t.rank) if t.is_dynamic_dim(d)])
         args.append((tuple(t.shape), str(t.element_type)))

@@ -64,10 +64,14 @@ def timed_build(
     *,
     batch: int = BATCH,
     repetitions: int = REPETITIONS,
+    select: Callable[[str], bool] | None = None,
+    min_time_s: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[DispatchTime], CompiledModule]:
     """`time_dispatches`, and the module itself as the same `iree-compile` run built it (so timing the
-    whole call does not compile it again)."""
+    whole call does not compile it again). `select` (a dispatch name -> bool) times only the dispatches
+    it takes (the others are left out); `min_time_s` is each repetition's minimum running time
+    (Google benchmark's own default, half a second, when None)."""
     tgt = target if isinstance(target, Target) else get_target(target)
     require_runnable(tgt)  # before anything compiles
     source = (
@@ -90,6 +94,8 @@ def timed_build(
             "compiling the module",
         )
         files = sorted((root / "bench").glob("*.mlir"), key=_order)
+        if select is not None:
+            files = [f for f in files if select(_dispatch_name(f.stem))]
         if not files:
             raise OpscopeError("IREE wrote no dispatch benchmarks for this module (no dispatches to time)")
         out, blobs = [], {}  # the source's resource blobs, read when a dump needs one
@@ -107,7 +113,7 @@ def timed_build(
             except ToolFailed as e:
                 out.append(DispatchTime(name, found.group(1), None, 0, untimed=e.first.replace(str(path), path.name)))
                 continue
-            us = _benchmark(vmfb, found.group(1), tgt.driver, batch, repetitions)
+            us = _benchmark(vmfb, found.group(1), tgt.driver, batch, repetitions, min_time_s)
             out.append(DispatchTime(name, found.group(1), us, repetitions, rebuilt=note))
         if any(t.name.startswith(ENCODING) for t in out):
             counts = _stream_calls(root / "module.mlirbc", tgt)
@@ -250,8 +256,12 @@ def _dispatch_name(stem: str) -> str:
     return m.group(1) if m else stem
 
 
-def _benchmark(vmfb: Path, function: str, driver: str, batch: int, repetitions: int) -> float:
+def _benchmark(
+    vmfb: Path, function: str, driver: str, batch: int, repetitions: int, min_time_s: float | None = None
+) -> float:
     """Median over repetitions of the microseconds per dispatch."""
     options = [f"--batch_size={batch}", f"--benchmark_repetitions={max(repetitions, 1)}"]
+    if min_time_s is not None:
+        options.append(f"--benchmark_min_time={min_time_s}s")
     times = sorted(benchmark_us(vmfb, function, driver, options))
     return times[len(times) // 2]
