@@ -215,8 +215,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "roofline-compute-bound-strict",
         "opscope/act/timing.py",
-        "elif intensity >= ridge:",
-        "elif intensity > ridge:",
+        "elif intensity >= ridge and (flop_frac is None or flop_frac >= COMPUTE_BOUND):",
+        "elif intensity > ridge and (flop_frac is None or flop_frac >= COMPUTE_BOUND):",
         ("tests/test_timing.py",),
         NOT_SLOW_TIMING,
     ),

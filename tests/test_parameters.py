@@ -116,18 +116,28 @@ def _copy(mlp, tmp_path, data: bytes | None):
     return compile_module(text, "llvm-cpu")
 
 
-def test_a_missing_parameter_file_is_one_line_naming_it(mlp, tmp_path):
-    compiled = _copy(mlp, tmp_path, None)
+def test_a_missing_parameter_file_is_one_line_naming_it_before_compiling(mlp, tmp_path):
     with pytest.raises(OpscopeError, match=r"parameter file \S+w\.irpa is missing") as e:
-        load(compiled)
+        _copy(mlp, tmp_path, None)  # refused by compile_module, before iree-compile runs
     assert "\n" not in str(e.value)
 
 
-def test_a_corrupt_parameter_file_is_one_line_naming_it(mlp, tmp_path):
-    compiled = _copy(mlp, tmp_path, b"not an archive" * 8)
+def test_a_corrupt_parameter_file_is_one_line_naming_it_before_compiling(mlp, tmp_path):
     with pytest.raises(OpscopeError, match=r"parameter file \S+w\.irpa cannot be read as a parameter archive") as e:
-        load(compiled)
+        _copy(mlp, tmp_path, b"not an archive" * 8)
     assert "\n" not in str(e.value) and "magic" in str(e.value)
+
+
+def test_a_parameter_file_gone_after_compiling_is_one_line_when_loading(mlp, tmp_path):
+    from opscope.ir.parameter_files import release_index
+
+    _, _, path, _, _ = mlp
+    compiled = _copy(mlp, tmp_path, path.read_bytes())
+    (tmp_path / "w.irpa").unlink()
+    release_index(str(tmp_path / "w.irpa"))
+    with pytest.raises(OpscopeError, match=r"parameter file \S+w\.irpa is missing") as e:
+        load(compiled)
+    assert "\n" not in str(e.value)
 
 
 def test_a_file_without_the_modules_key_is_one_line_naming_it(mlp, tmp_path):

@@ -15,7 +15,6 @@ every recorded step's inputs for agreement.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from operator import attrgetter
@@ -98,17 +97,15 @@ class KernelPlan:
 
 def read_run(run: str | Path) -> tuple[Path, dict]:
     """The run folder and its `run.json` (what was profiled); one-line errors for what is missing."""
-    from opscope.drive.profile import CSV_NAME, RUN_NAME
+    from opscope.drive.profile import CSV_NAME
+    from opscope.record.run_record import read_run_record
 
     folder = Path(run)
     if not folder.is_dir():
         raise OpscopeError(f"no such run folder: {folder} (give the folder `opscope profile --out` wrote)")
     if not (folder / CSV_NAME).exists():
         raise OpscopeError(f"{folder} holds no {CSV_NAME}: not a profile run folder")
-    record = {}
-    if (folder / RUN_NAME).exists():
-        record = json.loads((folder / RUN_NAME).read_text())
-    return folder, record
+    return folder, read_run_record(folder)
 
 
 def check_kinds(kinds) -> tuple[str, ...]:

@@ -117,7 +117,23 @@ def _check(arg: Argument, x: np.ndarray, where: str) -> None:
         raise OpscopeError(f"{where}: {arg.describe()} takes {want}, got {x.dtype} (save it as {want})")
     if tuple(x.shape) != arg.shape:
         raise OpscopeError(f"{where}: {arg.describe()} takes shape {list(arg.shape)}, got {list(x.shape)}")
+    check_finite(arg, x, where)
     check_ids(arg, x, where)
+
+
+def check_finite(arg: Argument, x: np.ndarray, where: str) -> None:
+    """Refuse NaN or infinite values in a float argument, in one line naming it and the first one:
+    every statistic of every tensor downstream would be NaN, and the report would say nothing."""
+    if x.dtype.kind != "f" or not x.size:
+        return
+    bad = ~np.isfinite(x)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        nan = int(np.isnan(x).sum())
+        raise OpscopeError(
+            f"{where}: {arg.describe()} holds {nan} NaN and {int(bad.sum()) - nan} infinite values "
+            f"(the first at {list(first)}: {x[first]}): give finite inputs"
+        )
 
 
 def check_ids(arg: Argument, x: np.ndarray, where: str) -> None:
@@ -173,8 +189,9 @@ def read_files(paths: Sequence[str | Path], args: Sequence[Argument], steps: int
 def _load_npy(path: Path) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise OpscopeError(f"{path}: not a readable .npy file ({str(e).splitlines()[0]})") from None
+    except (ValueError, OSError, EOFError) as e:  # EOFError: an empty or cut file
+        why = (str(e).splitlines() or [type(e).__name__])[0]
+        raise OpscopeError(f"{path}: not a readable .npy file ({why})") from None
 
 
 def _load_named(path: Path) -> dict[str, np.ndarray]:

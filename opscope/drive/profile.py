@@ -64,6 +64,7 @@ from opscope.models.source import (
 )
 from opscope.passes.externalize_weights import externalize, wants_file
 from opscope.pipeline.taps import TAPS, parse_taps
+from opscope.record.run_record import save_run_record
 from opscope.record.tidy import MANIFEST_NAME, NOTES_NAME, SITE_COSTS_NAME
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
@@ -73,7 +74,6 @@ from opscope.verify.run import verify_run
 
 DEFAULT_NAME = "built-in transformer (2 layers, d_model 64, 32 tokens)"
 CSV_NAME, COSTS_NAME, REPORT_NAME = "sketches.csv", SITE_COSTS_NAME, "report.md"
-RUN_NAME = "run.json"  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 RUNS_DIR = "opscope-runs"  # where `profile` writes run folders by default
 # Inputs a caller may give: input files (a path or a list of paths), or per-step argument lists.
 InputsSpec = str | Path | Sequence[str | Path] | Iterable[Sequence[np.ndarray]] | None
@@ -306,7 +306,7 @@ def write_run_record(
         record["text"] = [str(t) for t in text] if isinstance(text, (list, tuple)) else str(text)
     if tokenizer is not None:
         record["tokenizer"] = str(tokenizer)
-    (out / RUN_NAME).write_text(json.dumps(record, indent=1) + "\n")
+    save_run_record(out, record)  # what was profiled, so `opscope plan RUN` can rebuild the model and its inputs
 
 
 def resolve_inputs(

@@ -107,7 +107,7 @@ def _load_index(path: str):
     index = rt.ParameterIndex()
     try:
         index.load(path)
-    except (ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError, IndexError, OSError) as e:  # IndexError: a file cut inside its data
         found = re.search(r"\b[A-Z_]{4,}; (.*)", " ".join(str(e).split()))  # after IREE's status code
         detail = (found.group(1) if found else " ".join(str(e).split()))[:160]
         raise OpscopeError(

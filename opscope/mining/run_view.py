@@ -12,7 +12,6 @@ channel, min and max per step.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -23,6 +22,7 @@ import polars as pl
 
 from opscope.errors import OpscopeError
 from opscope.mining.report import MineReport, load_paths, mine_loaded
+from opscope.record.run_record import read_run_record
 
 LAYER = re.compile(r"(?<![0-9])(\d+)(?![0-9A-Za-z])")  # `layers.3.`, `layer.0/`, `layer0.`, `h_3`; not `conv2d`
 HIST_DEFAULT = (-6.0, 6.0)  # StatConfig's histogram range, for runs that did not record theirs
@@ -102,11 +102,9 @@ def run_view(run: str | Path | Iterable[str | Path], costs: str | Path | Mapping
 def _hist_range(files: list[Path]) -> tuple[tuple[float, float], list[str]]:
     """The histogram range the run recorded in its run.json, else StatConfig's default, said."""
     for f in files:
-        record = f.parent / "run.json"
-        if record.is_file():
-            h = json.loads(record.read_text()).get("histogram")
-            if h:
-                return (float(h["min"]), float(h["max"])), []
+        h = read_run_record(f.parent).get("histogram")
+        if h:
+            return (float(h["min"]), float(h["max"])), []
     lo, hi = HIST_DEFAULT
     return HIST_DEFAULT, [
         f"histogram bin range not recorded with this run: drawn as opscope's default [{lo:g}, {hi:g}]"

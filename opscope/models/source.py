@@ -85,6 +85,8 @@ def model_path(source: str | Path) -> Path:
         if "/" in text or "." in text:
             raise OpscopeError(f"no such file: {path}")
         raise OpscopeError(f"no such file or zoo model: {text} (zoo: {', '.join(zoo_names())})")
+    if path.is_file() and path.stat().st_size == 0:
+        raise OpscopeError(f"{path} is empty (0 bytes): not a model; it may have been cut off while written")
     return path
 
 

@@ -100,7 +100,7 @@ def compile_module(
         tgt = Target("iree-compile", (), "", "flags given by the caller")
     else:
         tgt = target if isinstance(target, Target) else get_target(target)
-    source, parameters = _source(module)
+    source, parameters, _ = compiler_input(module)  # a damaged parameter file refused before compiling
     flags = _flags(tgt, extra_flags, parameters)
     key = hashlib.sha256(
         _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
@@ -172,6 +172,18 @@ def _flags(tgt: Target, extra_flags, parameters: tuple) -> tuple[str, ...]:
     if parameters and not any(f.startswith("--iree-opt-const-expr-hoisting") for f in flags):
         flags += STREAMED_WEIGHTS_FLAGS
     return flags
+
+
+def compiler_input(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """What `iree-compile` reads for `module` (`_source`), the parameter files it names, each checked
+    readable before anything compiles (a one-line error naming a missing or damaged file), and the
+    flags a module with parameter files compiles with (`STREAMED_WEIGHTS_FLAGS`)."""
+    from opscope.ir.parameter_files import open_index
+
+    source, parameters = _source(module)
+    for _, path in parameters:
+        open_index(path)
+    return source, parameters, STREAMED_WEIGHTS_FLAGS if parameters else ()
 
 
 def _source(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...]]:

@@ -21,9 +21,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.ir.loading import module_bytecode
 from opscope.ir.weights import RESOURCE_REF, ResourceBlobs
-from opscope.run.compile import CompiledModule
+from opscope.run.compile import CompiledModule, compiler_input
 from opscope.run.targets import Target, get_target, require_runnable
 from opscope.run.tools import ToolFailed, benchmark_us, run_tool
 
@@ -74,11 +73,7 @@ def timed_build(
     (Google benchmark's own default, half a second, when None)."""
     tgt = target if isinstance(target, Target) else get_target(target)
     require_runnable(tgt)  # before anything compiles
-    source = (
-        module_bytecode(module)
-        if isinstance(module, ir.Module)
-        else (module.encode() if isinstance(module, str) else bytes(module))
-    )
+    source, parameters, weight_flags = compiler_input(module)  # parameter files checked before compiling
     with tempfile.TemporaryDirectory(prefix="opscope-dispatch-") as tmp:
         root = Path(tmp)
         (root / "module.mlirbc").write_bytes(source)
@@ -87,6 +82,7 @@ def timed_build(
                 "iree-compile",
                 str(root / "module.mlirbc"),
                 *tgt.flags,
+                *weight_flags,
                 f"--iree-hal-dump-executable-benchmarks-to={root / 'bench'}",
                 "-o",
                 str(root / "module.vmfb"),
@@ -118,7 +114,8 @@ def timed_build(
         if any(t.name.startswith(ENCODING) for t in out):
             counts = _stream_calls(root / "module.mlirbc", tgt)
             out = [replace(t, calls=counts.get(t.name)) if t.name.startswith(ENCODING) else t for t in out]
-        return out, CompiledModule((root / "module.vmfb").read_bytes(), tgt, tuple(tgt.flags))
+        vmfb = (root / "module.vmfb").read_bytes()
+        return out, CompiledModule(vmfb, tgt, (*tgt.flags, *weight_flags), parameters=parameters)
 
 
 def _rebuild(path: Path, text: str, vmfb: Path, source_blobs: Callable[[], ResourceBlobs]) -> str | None:
