@@ -92,3 +92,33 @@ def test_each_broken_input_is_one_line_and_loses_nothing(corpus, group, tmp_path
             if why:
                 problems.append(f"{case.name} ({case.problem}): {why}")
     assert not problems, "\n".join(problems)
+
+
+def test_two_writers_on_one_run_folder(tmp_path, caplog):
+    """A profile into a folder another live opscope process is writing is refused in one line and
+    touches nothing; a lock left by a process that is gone is taken over, said, and released."""
+    import subprocess
+    import sys
+
+    import opscope
+    from opscope.errors import OpscopeError
+    from opscope.record.writer_lock import LOCK_NAME
+
+    model = tmp_path / "m.mlir"
+    model.write_text(MATMUL)
+    out = tmp_path / "run"
+    out.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / LOCK_NAME).write_text(str(other.pid))
+        with pytest.raises(
+            OpscopeError, match=rf"{out} is being written by another opscope process \(pid {other.pid}\)"
+        ):
+            opscope.profile(str(model), steps=1, out=out)
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # nothing written beside the other's lock
+    finally:
+        other.kill()
+        other.wait()
+    run = opscope.profile(str(model), steps=1, out=out)  # the lock's process is gone: taken over
+    assert (run.out_dir / "sketches.csv").stat().st_size and not (out / LOCK_NAME).exists()
+    assert f"left by a writer that is gone (pid {other.pid}): taken over" in caplog.text

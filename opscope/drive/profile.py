@@ -66,6 +66,7 @@ from opscope.passes.externalize_weights import externalize, wants_file
 from opscope.pipeline.taps import TAPS, parse_taps
 from opscope.record.run_record import save_run_record
 from opscope.record.tidy import MANIFEST_NAME, NOTES_NAME, SITE_COSTS_NAME
+from opscope.record.writer_lock import writing
 from opscope.run.instrumented import InstrumentedModel
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
@@ -393,34 +394,36 @@ def profile_module(
         )
     out = Path(out_dir)
     _check_fresh(out)
-    csv = out / CSV_NAME
-    external = False
-    if parameters is not False:
-        module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
-        if wants_file(module, True if weights_dtype is not None else parameters):
-            with ticking(f"{name}: write the weights to {out / WEIGHTS_NAME}"):
-                externalize(module, out / WEIGHTS_NAME, weights_dtype)
-            external = True
-        source = module
-    model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
-    inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
-    out.mkdir(parents=True, exist_ok=True)
-    model.manifest.save(out / MANIFEST_NAME)
-    if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run
-        (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
-    # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
-    run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
-    checked = None
-    if reference is not None and (verify or (verify is None and not external)):
-        with ticking(f"{name}: verify step 0 against {reference.kind}"):
-            base = parse_module(model.base_source, new_context(), name)
-            checked = verify_run(
-                reference, base, out, csv, inputs[0], run.first_outputs, model.manifest.row_stride, weights_dtype
-            )
-    model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads
-    report = mine_paths(csv, costs=out / COSTS_NAME)
-    (out / REPORT_NAME).write_text(mine_markdown(report))
-    return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name, checked)
+    with writing(out):  # one writer per run folder: a second is refused before it writes
+        _check_fresh(out)  # again, held: a writer that finished while this one waited is not written over
+        csv = out / CSV_NAME
+        external = False
+        if parameters is not False:
+            module = source if isinstance(source, ir.Module) else parse_module(source, new_context(), name)
+            if wants_file(module, True if weights_dtype is not None else parameters):
+                with ticking(f"{name}: write the weights to {out / WEIGHTS_NAME}"):
+                    externalize(module, out / WEIGHTS_NAME, weights_dtype)
+                external = True
+            source = module
+        model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
+        inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
+        out.mkdir(parents=True, exist_ok=True)
+        model.manifest.save(out / MANIFEST_NAME)
+        if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run
+            (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
+        # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
+        run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
+        checked = None
+        if reference is not None and (verify or (verify is None and not external)):
+            with ticking(f"{name}: verify step 0 against {reference.kind}"):
+                base = parse_module(model.base_source, new_context(), name)
+                checked = verify_run(
+                    reference, base, out, csv, inputs[0], run.first_outputs, model.manifest.row_stride, weights_dtype
+                )
+        model.loaded.release()  # the device's memory and the mapped weights leave before mining; a later call reloads
+        report = mine_paths(csv, costs=out / COSTS_NAME)
+        (out / REPORT_NAME).write_text(mine_markdown(report))
+        return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name, checked)
 
 
 def default_source(steps: int) -> ModelSource:
