@@ -13,6 +13,7 @@ path when the command fails.
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,7 @@ def test_two_writers_on_one_run_folder(tmp_path, caplog):
     finally:
         other.kill()
         other.wait()
-    run = opscope.profile(str(model), steps=1, out=out)  # the lock's process is gone: taken over
+    with caplog.at_level(logging.WARNING, logger="opscope"):  # a CLI test may have quietened the logger
+        run = opscope.profile(str(model), steps=1, out=out)  # the lock's process is gone: taken over
     assert (run.out_dir / "sketches.csv").stat().st_size and not (out / LOCK_NAME).exists()
     assert f"left by a writer that is gone (pid {other.pid}): taken over" in caplog.text
