@@ -320,14 +320,17 @@ def time_model(
     static = {d.name: d for d in analyze_dispatches(parsed, target).dispatches}
     times, compiled = timed_build(parsed, target, repetitions=repetitions, progress=progress)
     measured = measure_ceilings(target, progress) if peak_gbps is None else None
-    peak = measured.gbps if measured is not None else peak_gbps
-    ridge = measured.ridge if measured is not None else DEFAULT_RIDGE
+    peak, ridge, top, how = (
+        (measured.gbps, measured.ridge, measured.gflops, measured.how)
+        if measured is not None
+        else (peak_gbps, DEFAULT_RIDGE, None, "")
+    )
     timed = []
     for t in times:
         d = static.get(t.name)
         flops, moved = (d.flops, d.bytes_external) if d is not None else (None, None)
         roof = (
-            empirical_roofline(t.us / 1e3, flops, moved, peak, ridge, measured.gflops if measured else None)
+            empirical_roofline(t.us / 1e3, flops, moved, peak, ridge, top)
             if flops is not None and moved and t.us is not None
             else None
         )
@@ -338,9 +341,7 @@ def time_model(
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))
     resident = _resident_ms(loaded, function, args, max(repetitions, 9))
-    if measured is None:
-        return TimingReport(name, target, peak, timed, call, resident)
-    return TimingReport(name, target, peak, timed, call, resident, measured.gflops, measured.how)
+    return TimingReport(name, target, peak, timed, call, resident, top, how)
 
 
 def _resident_ms(loaded, function: str, args: list[np.ndarray], runs: int) -> float:

@@ -407,8 +407,7 @@ def profile_module(
             source = module
         model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
         inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
-        out.mkdir(parents=True, exist_ok=True)
-        model.manifest.save(out / MANIFEST_NAME)
+        model.manifest.save(out / MANIFEST_NAME)  # the folder: made by `writing`
         if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run
             (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
         # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere

@@ -100,8 +100,7 @@ def compile_module(
         tgt = Target("iree-compile", (), "", "flags given by the caller")
     else:
         tgt = target if isinstance(target, Target) else get_target(target)
-    source, parameters, _ = compiler_input(module)  # a damaged parameter file refused before compiling
-    flags = _flags(tgt, extra_flags, parameters)
+    source, parameters, flags = compiler_input(module, tgt, extra_flags)  # a damaged parameter file refused first
     key = hashlib.sha256(
         _compiler_version() + b"\0" + source + b"\0" + "\0".join(flags).encode() + bytes([statistics])
     ).hexdigest()
@@ -136,8 +135,8 @@ def compile_isolated(
     exits, even after its session closes (measured: +550 MB per SmolLM2 compile), so a loop
     over many variants of a large model compiles each in a process of its own."""
     tgt = target if isinstance(target, Target) else get_target(target)
-    source, parameters = _source(module)
-    return _compile_child(source, tgt, _flags(tgt, extra_flags, parameters), parameters)
+    source, parameters, flags = compiler_input(module, tgt, extra_flags)
+    return _compile_child(source, tgt, flags, parameters)
 
 
 def _compile_child(source: bytes, tgt: Target, flags: tuple[str, ...], parameters: tuple) -> CompiledModule:
@@ -174,16 +173,18 @@ def _flags(tgt: Target, extra_flags, parameters: tuple) -> tuple[str, ...]:
     return flags
 
 
-def compiler_input(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...], tuple[str, ...]]:
+def compiler_input(
+    module: ir.Module | str | bytes, tgt: Target, extra_flags: tuple[str, ...] | list[str] = ()
+) -> tuple[bytes, tuple[tuple[str, str], ...], tuple[str, ...]]:
     """What `iree-compile` reads for `module` (`_source`), the parameter files it names, each checked
     readable before anything compiles (a one-line error naming a missing or damaged file), and the
-    flags a module with parameter files compiles with (`STREAMED_WEIGHTS_FLAGS`)."""
+    flags it compiles with on `tgt` (`_flags`)."""
     from opscope.ir.parameter_files import open_index
 
     source, parameters = _source(module)
     for _, path in parameters:
         open_index(path)
-    return source, parameters, STREAMED_WEIGHTS_FLAGS if parameters else ()
+    return source, parameters, _flags(tgt, extra_flags, parameters)
 
 
 def _source(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...]]:

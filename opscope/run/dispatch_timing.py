@@ -73,7 +73,7 @@ def timed_build(
     (Google benchmark's own default, half a second, when None)."""
     tgt = target if isinstance(target, Target) else get_target(target)
     require_runnable(tgt)  # before anything compiles
-    source, parameters, weight_flags = compiler_input(module)  # parameter files checked before compiling
+    source, parameters, flags = compiler_input(module, tgt)  # parameter files checked before compiling
     with tempfile.TemporaryDirectory(prefix="opscope-dispatch-") as tmp:
         root = Path(tmp)
         (root / "module.mlirbc").write_bytes(source)
@@ -81,8 +81,7 @@ def timed_build(
             [
                 "iree-compile",
                 str(root / "module.mlirbc"),
-                *tgt.flags,
-                *weight_flags,
+                *flags,
                 f"--iree-hal-dump-executable-benchmarks-to={root / 'bench'}",
                 "-o",
                 str(root / "module.vmfb"),
@@ -115,7 +114,7 @@ def timed_build(
             counts = _stream_calls(root / "module.mlirbc", tgt)
             out = [replace(t, calls=counts.get(t.name)) if t.name.startswith(ENCODING) else t for t in out]
         vmfb = (root / "module.vmfb").read_bytes()
-        return out, CompiledModule(vmfb, tgt, (*tgt.flags, *weight_flags), parameters=parameters)
+        return out, CompiledModule(vmfb, tgt, flags, parameters=parameters)
 
 
 def _rebuild(path: Path, text: str, vmfb: Path, source_blobs: Callable[[], ResourceBlobs]) -> str | None:
