@@ -4,8 +4,8 @@ Matches the site `site` names (`opscope.ir.sites`: its exact name, else a 0-base
 IR order) and adds a public `func.func @site_<name>` (the name with every character outside
 [A-Za-z0-9_] made `_`, `opscope.site = "<name>"`) right after the site's function, holding a
 copy of the site op at its real static shapes and its location. Its arguments are the
-site's runtime operands: the lhs first (a convolution's input before its zero `tensor.pad`,
-which is copied in), then every other operand that is not a constant expression
+site's runtime operands: the lhs first (a convolution's input before its zero `tensor.pad` or
+its spread over zeros, which are copied in), then every other operand that is not a constant expression
 (`opscope.ir.const_expr`): a computed rhs (k in q·kᵀ), a weight the model takes as an
 argument, an init that is no fill of a constant. Constant operands are copied in with their
 chain (an `arith.constant`, a `util.global.load` of an immutable global, which stays in the
@@ -152,8 +152,17 @@ def _slice(site: Site) -> tuple[list[ir.Value], list[ir.Operation]]:
 
 
 def _pads(value: ir.Value, lhs: ir.Value) -> bool:
-    """`value` is the `tensor.pad` of `lhs` a convolution reads (`opscope.ir.sites` takes its source as the lhs)."""
-    return isinstance(value, ir.OpResult) and owner(value).name == "tensor.pad" and owner(value).operands[0] == lhs
+    """`value` is `lhs` as a convolution reads it, which `opscope.ir.sites` reads through: its zero
+    `tensor.pad`, its spread over zeros (`tensor.insert_slice`: a transposed convolution), or either
+    split into groups (`tensor.expand_shape`), so the copy takes the input itself (found by the
+    generated-model tests: a transposed convolution's function took both the input and the zeros)."""
+    if not isinstance(value, ir.OpResult):
+        return False
+    op = owner(value)
+    if op.name not in ("tensor.pad", "tensor.insert_slice", "tensor.expand_shape"):
+        return False
+    source = op.operands[0]
+    return source == lhs or _pads(source, lhs)
 
 
 def _top_level(op: ir.Operation) -> ir.Operation:

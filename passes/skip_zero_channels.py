@@ -32,7 +32,11 @@ zeros there; `opscope plan` builds it to price the guard apart from the slicing.
 
 `channels` is comma-separated indices and inclusive ranges (`0,7-9,56`); an index at or
 past K, or an empty list, is refused before anything is rewritten. Skipping every channel
-leaves the guarded branch yielding the init (the product of nothing).
+leaves the guarded branch yielding the init (the product of nothing). A site that would keep
+one K channel keeps one skipped channel too (zero wherever the sliced branch runs, so the
+result is the same): IREE 3.13 cannot data-tile a one-K matmul of one row whose lhs is
+computed (here gathered), and `opscope.run.compile` would then build the whole model without
+data tiling (found by the generated-model tests, `tests/test_generated_models.py`).
 """
 
 from __future__ import annotations
@@ -149,6 +153,9 @@ def _guard(site: Site, skip: tuple[int, ...], lhs_dim: int, rhs_dim: int, guarde
     lhs, rhs, init = op.operands[0], op.operands[1], op.operands[2]
     k = ir.RankedTensorType(lhs.type).shape[lhs_dim]
     kept = tuple(i for i in range(k) if i not in set(skip))
+    if len(kept) == 1:  # IREE 3.13 cannot data-tile a one-K, one-row matmul of a computed lhs (the whole
+        # model would be built untiled): one skipped channel, zero wherever the sliced branch runs, stays in
+        kept = tuple(sorted(kept + skip[:1]))
     loc = op.location
     ip = ir.InsertionPoint(op)
     with loc:

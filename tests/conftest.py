@@ -12,6 +12,7 @@ session directory, so each session really runs the compiler (and CLI subprocesse
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,26 @@ SCHEDULED = {
 }
 SLOWEST_IN_CI = 20  # CI prints this many slowest tests at the end, so growth is visible
 _deselected: list = []
+
+
+# The generated-model slice (tests/test_generated_models.py): a fresh seed each run unless
+# OPSCOPE_FUZZ_SEED replays one, printed in the header; OPSCOPE_FUZZ_MODELS sets how many models.
+FUZZ_SEED = int(os.environ.get("OPSCOPE_FUZZ_SEED") or secrets.randbelow(2**31))
+FUZZ_MODELS = int(os.environ.get("OPSCOPE_FUZZ_MODELS") or 200)
+
+
+def pytest_report_header(config):
+    return f"generated models: seed {FUZZ_SEED} (replay: OPSCOPE_FUZZ_SEED={FUZZ_SEED}), {FUZZ_MODELS} models"
+
+
+@pytest.fixture(scope="session")
+def fuzz_seed() -> int:
+    return FUZZ_SEED
+
+
+@pytest.fixture(scope="session")
+def fuzz_models() -> int:
+    return FUZZ_MODELS
 
 
 def pytest_configure(config):

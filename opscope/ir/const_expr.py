@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from math import prod
 
 from iree.compiler import ir
 
@@ -134,7 +135,12 @@ def _reads_data(value: ir.Value, depth: int) -> bool:
         attr = op.attributes["value"]
         if not isinstance(value.type, ir.ShapedType):
             return False
-        return not (isinstance(attr, ir.DenseElementsAttr) and attr.is_splat)
+        if not (isinstance(attr, ir.DenseElementsAttr) and attr.is_splat):
+            return True
+        # a splat is a filler (zeros, a broadcast scalar), except a matrix of one element: Linear(1, 1)'s
+        # weight is splat only because it holds one value (found by the generated-model tests)
+        ty = ir.RankedTensorType(value.type)
+        return ty.has_static_shape and ty.rank >= 2 and prod(ty.shape) == 1
     return any(_reads_data(o, depth + 1) for o in [*op.operands, *captures(op)])
 
 

@@ -14,7 +14,8 @@ dims (each group its own GEMM), so FLOPs = 2·batch·M·K·N as for a matmul. It
 the input (lhs; the source of a zero `tensor.pad`, so padding is not counted as data, also
 when a grouped convolution splits the padded input into groups),
 the filter (rhs) and the result (out). A transposed convolution, lowered as its input spread
-with zeros by a strided `tensor.insert_slice` and a stride-1 convolution, is kind
+over a zero image by a `tensor.insert_slice` (strided when it strides, unit-stride when it only
+pads: torch-mlir's form; a plain convolution pads with `tensor.pad`) and a stride-1 convolution, is kind
 `conv_transpose_*`: its lhs is the input before the zeros, and M = batch × input image, so its
 FLOPs are PyTorch's (the lowering also multiplies the inserted zeros; `opscope.analysis.cost`
 counts what it runs). `Site.channels` says which dims are each operand's
@@ -218,8 +219,8 @@ def _conv_site(op: ir.Operation):
     lhs, grouped = _unpadded(ins[0]), None
     if lhs is ins[0] and isinstance(lhs, ir.OpResult) and lhs.owner.name == "tensor.expand_shape":
         source = lhs.owner.operands[0]
-        inner = _unpadded(source)  # a grouped convolution: the padded input split into groups
-        if inner is not source:
+        inner = _unpadded(source)  # a grouped convolution: the padded (or spread) input split into groups
+        if inner is not source or _zero_inserted(source) is not None:
             grouped = [
                 [ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(lhs.owner.attributes["reassociation"])
             ]
@@ -269,15 +270,21 @@ def _unpadded(value: ir.Value) -> ir.Value:
 
 
 def _zero_inserted(value: ir.Value) -> ir.Value | None:
-    """The source of a strided `tensor.insert_slice` into zeros (how torch-mlir lowers a transposed
-    convolution with stride > 1: its input spread over a zero image, then a stride-1 convolution),
-    else None."""
+    """The source of a `tensor.insert_slice` of a whole tensor into a larger zero image, else None:
+    how torch-mlir lowers every transposed convolution that pads or strides (its input spread
+    over zeros, strided or not, then a stride-1 convolution; a plain convolution pads with
+    `tensor.pad` instead)."""
     if not isinstance(value, ir.OpResult) or value.owner.name != "tensor.insert_slice":
         return None
     insert = value.owner
     strides = list(ir.DenseI64ArrayAttr(insert.attributes["static_strides"]))
     source, dest = insert.operands[0], insert.operands[1]
-    if all(st == 1 for st in strides) or ir.RankedTensorType(source.type).rank != len(strides):
+    src, dst = source.type, dest.type
+    if not isinstance(src, ir.RankedTensorType) or src.rank != len(strides) or src.rank != dst.rank:
+        return None
+    if list(ir.DenseI64ArrayAttr(insert.attributes["static_sizes"])) != list(src.shape):
+        return None  # a part of the source: not a spread of the whole input
+    if all(st == 1 for st in strides) and list(src.shape) == list(dst.shape):
         return None
     return source if is_zeros(dest) else None
 
@@ -391,5 +398,9 @@ def operand_dims(site: Site, role: str, which: str = "k") -> tuple[int, ...] | N
 
 def _uses(expr: ir.AffineExpr, dim: int, n_dims: int) -> bool:
     """`expr` reads loop dim `dim` (it changes when that dim is replaced by a symbol)."""
-    repl = [ir.AffineDimExpr.get(i) if i != dim else ir.AffineConstantExpr.get(0) for i in range(n_dims)]
-    return str(expr.compose(ir.AffineMap.get(n_dims, 0, repl))) != str(expr)
+    ctx = expr.context  # callers need not hold a context (`opscope.act.weights.weight_bytes` from the API)
+    repl = [
+        ir.AffineDimExpr.get(i, context=ctx) if i != dim else ir.AffineConstantExpr.get(0, context=ctx)
+        for i in range(n_dims)
+    ]
+    return str(expr.compose(ir.AffineMap.get(n_dims, 0, repl, context=ctx))) != str(expr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.parameter_files import PARAMETERS_ATTR, parameter_files
 from opscope.ir.progress import phase
 from opscope.run.targets import Target, get_target
+
+log = logging.getLogger("opscope")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,11 @@ def check_compilable(module: ir.Module) -> None:
     module.operation.walk(visit)
     if problems:
         raise OpscopeError(problems[0])
+    from opscope.run.target_limits import short_windows
+
+    short = short_windows(module)
+    if short:
+        raise OpscopeError(short)
 
 
 def compile_module(
@@ -110,10 +118,7 @@ def compile_module(
     if use_cache and not statistics and disk.exists():
         result = CompiledModule(disk.read_bytes(), tgt, flags, cached=True, parameters=parameters)
     else:
-        if parameters and not statistics:  # a model large enough for a parameter file: see `_compile_child`
-            result = _compile_child(source, tgt, flags, parameters)
-        else:
-            result = dataclasses.replace(_compile(source, tgt, flags, statistics), parameters=parameters)
+        result = _compile_untiled_if_needed(source, tgt, flags, statistics, parameters)
         if use_cache and not statistics:
             try:
                 disk.parent.mkdir(parents=True, exist_ok=True)
@@ -125,6 +130,43 @@ def compile_module(
     if use_cache:
         _MEMO[key] = result
     return result
+
+
+def _compile_untiled_if_needed(
+    source: bytes, tgt: Target, flags: tuple[str, ...], statistics: bool, parameters: tuple
+) -> CompiledModule:
+    """Compile; where IREE 3.13's data tiling fails (`DATA_TILING_BUGS`: "tiling factors must be less
+    than or equal to the input rank for pack" on a 1x1 by 1xN matmul whose lhs is computed; found by
+    the generated-model tests), compile again without data tiling, said in one warning: the model
+    runs, its matmuls untiled."""
+
+    def once(fl: tuple[str, ...]) -> CompiledModule:
+        if parameters and not statistics:  # a model large enough for a parameter file: see `_compile_child`
+            return _compile_child(source, tgt, fl, parameters)
+        return dataclasses.replace(_compile(source, tgt, fl, statistics), parameters=parameters)
+
+    try:
+        return once(flags)
+    except CompileFailed as e:
+        if not any(bug in e.first for bug in DATA_TILING_BUGS) or DATA_TILING not in flags:
+            raise
+        log.warning(
+            "%s: IREE 3.13's data tiling fails on this model; compiling it again without data tiling (%s)",
+            e.first,
+            NO_DATA_TILING,
+        )
+        return once(tuple(f for f in flags if f != DATA_TILING) + (NO_DATA_TILING,))
+
+
+DATA_TILING = "--iree-opt-data-tiling"
+NO_DATA_TILING = "--iree-opt-data-tiling=false"
+# IREE 3.13 failures that go away without data tiling (found by the generated-model tests): a 1x1 by 1xN
+# matmul whose lhs is computed; some batches of torch-exported attention, convolution and MoE layers
+# (each of which compiles alone) at LLVM translation.
+DATA_TILING_BUGS = (
+    "tiling factors must be less than or equal to the input rank for pack",
+    "LLVM Translation failed for operation: builtin.unrealized_conversion_cast",
+)
 
 
 def compile_isolated(
@@ -181,27 +223,43 @@ def compiler_input(
     flags it compiles with on `tgt` (`_flags`)."""
     from opscope.ir.parameter_files import open_index
 
-    source, parameters = _source(module)
+    source, parameters = _source(module, DATA_TILING in tgt.flags and NO_DATA_TILING not in extra_flags)
     for _, path in parameters:
         open_index(path)
     return source, parameters, _flags(tgt, extra_flags, parameters)
 
 
-def _source(module: ir.Module | str | bytes) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+def _source(module: ir.Module | str | bytes, data_tiled: bool = False) -> tuple[bytes, tuple[tuple[str, str], ...]]:
     """What the compiler reads (a module checked and written as bytecode, text encoded) and the
     (scope, file) of each parameter file the module names, sorted. The compiler's copy leaves
     the file names out (`without_file_names`): where the weights live is the loader's business,
-    so a model compiles to one cached vmfb whichever run folder holds its parameter file."""
+    so a model compiles to one cached vmfb whichever run folder holds its parameter file. For a
+    `data_tiled` target the copy's normalized contraction operands are guarded
+    (`target_limits.guard_normalized_operands`: IREE 3.13 computes them wrong otherwise)."""
+    from opscope.run.target_limits import guard_normalized_operands, normalized_operands
+
     if isinstance(module, ir.Module):
         check_compilable(module)
+        if data_tiled and normalized_operands(module):
+            module = _copy(module)
+            guard_normalized_operands(module)
         files = parameter_files(module)
         return without_file_names(module, files), tuple(sorted(files.items()))
     source = module.encode() if isinstance(module, str) else bytes(module)
-    if PARAMETERS_ATTR.encode() not in source:  # the name is in the text or the bytecode's strings
+    guard = data_tiled and b"reduction" in source and b"linalg" in source
+    if PARAMETERS_ATTR.encode() not in source and not guard:  # names are in the text or the bytecode's strings
         return source, ()
     parsed = parse_module(source, new_context())
+    if guard and not guard_normalized_operands(parsed) and PARAMETERS_ATTR.encode() not in source:
+        return source, ()
     files = parameter_files(parsed)
     return without_file_names(parsed, files), tuple(sorted(files.items()))
+
+
+def _copy(module: ir.Module):
+    """The compiler's copy of `module` to edit: a clone in its context (the weights' blobs are the
+    context's, shared, not copied), dropped after it is written."""
+    return module.operation.clone()
 
 
 def without_file_names(module: ir.Module, files: dict[str, str]) -> bytes:

@@ -1,0 +1,209 @@
+"""Generated models through every opscope pass and analysis, against their own numpy references
+(`generated_models`: the generator, `generated_checks`: the checks, `fuzz_models`: the chunked
+driver), and the regressions that generator found, each with its bug fixed.
+
+The slice draws 200 models a run (`OPSCOPE_FUZZ_MODELS`) from a fresh seed, printed in the session
+header and in every failure (`OPSCOPE_FUZZ_SEED=S` replays it), checks them in batches of 25 and
+runs one rewrite per batch, taken in turn from the seed (8 of the 10 a run, all of them over two), and
+checks 8 of the models again as one PyTorch module through `.pt2` or ONNX (by the seed's parity)
+against PyTorch itself. Every check again on vulkan-spirv (92 s a batch on lavapipe) is the long
+run's: `python tests/fuzz_models.py` (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from fuzz_models import chunk_seed, run_chunk
+from generated_checks import _rw_skip_zero_channels, check_batch
+from generated_models import Batch, Program
+
+from opscope.errors import OpscopeError
+from opscope.ir.loading import new_context, parse_module
+from opscope.ir.sites import find_sites
+from opscope.run.compile import CompileFailed, compile_module
+
+
+def test_generated_models(fuzz_seed, fuzz_models, caplog):
+    """The CI slice: every check and one rewrite per batch on `fuzz_models` generated models."""
+    caplog.set_level(logging.ERROR, logger="opscope")  # the rewrites' per-site skip warnings
+    seed = chunk_seed(fuzz_seed, 0)
+    chunk = run_chunk(seed, fuzz_models, rewrites_per_batch=1, torch_models=8)
+    replay = (
+        f"replay: OPSCOPE_FUZZ_SEED={fuzz_seed} python -m pytest {__file__}::test_generated_models, or "
+        f"python tests/fuzz_models.py --replay-chunk-seed {seed} --per-chunk {fuzz_models} --rewrites 1 --torch 8"
+    )
+    assert not chunk.problems, f"{len(chunk.problems)} problems ({replay}):\n" + "\n".join(chunk.problems[:30])
+    assert chunk.models == fuzz_models, replay
+    assert chunk.checked + len(chunk.refused) == chunk.models, replay
+    print(
+        f"\n{chunk.checked} generated models checked ({chunk.families}), {len(chunk.refused)} refused in one "
+        f"line, rewrites {chunk.rewrites}, {chunk.torch} through PyTorch, seed {fuzz_seed}, {chunk.seconds:.0f} s"
+    )
+
+
+# -- regressions: each a shrunk generated model, its bug fixed --------------------------------------
+def short_window_conv() -> Program:
+    """A stride-3 3x3 convolution of a 4x3 image: one output row, whose window stops a row short."""
+    p = Program("@@", 0)
+    x = p.arg((1, 1, 4, 3))
+    p.output(p.conv(x, 1, (3, 3), stride=3))
+    return p
+
+
+def test_short_window_convolution_is_refused_in_one_line():
+    """IREE 3.13 cannot compile it (any target): opscope says so before compiling, naming the op and the
+    fix, instead of IREE's "'linalg.generic' op inferred input/output operand #1 has shape's dimension
+    #0 to be 4, but found 3" and a log file."""
+    module = parse_module(Batch([short_window_conv()]).module(), new_context())
+    with pytest.raises(OpscopeError) as e:
+        compile_module(module, "llvm-cpu", use_cache=False)
+    line = str(e.value)
+    assert not isinstance(e.value, CompileFailed) and "\n" not in line
+    assert 'loc("m0.conv0")' in line and "crop that dim of its input to 3" in line
+
+
+def test_short_window_convolution_cropped_compiles_and_agrees():
+    """The fix the refusal names (the input cropped to the window's reach) compiles and gives numpy's result."""
+    p = Program("@@", 0)
+    x = p.arg((1, 1, 3, 3))
+    p.output(p.conv(x, 1, (3, 3), stride=3))
+    outcome = check_batch(Batch([p]), 0)
+    assert outcome.checked == 1 and not outcome.problems and not outcome.refused
+
+
+@pytest.mark.xfail(strict=True, raises=CompileFailed, reason="IREE 3.13: a short-window convolution does not compile")
+def test_iree_still_fails_on_a_short_window_convolution():
+    """Pins the IREE bug itself (MLIR text skips opscope's check): when an upgrade fixes it this
+    passes, the strict xfail fails, and `opscope.run.target_limits.short_windows` can go."""
+    compile_module(Batch([short_window_conv()]).module(), "llvm-cpu", use_cache=False)
+
+
+def one_by_one_matmul() -> Program:
+    """x[1,1]·2 times a [1,3] weight: a 1x1 by 1xN matmul whose lhs is computed."""
+    p = Program("@@", 0)
+    p.output(p.matmul(p.scale(p.arg((1, 1)), 2.0), p.const(p.weight((1, 3)))))
+    return p
+
+
+def test_one_by_one_matmul_of_a_computed_lhs_compiles_untiled(caplog):
+    """IREE 3.13's data tiling fails on it on llvm-cpu ("tiling factors must be less than or equal to
+    the input rank for pack"); opscope compiles it again without data tiling, says so in one warning,
+    and the model gives numpy's result (found by the generated models: any layer of width 1 in a
+    one-row batch, or a fake-quantized 1x1 lhs)."""
+    with caplog.at_level(logging.WARNING, logger="opscope"):
+        outcome = check_batch(Batch([one_by_one_matmul()]), 0)
+    assert outcome.checked == 1 and not outcome.problems
+    assert any("again without data tiling" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.xfail(strict=True, raises=CompileFailed, reason="IREE 3.13: data tiling fails on a 1x1 by 1xN matmul")
+def test_iree_still_fails_to_data_tile_a_one_by_one_matmul():
+    """Pins the IREE bug (opscope's own flags, no fallback): when an upgrade fixes it this passes and the
+    strict xfail fails, so `compile._compile_untiled_if_needed` can go."""
+    from opscope.run.compile import _compile
+    from opscope.run.targets import get_target
+
+    tgt = get_target("llvm-cpu")
+    _compile(Batch([one_by_one_matmul()]).module().encode(), tgt, tgt.flags, False)
+
+
+def test_skip_zero_channels_leaving_one_channel_compiles_bit_identical():
+    """A ReLU layer with two of its three units dead feeds a linear layer: skipping both zero channels
+    left a one-K matmul of a computed (gathered) lhs, which IREE 3.13 cannot data-tile; the pass keeps
+    one zero channel (the model stays data-tiled), and the result is the dense one bit for bit."""
+    p = Program("@@", 1)
+    x = p.arg((1, 8))
+    h = p.unary(p.linear(x, 3, zero_rows=1), "relu")
+    p.output(p.linear(h, 4, form="plain"))
+    batch = Batch([p])
+    assert np.count_nonzero(p.evaluate(batch.inputs(0))[h.id] == 0) == 2  # two dead units on this input
+    assert _rw_skip_zero_channels(batch, 0, "llvm-cpu") == []
+
+
+@pytest.mark.parametrize("stride,pad", [(1, 0), (1, 1), (2, 0)])
+def test_transposed_convolution_is_one_whatever_its_stride(stride, pad):
+    """torch-mlir spreads a transposed convolution's input over zeros with a `tensor.insert_slice` that is
+    unit-stride when the convolution only pads: that site was read as a plain convolution of the zero
+    image (the zeros counted as data, 1.4x PyTorch's FLOPs). Now kind conv_transpose_*, lhs the input,
+    FLOPs per input pixel (FlopCounterMode's rule)."""
+    p = Program("@@", 0)
+    x = p.arg((1, 3, 5))
+    p.output(p.conv(x, 4, (3,), stride=stride, pad=pad, transposed=True))
+    module = parse_module(Batch([p]).module(), new_context())
+    (site,) = find_sites(module)
+    assert site.kind == "conv_transpose_1d_ncw_fcw"
+    assert site.flops == 2 * 5 * 3 * 4 * 3  # input pixels x C x F x window
+    assert tuple(site.shape("lhs")) == (1, 3, 5)
+
+
+def softmax_times_v(heads: int = 2, seq: int = 3, dh: int = 8) -> Program:
+    """Attention's probabilities times v: softmax over [heads, seq, seq], a batch_matmul with [heads, seq, dh]."""
+    p = Program("@@", 5)
+    scores, v = p.arg((heads, seq, seq)), p.arg((heads, seq, dh))
+    p.output(p.batch_matmul(p.softmax(scores), v))
+    p.expected.gates = 1  # a softmax over no q·kᵀ product is read as a router's (`opscope.ir.dynamics`)
+    return p
+
+
+def _max_error(p: Program, vmfb_of) -> float:
+    from opscope.run.runtime import load
+
+    batch = Batch([p])
+    inputs = batch.inputs(0)
+    got = load(vmfb_of(batch.module())).invoke("main", *inputs)[0]
+    return float(np.abs(got - p.evaluate(inputs)[p.outputs[0].id]).max())
+
+
+@pytest.mark.parametrize("heads,seq", [(2, 3), (4, 7), (12, 31)])
+def test_softmax_times_v_is_right_on_llvm_cpu(heads, seq):
+    """IREE 3.13's data tiling computes softmax·v wrong at these shapes (off by O(1), silently); opscope
+    compiles the contraction behind a compute barrier (`target_limits.guard_normalized_operands`) and
+    gets numpy's result, bit-identical taps included (`check_batch`)."""
+    p = softmax_times_v(heads, seq)
+    assert _max_error(p, lambda text: compile_module(text, "llvm-cpu", use_cache=False)) < 1e-5
+    outcome = check_batch(Batch([p]), 0)
+    assert outcome.checked == 1 and not outcome.problems
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="IREE 3.13: data tiling computes softmax·v wrong")
+def test_iree_still_computes_softmax_times_v_wrong():
+    """Pins the IREE miscompile (opscope's llvm-cpu flags, no guard): when an upgrade fixes it this
+    passes, the strict xfail fails, and the guard can go."""
+    from opscope.run.compile import _compile
+    from opscope.run.targets import get_target
+
+    tgt = get_target("llvm-cpu")
+    assert _max_error(softmax_times_v(), lambda text: _compile(text.encode(), tgt, tgt.flags, False)) < 1e-5
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="open: a weight on the lhs of its matmul is not a weight")
+def test_a_weight_on_the_lhs_counts_as_weight_bytes():
+    """Open finding (the torch route: `torch.einsum("bka,cdkb->cda", x, w)` exports with the weight on
+    the matmul's lhs): `weight_bytes` and the rhs-based rewrites read weights on the rhs only, so this
+    model's 4,480-byte weight is missed and its 240-byte input counted. When fixed, this passes."""
+    from opscope.act.weights import weight_bytes
+
+    p = Program("@@", 0)
+    x = p.arg((3, 4))
+    w = p.const(p.weight((5, 3)))
+    p.output(p.einsum(w, x, "nk,km->nm", {"n": 5, "k": 3, "m": 4}, weight=False))  # W @ x
+    module = parse_module(Batch([p]).module(), new_context())
+    assert weight_bytes(module) == 5 * 3 * 4
+
+
+def test_int8_weights_on_lavapipe_are_refused_in_one_line(vulkan):
+    """An int8 weight dequantized in the graph read as zeros in its statistics on vulkan-spirv (lavapipe),
+    silently: opscope now refuses i8 models there in one line, as it does f16 ones."""
+    from opscope.run.instrumented import InstrumentedModel
+    from opscope.run.target_limits import device_name
+
+    p = Program("@@", 0)
+    p.output(p.linear(p.arg((3, 4)), 2, wdtype="i8"))
+    if "llvmpipe" not in device_name("vulkan"):
+        pytest.skip("measured on Mesa's lavapipe; another Vulkan device is warned of")
+    with pytest.raises(OpscopeError) as e:
+        InstrumentedModel.build(Batch([p]).module(), "vulkan-spirv", name="int8")
+    assert "\n" not in str(e.value) and "i8" in str(e.value) and "use --target llvm-cpu" in str(e.value)
