@@ -158,6 +158,8 @@ class QuantizeWeight:
         k_dims = tuple(d for d, loop in enumerate(loops) if loop in k_loops)
         if not k_dims:
             return "its weight has no K dim"
+        if len(k_dims) == len(loops):  # x @ w with w a vector: one scale for no channel (found by the
+            return "its weight has no output channel (a vector: x @ w)"  # generated-model tests: invalid IR)
         if self.group:
             if len(k_dims) != 1:
                 return f"group={self.group} needs one K dim in the weight, it has {len(k_dims)}"

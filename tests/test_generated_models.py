@@ -207,3 +207,15 @@ def test_int8_weights_on_lavapipe_are_refused_in_one_line(vulkan):
     with pytest.raises(OpscopeError) as e:
         InstrumentedModel.build(Batch([p]).module(), "vulkan-spirv", name="int8")
     assert "\n" not in str(e.value) and "i8" in str(e.value) and "use --target llvm-cpu" in str(e.value)
+
+
+def test_quantize_weight_leaves_a_vector_weight_alone():
+    """x @ w with w a vector (no output channel): quantize-weight wrote a scale generic whose map did not
+    match its scale tensor (the IR failed to verify, the pipeline raised); now the site is skipped
+    with a warning and the model is the same."""
+    from generated_checks import check_rewrite
+
+    p = Program("@@", 0)
+    x = p.arg((7, 1))
+    p.output(p.einsum(x, p.const(p.weight((7,))), "km,k->m", {"k": 7, "m": 1}))
+    assert check_rewrite(Batch([p]), "quantize-weight", 0) == []
