@@ -25,10 +25,9 @@ TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i8": "i
 
 
 def torch_ready(p: Program) -> bool:
-    """Whether `p` has a faithful torch form here. Not the einsum family: `torch.einsum` may put the
-    weight on the lhs of the matmul it exports (opscope reads weights on the rhs: an open finding,
-    pinned by tests/test_generated_models.py), and FlopCounterMode counts an einsum it lowers to
-    mul + sum as 0 FLOPs."""
+    """Whether `p` has a faithful torch form here. Not the einsum family: FlopCounterMode counts an
+    einsum PyTorch lowers to mul + sum as 0 FLOPs (no reference), and `torch.einsum` may put the
+    weight on the lhs of the matmul it exports, which the rhs-based rewrites leave alone (open)."""
     if p.family == "einsum":
         return False
     kinds = {f.kind for f in p.expected.sites}

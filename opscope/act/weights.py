@@ -6,7 +6,9 @@ int8/int4 kernel reads that many bytes, which is what quantization saves (its FL
 the same, and the simulation's round trips add some). Counted per distinct weight tensor
 (a tied embedding once; a MoE's expert bank once, however many tokens gather from it), at its
 element type's width when not quantized, as stored: a weight widened or dequantized from
-constants before its matmul (bf16 → f32, int8 codes × scales) counts the constants it reads.
+constants before its matmul (bf16 → f32, int8 codes × scales) counts the constants it reads. A
+weight on the left of its matmul (W @ x) counts too, and its right operand is then the activation
+(found by the generated-model tests: `torch.einsum` may put the weight there).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from math import prod
 
 from iree.compiler import ir
 
-from opscope.ir.const_expr import captures, is_const_expr, owner
+from opscope.ir.const_expr import captures, is_const_expr, is_weight, owner
 from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1}
@@ -26,7 +28,7 @@ def weight_bytes(module, pipeline: str = "") -> int:
     weights its `fakequant-weights` passes select counted at their bits (+ an f32 per scale).
     Rewrites `module` in place (all but the fake-quant passes, whose plans are read instead)."""
     from opscope.ir.site_select import select_sites
-    from opscope.ir.sites import operand_dims
+    from opscope.ir.sites import is_convolution, operand_dims
     from opscope.ir.weight_source import gathered_weight, rhs_source
     from opscope.ir.weight_trace import copy_source
     from opscope.passes.fakequant_weights import FakequantWeights
@@ -39,6 +41,12 @@ def weight_bytes(module, pipeline: str = "") -> int:
         run_pipeline(module, Pipeline(tuple(rest)))
     stored: dict[ir.Value, int] = {}  # values hash by identity
     for site in select_sites("weights", module, "", None):
+        lhs = site.op.operands[0]
+        if not is_convolution(site) and is_weight(lhs):  # W @ x: the weight on the left (an einsum's order)
+            weight, _, _ = copy_source(lhs, operand_dims(site, "lhs") or ())
+            _at_rest(weight, stored)
+            if not is_weight(site.op.operands[1]):
+                continue  # the rhs is the activation, an argument included
         source = rhs_source(site)
         if source == "computed":
             continue
