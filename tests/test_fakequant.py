@@ -365,14 +365,13 @@ def test_linear_3d_activation_round_trip_with_tuned_flags():
     np.testing.assert_allclose(load(compile_module(quantized, "llvm-cpu")).invoke("main", x)[0], want, atol=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="IREE 3.13 llvm-cpu with --iree-opt-level=O3 (global optimization included) and "
-    "--iree-opt-data-tiling miscompiles fakequant-activations on a broadcast-weight "
-    "batch_matmul (a 3-D nn.Linear)",
-)
 def test_linear_3d_activation_round_trip_with_global_opt_o3():
+    """IREE 3.13 llvm-cpu with --iree-opt-level=O3 (global optimization included) and data tiling
+    miscompiled fakequant-activations on a broadcast-weight batch_matmul (a 3-D nn.Linear): the
+    round trip is an elementwise op of x and a reduction of x, the pattern the generated-model tests
+    found in softmax · v; opscope's compile now puts a compute barrier there
+    (`target_limits.guard_normalized_operands`; the IREE bug itself is pinned in
+    tests/test_generated_models.py), and the result is right with these flags too."""
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
     from opscope.run.targets import GLOBAL_OPT_O1, Target, get_target
