@@ -68,6 +68,7 @@ class Chunk:
     families: dict[str, int] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
     torch: int = 0  # models also checked as PyTorch modules through an importer
+    iree_torch: list[str] = field(default_factory=list)  # IREE's one-line failures on those batches
     failed: int = 0  # models taken out of their batch for a refusal of many lines (each also a problem)
     rewrites: dict[str, int] = field(default_factory=dict)  # rewrite -> models it ran on
     problems: list[str] = field(default_factory=list)
@@ -108,7 +109,9 @@ def run_chunk(
             chunk.rewrites[name] = chunk.rewrites.get(name, 0) + outcome.checked
             chunk.problems += [f"batch {b}: {name}: {p}" for p in found]
     if torch_models:
+        before = len(gt.IREE_FAILURES)
         chunk.problems += check_torch(programs, seed, torch_models)
+        chunk.iree_torch = gt.IREE_FAILURES[before:]
         chunk.torch = min(torch_models, sum(gt.torch_ready(p) for p in programs))
     chunk.seconds = round(time.time() - start, 1)
     return chunk

@@ -453,34 +453,27 @@ class Program:
     def _site(self, name, kind, flops, lhs, rhs, out, channels=(), weight=True, k=((), ())):
         self.expected.sites.append(SiteFact(name, kind, flops, lhs.id, rhs.id, out.id, channels, weight, *k))
 
-    def matmul(self, a: Value, b: Value, weight: bool = True, lhs_fact: Value | None = None) -> Value:
+    def matmul(self, a: Value, b: Value, weight: bool = True) -> Value:
         """`linalg.matmul` (f32, or half-type inputs with an f32 accumulator)."""
-        (m, k), (_, n) = a.shape, b.shape
-        out = self._new((m, n))
-        init = self._zeros((m, n))
-        loc = self._loc("mm")
-        self.lines.append(
-            f"{out.ref} = linalg.matmul ins({a.ref}, {b.ref} : {a.type}, {b.type}) "
-            f'outs({init} : {out.type}) -> {out.type} loc("{loc}")'
-        )
-        self.refs[out.id] = ("einsum", "mk,kn->mn", (a.id, b.id))
-        self.loc_of[out.id] = loc
-        self._site(loc, "matmul", 2 * m * k * n, lhs_fact or a, b, out, weight=weight, k=((1,), (0,)))
-        self._step()
-        return out
+        return self._named("matmul", "mm", "mk,kn->mn", a, b, weight, ((1,), (0,)))
 
     def batch_matmul(self, a: Value, b: Value, weight: bool = False) -> Value:
-        (bt, m, k), (_, _, n) = a.shape, b.shape
-        out = self._new((bt, m, n))
+        """`linalg.batch_matmul`."""
+        return self._named("batch_matmul", "bmm", "bmk,bkn->bmn", a, b, weight, ((2,), (1,)))
+
+    def _named(self, op: str, what: str, spec: str, a: Value, b: Value, weight: bool, k: tuple) -> Value:
+        """A named contraction `linalg.<op>` of `a` and `b` (its einsum `spec`) into zeros: one site."""
+        sizes = dict(zip(spec[: len(a.shape)], a.shape)) | dict(zip(spec[len(a.shape) + 1 :], b.shape))
+        out = self._new(tuple(sizes[c] for c in spec.split("->")[1]))
         init = self._zeros(out.shape)
-        loc = self._loc("bmm")
+        loc = self._loc(what)
         self.lines.append(
-            f"{out.ref} = linalg.batch_matmul ins({a.ref}, {b.ref} : {a.type}, {b.type}) "
+            f"{out.ref} = linalg.{op} ins({a.ref}, {b.ref} : {a.type}, {b.type}) "
             f'outs({init} : {out.type}) -> {out.type} loc("{loc}")'
         )
-        self.refs[out.id] = ("einsum", "bmk,bkn->bmn", (a.id, b.id))
+        self.refs[out.id] = ("einsum", spec, (a.id, b.id))
         self.loc_of[out.id] = loc
-        self._site(loc, "batch_matmul", 2 * bt * m * k * n, a, b, out, weight=weight, k=((2,), (1,)))
+        self._site(loc, op, 2 * int(np.prod(list(sizes.values()))), a, b, out, weight=weight, k=k)
         self._step()
         return out
 
