@@ -136,6 +136,16 @@ def check_torch(programs: list[gm.Program], seed: int, count: int) -> list[str]:
     return problems
 
 
+def source_commit() -> str:
+    """The git commit of the checkout these checks run from (each log line names the code it tested)."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=int, default=200)
@@ -169,13 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.log.exists():
         args.log.unlink()
     chunks = -(-args.models // args.per_chunk)
+    commit = source_commit()
     total = {"checked": 0, "refused": 0, "problems": 0}
     for n in range(chunks):
         if n in done:
             continue
         chunk = run_chunk(chunk_seed(args.seed, n), args.per_chunk, args.rewrites, args.torch, args.vulkan_every)
         with args.log.open("a") as f:
-            f.write(json.dumps({"chunk": n, "seed": args.seed, **chunk.__dict__}) + "\n")
+            f.write(json.dumps({"chunk": n, "seed": args.seed, "commit": commit, **chunk.__dict__}) + "\n")
         total["checked"] += chunk.checked
         total["refused"] += len(chunk.refused)
         total["problems"] += len(chunk.problems)
