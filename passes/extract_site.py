@@ -5,7 +5,8 @@ IR order) and adds a public `func.func @site_<name>` (the name with every charac
 [A-Za-z0-9_] made `_`, `opscope.site = "<name>"`) right after the site's function, holding a
 copy of the site op at its real static shapes and its location. Its arguments are the
 site's runtime operands: the lhs first (a convolution's input before its zero `tensor.pad` or
-its spread over zeros, which are copied in), then every other operand that is not a constant expression
+its spread over zeros, which are copied in; not a W @ x's weight lhs, which is copied in like the
+other constants: `opscope.ir.weight_source.lhs_weight`), then every other operand that is not a constant expression
 (`opscope.ir.const_expr`): a computed rhs (k in q·kᵀ), a weight the model takes as an
 argument, an init that is no fill of a constant. Constant operands are copied in with their
 chain (an `arith.constant`, a `util.global.load` of an immutable global, which stays in the
@@ -40,6 +41,7 @@ from opscope.ir.build import clone_ops
 from opscope.ir.const_expr import defining_ops, is_const_expr, memoized, owner, region_reads
 from opscope.ir.site_select import MOST_NAMES
 from opscope.ir.sites import ROLES, Site, find_sites
+from opscope.ir.weight_source import lhs_weight
 
 log = logging.getLogger("opscope")
 
@@ -140,15 +142,17 @@ def _valid(sites: list[Site]) -> str:
 
 def _slice(site: Site) -> tuple[list[ir.Value], list[ir.Operation]]:
     """(the outlined function's arguments, the ops copied before the site op, in order): the lhs
-    is argument 0; a constant expression, or the zero pad of the lhs, is copied with what it
-    reads; any other value the site op reads is the next argument."""
+    is argument 0 unless it is the weight of a W @ x (`lhs_weight`: copied in, as the model's
+    IREE const-evaluates it); a constant expression, or the zero pad of the lhs, is copied with
+    what it reads; any other value the site op reads is the next argument."""
     lhs = site.value("lhs")
+    first = [] if lhs_weight(site) else [lhs]
 
     def is_input(v: ir.Value) -> bool:
         return isinstance(v, ir.BlockArgument) or not (is_const_expr(v) or _pads(v, lhs))
 
-    inputs, copies = defining_ops([*site.op.operands, *region_reads(site.op)], is_input, ready=[lhs])
-    return [lhs, *inputs], copies
+    inputs, copies = defining_ops([*site.op.operands, *region_reads(site.op)], is_input, ready=first)
+    return [*first, *inputs], copies
 
 
 def _pads(value: ir.Value, lhs: ir.Value) -> bool:

@@ -4,7 +4,8 @@ Matches every float, static-shaped linalg contraction site (`opscope.ir.sites`) 
 function's entry block whose name `sites` finds (and, from Python, `keep` accepts) and whose
 rhs is a stored weight (an `arith.constant` or immutable `util.global` holding `dense<…>` or
 `dense_resource<…>`, under the transposes and batch broadcasts an importer put in between:
-`copy_source`), read as the matrix W [K, N] of the site's K and N loops. `out = lhs ×_K W`
+`copy_source`), or whose lhs is where the rhs is computed (W @ x, factored as x ×_K W:
+`opscope.ir.commute`), read as the matrix W [K, N] of the site's K and N loops. `out = lhs ×_K W`
 becomes `t = lhs ×_K U` (located `<site>.u`) and `out = t ×_r V` (the site's own location,
 so its name survives), U [K, r] = P·√S and V [r, N] = √S·Qᵀ from the truncated SVD W ≈ P·S·Qᵀ
 (the singular values split evenly, so neither factor's scale dwarfs the other's in bf16/f16):
@@ -34,6 +35,7 @@ from iree.compiler.dialects import arith, linalg, tensor
 
 from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic
+from opscope.ir.commute import Commutes
 from opscope.ir.const_expr import memoized, owner
 from opscope.ir.site_select import select_sites
 from opscope.ir.sites import Site, is_convolution, loop_sizes
@@ -69,28 +71,30 @@ class FactorWeight:
                 f"{self.name}: option 'energy' expects a fraction in (0, 1] of the weight's squared "
                 f"Frobenius norm, got {self.energy}"
             )
-        with memoized():
+        with memoized(), Commutes() as commutes:
             found = []
             for site in select_sites(self.name, module, self.sites, self.keep):
-                layout = self.layout(site)  # every refusal before the first rewrite
+                view = commutes.view(site)  # a W @ x is factored as x ×_K W (`opscope.ir.commute`)
+                layout = self.layout(view)  # every refusal before the first rewrite
                 if isinstance(layout, str):
                     log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, layout)
                 elif layout is not None:
-                    found.append((site, layout))
-        stored = read_stored(module, [layout.weight for _, layout in found], [site.name for site, _ in found])
-        plans, factored = [], {}
-        for (site, layout), read in zip(found, stored):
-            if isinstance(read, str):
-                log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, read)
-                continue
-            key = (read[0], layout.order, len(layout.k_loops))  # a tied weight read the same way: factored once
-            if key not in factored:
-                factored[key] = self.factors(read[1].transpose(layout.order).reshape(site.k, site.n))
-            why = _no_gain(factored[key][0].shape[1], site)
-            if why:
-                log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, why)
-                continue
-            plans.append((site, layout, key))
+                    found.append((view, layout))
+            stored = read_stored(module, [layout.weight for _, layout in found], [site.name for site, _ in found])
+            plans, factored = [], {}
+            for (site, layout), read in zip(found, stored):
+                if isinstance(read, str):
+                    log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, read)
+                    continue
+                key = (read[0], layout.order, len(layout.k_loops))  # a tied weight read the same way: factored once
+                if key not in factored:
+                    factored[key] = self.factors(read[1].transpose(layout.order).reshape(site.k, site.n))
+                why = _no_gain(factored[key][0].shape[1], site)
+                if why:
+                    log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, why)
+                    continue
+                plans.append((site, layout, key))
+                commutes.adopt(site)
         constants: dict[tuple, tuple[ir.Value, ir.Value]] = {}
         for site, layout, key in plans:
             func = site.op.parent

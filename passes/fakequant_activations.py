@@ -14,7 +14,8 @@ lhs, integer, dynamic and non-linalg sites. Like the reference (whose fused grap
 the linear projections), only sites whose rhs is a weight (a constant, or a function argument
 in a model that takes its weights as inputs) are quantized: an eager attention's q·kᵀ and p·v
 (rhs computed) stay in float unless `computed-rhs=true`. A MoE's experts, whose lhs is a per-token
-copy of a stored weight bank (`opscope.ir.weight_source`), have their other operand quantized.
+copy of a stored weight bank (`opscope.ir.weight_source`), and a W @ x whose lhs is the weight
+(`lhs_weight`), have their other operand quantized (x's tokens: the rhs dims K does not index).
 
     %amax = linalg.generic {...["parallel", "reduction"]} ins(%x : tensor<3x8xf32>) outs(...) -> tensor<3xf32>
     %xq = linalg.generic {...["parallel", "parallel"]} ins(%x, %amax : ...) outs(...) -> tensor<3x8xf32>
@@ -33,7 +34,7 @@ from iree.compiler import ir
 from opscope.ir.fakequant import RoundTrips, check_bits
 from opscope.ir.site_select import check_choice, select_sites
 from opscope.ir.sites import Site, is_convolution, operand_dims
-from opscope.ir.weight_source import gathered_weight, rhs_source
+from opscope.ir.weight_source import gathered_weight, lhs_weight, rhs_source
 
 log = logging.getLogger("opscope")
 
@@ -60,8 +61,8 @@ class FakequantActivations:
         check_bits(self.name, self.bits)
 
     def reduced_dims(self, site: Site, role: str = "lhs") -> tuple[int, ...] | str:
-        """The dims of the activation (`role`: lhs, or rhs where a MoE's experts read gathered
-        weights as lhs) amax reduces over at `site`, or why the site is skipped."""
+        """The dims of the activation (`role`: lhs, or rhs where the lhs is the weight: a MoE's
+        experts gathered as lhs, a W @ x) amax reduces over at `site`, or why the site is skipped."""
         rank = ir.RankedTensorType(site.op.operands[ROLES.index(role)].type).rank
         if rank < 2:
             return f"rank-{rank} {role} has no token and channel axes to scale apart"
@@ -83,11 +84,13 @@ class FakequantActivations:
         done, products = 0, []
         for site in select_sites(self.name, module, self.sites, self.keep):
             source = rhs_source(site)
-            if not self.computed_rhs and source == "computed":
+            weight_first = lhs_weight(site)  # W @ x: x is the rhs
+            if not self.computed_rhs and source == "computed" and not weight_first:
                 products.append(site.name)  # expected in every eager attention: one line for all below
                 continue
             gather = gathered_weight(site) if source == "gathered" else None
             index = 0 if gather is None else gather.activation  # a MoE's experts: the operand not gathered
+            index = 1 if weight_first else index
             reduced = self.reduced_dims(site, ROLES[index])
             if isinstance(reduced, str):
                 log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, reduced)

@@ -1,9 +1,10 @@
-"""`fakequant-weights`: simulate symmetric int-`bits` weights (W8A16, W4A16) on every matmul's rhs.
+"""`fakequant-weights`: simulate symmetric int-`bits` weights (W8A16, W4A16) on every matmul's weight.
 
 Matches every float, static-shaped linalg site (`opscope.ir.sites`) in a function's entry
 block whose name `sites` finds (and, from Python, `keep` accepts) and whose rhs is a weight
-(`opscope.ir.const_expr.is_weight`; a computed rhs such as k in q·kᵀ is skipped, logged at
-info level: every eager attention has some), and feeds it the weight's round trip
+(`opscope.ir.const_expr.is_weight`), or whose lhs is where the rhs is computed (W @ x:
+`opscope.ir.weight_source.lhs_weight`); two computed operands such as q·kᵀ are skipped, logged at
+info level: every eager attention has some. It feeds the weight its round trip
 (`opscope.ir.fakequant`): `scope=per-channel` one scale per output channel (amax over the K
 dims the indexing maps name; a convolution's filter: input channels × window),
 `scope=per-tensor` one scale; `group=g` splits K into groups of g consecutive elements, each
@@ -37,7 +38,7 @@ from opscope.ir.const_expr import memoized
 from opscope.ir.fakequant import RoundTrips, check_bits
 from opscope.ir.site_select import check_choice, select_sites
 from opscope.ir.sites import Site, operand_dims
-from opscope.ir.weight_source import Gather, gathered_weight, rhs_source
+from opscope.ir.weight_source import Gather, gathered_weight, lhs_weight, rhs_source
 from opscope.ir.weight_trace import copy_source, replay
 
 log = logging.getLogger("opscope")
@@ -68,14 +69,14 @@ class FakequantWeights:
         if self.group < 0:
             raise OpscopeError(f"{self.name}: option 'group' expects a group size >= 0 (0: all of K), got {self.group}")
 
-    def plan(self, site: Site) -> tuple[ir.Value, tuple[int, ...], tuple | None, list, Gather | None] | str:
+    def plan(self, site: Site) -> tuple[ir.Value, tuple[int, ...], tuple | None, list, Gather | None, int] | str:
         """(the weight tensor to quantize, the dims amax reduces over, None) or, with groups,
         (…, the other dims sharing a scale, (K dims, group)), the copy ops from that tensor to
-        `site`'s rhs (`copy_source`) and the gather reading it (a MoE's experts, else None); or
-        why the site is skipped. Raises when K is
-        not a multiple of `group`."""
-        rhs = site.op.operands[1]
-        source = rhs_source(site)
+        the site's operand (`copy_source`), the gather reading it (a MoE's experts, else None) and
+        the operand it feeds (1: the rhs; 0: the lhs of a W @ x, `lhs_weight`); or why the site
+        is skipped. Raises when K is not a multiple of `group`."""
+        index, source = (0, "constant") if lhs_weight(site) else (1, rhs_source(site))  # W @ x: the lhs
+        rhs = site.op.operands[index]
         if source == "argument" and not self.arguments:
             return "its rhs is a function argument (arguments=true quantizes weights a model takes as inputs)"
         if source == "computed":
@@ -84,15 +85,17 @@ class FakequantWeights:
         if gather is not None:  # a MoE's experts: the bank, per expert and output channel
             weight, k_dims, chain = copy_source(gather.bank, gather.k_dims)
         else:
+            role = ("lhs", "rhs")[index]
             if not ir.RankedTensorType(rhs.type).rank:
-                return "rank-0 rhs"
-            k_dims = operand_dims(site, "rhs")
+                return f"rank-0 {role}"
+            k_dims = operand_dims(site, role)
             if k_dims is None:
-                return "its rhs is indexed by a compound expression of its K loops"
+                return f"its {role} is indexed by a compound expression of its K loops"
             weight, k_dims, chain = copy_source(rhs, k_dims)
         shape = tuple(ir.RankedTensorType(weight.type).shape)
         if not self.group:
-            return weight, (tuple(range(len(shape))) if self.scope == "per-tensor" else k_dims), None, chain, gather
+            reduced = tuple(range(len(shape))) if self.scope == "per-tensor" else k_dims
+            return weight, reduced, None, chain, gather, index
         k = prod(shape[d] for d in k_dims)
         if not k_dims or k % self.group:
             raise OpscopeError(
@@ -101,7 +104,7 @@ class FakequantWeights:
         if k_dims != tuple(range(k_dims[0], k_dims[-1] + 1)):
             return f"its weight's K dims {list(k_dims)} are not adjacent, so K has no consecutive groups"
         shared = tuple(d for d in range(len(shape)) if d not in k_dims) if self.scope == "per-tensor" else ()
-        return weight, shared, (k_dims, self.group), chain, gather
+        return weight, shared, (k_dims, self.group), chain, gather, index
 
     def apply(self, module) -> None:
         with memoized():
@@ -115,13 +118,13 @@ class FakequantWeights:
                 else:
                     plans.append((site, plan))
         trips = RoundTrips(self.bits)
-        for site, (weight, reduced, group, chain, gather) in plans:
+        for site, (weight, reduced, group, chain, gather, index) in plans:
             ip = ir.InsertionPoint(gather.gather if gather is not None else site.op)
             q, _ = trips.get(weight, reduced, site.op.location, ip, group)
             if gather is not None:
                 gather.feed(replay(chain, q, ip))
             else:
-                site.op.operands[1] = replay(chain, q, ip)
+                site.op.operands[index] = replay(chain, q, ip)
             for op in reversed(chain):  # the original copies, where nothing else reads them
                 if any(len(list(r.uses)) for r in op.results):
                     break

@@ -4,7 +4,8 @@ Matches every float, static-shaped linalg contraction site (`opscope.ir.sites`) 
 function's entry block whose name `sites` finds (and, from Python, `keep` accepts) and whose
 rhs is a stored weight (an `arith.constant` or immutable `util.global` holding `dense<…>` or
 `dense_resource<…>`, under the transposes, batch broadcasts and batch-merging
-`tensor.collapse_shape`s an importer put in between). The weight is quantized on the host
+`tensor.collapse_shape`s an importer put in between), or whose lhs is where the rhs is computed
+(W @ x, rewritten as x ×_K W: `opscope.ir.commute`). The weight is quantized on the host
 with `fakequant-weights`' numerics (symmetric, one scale per output channel, or per (output
 channel, group of `group` consecutive K); codes round(x·(1/amax)·qmax) half away from zero,
 clamped to ±qmax; an all-zero channel gets zero codes), stored as an i8 `dense_resource` or an
@@ -76,6 +77,7 @@ from iree.compiler.dialects import arith, iree_tensor_ext, linalg, math, tensor,
 
 from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic, to_f32
+from opscope.ir.commute import Commutes
 from opscope.ir.const_expr import memoized, owner
 from opscope.ir.fakequant import TINY, qmax, quantize
 from opscope.ir.site_select import select_sites
@@ -181,15 +183,17 @@ class QuantizeWeight:
 
     def apply(self, module) -> None:
         self.check()
-        with memoized():
+        with memoized(), Commutes() as commutes:
             plans: list[_Plan] = []
             for site in select_sites(self.name, module, self.sites, self.keep):
-                plan = self.plan(site)  # every refusal before the first rewrite
+                plan = self.plan(commutes.view(site))  # every refusal before the first rewrite
                 if isinstance(plan, str):
                     level = logging.INFO if plan.startswith("its rhs is") else logging.WARNING
                     log.log(level, "%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, plan)
                 else:
                     plans.append(plan)
+            for plan in plans:  # a W @ x is rewritten as x ×_K W (`opscope.ir.commute`)
+                commutes.adopt(plan.site)
         stored = read_stored(module, [p.weight for p in plans], [p.site.name for p in plans])
         built: dict = {}  # (storage, K dims, function) -> (codes, scales): a tied weight is quantized once
         rows: dict = {}  # (lhs, K dims) -> (i8 codes, amax): q/k/v projections of one x share it

@@ -10,6 +10,7 @@ chunk goes to the log: models checked, refused (each refusal's line), rewrites r
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl --resume   # after an interruption
     python tests/fuzz_models.py --replay SEED:CHUNK                        # one chunk again, its problems printed
     python tests/fuzz_models.py --replay-chunk-seed S --per-chunk 200 --rewrites 1  # the CI slice's chunk
+    python tests/fuzz_models.py --shrink SEED:CHUNK --problem LINE       # its model shrunk (shrink_models.py)
 """
 
 from __future__ import annotations
@@ -117,16 +118,25 @@ def run_chunk(
     return chunk
 
 
-def check_torch(programs: list[gm.Program], seed: int, count: int) -> list[str]:
-    """The first `count` programs with a torch form (`generated_torch`), as one PyTorch module through
-    `.pt2` (even seeds) or ONNX (odd), in batches of 8 against PyTorch."""
-    import tempfile
-
+def torch_indices(programs: list[gm.Program]) -> list[int]:
+    """The indices of the programs with a torch form IREE can compile (`generated_torch.torch_ready`,
+    no short-window convolution), in order: the ones `check_torch` takes first."""
     from opscope.ir.loading import new_context, parse_module
     from opscope.run.target_limits import short_windows
 
-    ready = [p for p in programs if gt.torch_ready(p)]
-    ready = [p for p in ready if not short_windows(parse_module(gm.Batch([p]).module(), new_context()))][:count]
+    return [
+        i
+        for i, p in enumerate(programs)
+        if gt.torch_ready(p) and not short_windows(parse_module(gm.Batch([p]).module(), new_context()))
+    ]
+
+
+def check_torch(programs: list[gm.Program], seed: int, count: int) -> list[str]:
+    """The first `count` programs with a torch form (`torch_indices`), as one PyTorch module through
+    `.pt2` (even seeds) or ONNX (odd), in batches of 8 against PyTorch."""
+    import tempfile
+
+    ready = [programs[i] for i in torch_indices(programs)][:count]
     route = "pt2" if seed % 2 == 0 else "onnx"
     problems = []
     with tempfile.TemporaryDirectory() as folder:
@@ -134,6 +144,27 @@ def check_torch(programs: list[gm.Program], seed: int, count: int) -> list[str]:
             found = gt.check_torch_batch(ready[at : at + TORCH_BATCH], seed, route, Path(folder))
             problems += [f"torch {at // TORCH_BATCH}: {p}" for p in found]
     return problems
+
+
+def shrink_command(seed: int, count: int, problem: str, match: str | None, out: Path | None) -> int:
+    """Shrink the model behind `problem` (a line of chunk seed `seed`'s problems) and print it."""
+    import shrink_models
+
+    programs = draw_models(seed, count)
+    failure = shrink_models.locate(problem, seed, count, torch_indices(programs))
+    try:
+        shrunk = shrink_models.shrink(seed, count, failure, match=match)
+    except ValueError as e:
+        print(f"fuzz_models: cannot shrink: {e}", file=sys.stderr)
+        return 1
+    text = gm.Batch([shrunk.program]).module()
+    print(shrunk.summary())
+    print("\n".join(shrunk.problems))
+    print(text)
+    if out:
+        out.write_text(f"// shrunk from chunk seed {seed}, model {shrunk.index}: {problem}\n{text}")
+        print(f"written {out}")
+    return 0
 
 
 def source_commit() -> str:
@@ -160,7 +191,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--replay", help="SEED:CHUNK: run that chunk again and print its problems")
     ap.add_argument("--replay-chunk-seed", type=int, help="a chunk's own seed (a failing test prints it)")
+    ap.add_argument("--shrink", help="SEED:CHUNK: shrink the model behind --problem (tests/shrink_models.py)")
+    ap.add_argument("--shrink-chunk-seed", type=int, help="the same, from a chunk's own seed")
+    ap.add_argument("--problem", help="with --shrink: one problem line of that chunk, as logged or printed")
+    ap.add_argument("--match", help="with --shrink: a regex the shrunk model's problem must match instead")
+    ap.add_argument("--out", type=Path, help="with --shrink: write the shrunk model's linalg there")
     args = ap.parse_args(argv)
+    if args.shrink or args.shrink_chunk_seed is not None:
+        if not args.problem:
+            ap.error("--shrink needs --problem: the problem line to shrink, as the log or the run printed it")
+        if args.shrink:
+            seed, n = (int(x) for x in args.shrink.split(":"))
+        at = args.shrink_chunk_seed if args.shrink_chunk_seed is not None else chunk_seed(seed, n)
+        return shrink_command(at, args.per_chunk, args.problem, args.match, args.out)
     if args.replay or args.replay_chunk_seed is not None:
         if args.replay:
             seed, n = (int(x) for x in args.replay.split(":"))

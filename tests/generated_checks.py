@@ -104,9 +104,11 @@ def _stored_bytes(p: Program) -> int:
                 walk(d)
 
     for fact in p.expected.sites:
-        rhs = _site_operand_ids(p.refs[fact.out])[1]
-        if fact.weight or p.refs[rhs][0] == "arg":  # a weight the model takes as an argument counts too
+        lhs, rhs = _site_operand_ids(p.refs[fact.out])
+        if fact.weight or (p.refs[rhs][0] == "arg" and not fact.weight_lhs):  # a weight taken as an input too
             walk(rhs)
+        if fact.weight_lhs:
+            walk(lhs)
     return sum(leaves.values())
 
 
@@ -631,9 +633,21 @@ def _gate_names(module) -> list[str]:
 
 
 def _weight_k(p: Program, fact: SiteFact) -> tuple[int, ...]:
-    """The K dims of the weight a rewrite quantizes for `fact`'s site: its rhs as the site reads it;
-    a grouped convolution's filter as [F, C/g, window]."""
+    """The K dims of the weight a rewrite quantizes for `fact`'s site: its rhs (or a weight lhs) as
+    the site reads it; a grouped convolution's filter as [F, C/g, window]."""
+    if fact.weight_lhs:
+        return fact.lhs_k
     return (1, 2, 3) if p.refs[fact.out][0] == "conv_grouped" else fact.rhs_k
+
+
+def _weight_role(fact: SiteFact) -> str:
+    """The operand holding the site's weight: the rhs, or the lhs of a W @ x."""
+    return "lhs" if fact.weight_lhs else "rhs"
+
+
+def _weight_vid(p: Program, fact: SiteFact) -> int:
+    """The value id the site reads as its weight (`_weight_role`)."""
+    return _site_operand_ids(p.refs[fact.out])[0 if fact.weight_lhs else 1]
 
 
 def _widened_from(p: Program, vid: int) -> str:
@@ -648,19 +662,25 @@ def _widened_from(p: Program, vid: int) -> str:
 
 
 def _quantized_sites(batch: Batch, rw: Rewritten, weights: bool, lhs: bool) -> None:
-    """fakequant's sites: a weight rhs is quantized per output channel; the lhs per token where the
-    rhs is a weight or a function argument (a model taking its weights as inputs), contractions only."""
+    """fakequant's sites: a weight (rhs, or the lhs of W @ x) is quantized per output channel; the
+    other operand per token where the weight is a constant or a function argument (a model taking
+    its weights as inputs), contractions only."""
     for i, p in enumerate(batch.programs):
         for fact in p.expected.sites:
             argument = p.refs[_site_operand_ids(p.refs[fact.out])[1]][0] == "arg"
             contraction = fact.kind in ("matmul", "batch_matmul", "generic")
-            if lhs and contraction and (fact.weight or argument):
+            if lhs and contraction and (fact.weight or argument) and not fact.weight_lhs:
                 rw.transform_operand(i, fact, "lhs", lambda x, k=fact.lhs_k: quantize_f32(x, k))
-            if weights and fact.weight:
+            if lhs and contraction and fact.weight_lhs:  # W @ x: x's tokens are the rhs's non-K dims
+                rw.transform_operand(i, fact, "rhs", lambda x, k=fact.rhs_k: quantize_f32(x, k))
+            if weights and (fact.weight or fact.weight_lhs):
                 k = _weight_k(p, fact)
-                half = _widened_from(p, _site_operand_ids(p.refs[fact.out])[1])
+                half = _widened_from(p, _weight_vid(p, fact))
                 rw.transform_operand(
-                    i, fact, "rhs", lambda w, k=k, t=half: quantize_f32(w, k).astype(NP[t]) if t else quantize_f32(w, k)
+                    i,
+                    fact,
+                    _weight_role(fact),
+                    lambda w, k=k, t=half: quantize_f32(w, k).astype(NP[t]) if t else quantize_f32(w, k),
                 )
 
 
@@ -688,9 +708,9 @@ def _fakequant(batch: Batch, seed: int, target: str, rewrite, weights: bool) -> 
 
 
 def _stored_weight(p: Program, fact: SiteFact) -> bool:
-    """The site's rhs is a stored constant under transposes and reshapes (what quantize-weight and
+    """The site's weight is a stored constant under transposes and reshapes (what quantize-weight and
     factor-weight rewrite; a weight cast or dequantized from another type is computed from one)."""
-    vid = _site_operand_ids(p.refs[fact.out])[1]
+    vid = _weight_vid(p, fact)
     while p.refs[vid][0] in ("transpose", "reshape"):
         vid = p.refs[vid][1]
     return p.refs[vid][0] == "const" and p.values[vid].dtype in ("f32", "f16", "bf16")
@@ -706,10 +726,10 @@ def _rw_quantize_weight(batch: Batch, seed: int, target: str) -> list[str]:
     rw = Rewritten(batch)
     for i, p in enumerate(batch.programs):
         for fact in p.expected.sites:
-            rhs = _site_operand_ids(p.refs[fact.out])[1]
-            vector = len(fact.rhs_k) == len(p.values[rhs].shape)  # no output channel: left alone
+            k = _weight_k(p, fact)
+            vector = len(k) == len(p.values[_weight_vid(p, fact)].shape)  # no output channel: left alone
             if fact.kind in ("matmul", "batch_matmul", "generic") and _stored_weight(p, fact) and not vector:
-                rw.transform_operand(i, fact, "rhs", lambda w, k=fact.rhs_k: quantize_f32(w, k), "f32")
+                rw.transform_operand(i, fact, _weight_role(fact), lambda w, k=k: quantize_f32(w, k), "f32")
     return _checked_ops(rw, exposed, inputs)
 
 
@@ -723,11 +743,11 @@ def _rw_factor_weight(batch: Batch, seed: int, target: str) -> list[str]:
     rw = Rewritten(batch)
     for i, p in enumerate(batch.programs):
         for fact in p.expected.sites:
-            rhs = _site_operand_ids(p.refs[fact.out])[1]
-            if fact.kind not in ("matmul", "generic") or len(p.values[rhs].shape) != 2 or not _stored_type(p, fact):
+            w = _weight_vid(p, fact)
+            if fact.kind not in ("matmul", "generic") or len(p.values[w].shape) != 2 or not _stored_type(p, fact):
                 continue
-            half = _stored_type(p, fact)
-            rw.transform_operand(i, fact, "rhs", lambda w, k=fact.rhs_k, t=half: truncated(w, k[0], t), "f32")
+            half, k = _stored_type(p, fact), _weight_k(p, fact)
+            rw.transform_operand(i, fact, _weight_role(fact), lambda w, k=k, t=half: truncated(w, k[0], t), "f32")
     return _checked_ops(rw, exposed, inputs)
 
 
@@ -735,7 +755,7 @@ def _stored_type(p: Program, fact: SiteFact) -> str:
     """The float type the site's weight constant is stored in, read through transposes, reshapes and a
     widening cast (factor-weight factors a bf16 weight read as f32 into bf16 factors); "" when the
     weight is no stored float constant (an int8 one dequantized, an argument, a computed rhs)."""
-    vid = _site_operand_ids(p.refs[fact.out])[1]
+    vid = _weight_vid(p, fact)
     while p.refs[vid][0] in ("transpose", "reshape") or p.torch_ops.get(vid, ("",))[0] == "cast":
         vid = p.refs[vid][1] if p.refs[vid][0] != "map" else p.refs[vid][2][0]
     return p.values[vid].dtype if p.refs[vid][0] == "const" and p.values[vid].dtype in ("f32", "f16", "bf16") else ""
@@ -853,16 +873,22 @@ def _rw_extract_site(batch: Batch, seed: int, target: str) -> list[str]:
                 for t in ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs
             ]
             sym = ir.StringAttr(fn.attributes["sym_name"]).value
-        # the lhs first (the input before its zero padding, or as the site reads it), then a computed rhs
-        firsts = [dev.value(i, fact.lhs), dev.value(i, lhs)]
+        # the lhs first (the input before its zero padding, or as the site reads it), then a computed rhs;
+        # a weight lhs is copied in (W @ x takes x alone)
+        if fact.weight_lhs:
+            args = [dev.value(i, rhs)]
+            firsts = []
+        else:
+            firsts = [dev.value(i, fact.lhs), dev.value(i, lhs)]
         if p.refs[fact.out][0] == "conv_grouped":  # unpadded, the site reads the input split into groups
             firsts.append(
                 dev.value(i, lhs).reshape(tuple(arg_types[0].shape))
                 if dev.value(i, lhs).size == int(np.prod(arg_types[0].shape))
                 else firsts[0]
             )
-        rest = [] if fact.weight else [dev.value(i, rhs)]
-        args = [next((c for c in firsts if tuple(c.shape) == tuple(arg_types[0].shape)), None)] + rest
+        if firsts:
+            rest = [] if fact.weight else [dev.value(i, rhs)]
+            args = [next((c for c in firsts if tuple(c.shape) == tuple(arg_types[0].shape)), None)] + rest
         if len(args) != len(arg_types) or any(
             a is None or tuple(a.shape) != tuple(t.shape) for a, t in zip(args, arg_types)
         ):

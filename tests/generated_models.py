@@ -81,6 +81,7 @@ class SiteFact:
     weight: bool = True  # the rhs is a constant (a weight)
     lhs_k: tuple[int, ...] = ()  # the dims of lhs and rhs the site contracts (its K)
     rhs_k: tuple[int, ...] = ()
+    weight_lhs: bool = False  # the lhs is the weight (W @ x, JAX's and some einsums' order), the rhs computed
 
 
 @dataclass
@@ -450,18 +451,22 @@ class Program:
         return self.add(x, mv)
 
     # -- contractions ---------------------------------------------------------------------
-    def _site(self, name, kind, flops, lhs, rhs, out, channels=(), weight=True, k=((), ())):
-        self.expected.sites.append(SiteFact(name, kind, flops, lhs.id, rhs.id, out.id, channels, weight, *k))
+    def _site(self, name, kind, flops, lhs, rhs, out, channels=(), weight=True, k=((), ()), weight_lhs=False):
+        fact = SiteFact(name, kind, flops, lhs.id, rhs.id, out.id, channels, weight, *k, weight_lhs=weight_lhs)
+        self.expected.sites.append(fact)
 
-    def matmul(self, a: Value, b: Value, weight: bool = True) -> Value:
-        """`linalg.matmul` (f32, or half-type inputs with an f32 accumulator)."""
-        return self._named("matmul", "mm", "mk,kn->mn", a, b, weight, ((1,), (0,)))
+    def matmul(self, a: Value, b: Value, weight: bool = True, weight_lhs: bool = False) -> Value:
+        """`linalg.matmul` (f32, or half-type inputs with an f32 accumulator); `weight_lhs`: `a` is
+        the weight, `b` computed (W @ x)."""
+        return self._named("matmul", "mm", "mk,kn->mn", a, b, weight, ((1,), (0,)), weight_lhs)
 
     def batch_matmul(self, a: Value, b: Value, weight: bool = False) -> Value:
         """`linalg.batch_matmul`."""
         return self._named("batch_matmul", "bmm", "bmk,bkn->bmn", a, b, weight, ((2,), (1,)))
 
-    def _named(self, op: str, what: str, spec: str, a: Value, b: Value, weight: bool, k: tuple) -> Value:
+    def _named(
+        self, op: str, what: str, spec: str, a: Value, b: Value, weight: bool, k: tuple, weight_lhs: bool = False
+    ) -> Value:
         """A named contraction `linalg.<op>` of `a` and `b` (its einsum `spec`) into zeros: one site."""
         sizes = dict(zip(spec[: len(a.shape)], a.shape)) | dict(zip(spec[len(a.shape) + 1 :], b.shape))
         out = self._new(tuple(sizes[c] for c in spec.split("->")[1]))
@@ -473,13 +478,17 @@ class Program:
         )
         self.refs[out.id] = ("einsum", spec, (a.id, b.id))
         self.loc_of[out.id] = loc
-        self._site(loc, op, 2 * int(np.prod(list(sizes.values()))), a, b, out, weight=weight, k=k)
+        self._site(
+            loc, op, 2 * int(np.prod(list(sizes.values()))), a, b, out, weight=weight, k=k, weight_lhs=weight_lhs
+        )
         self._step()
         return out
 
-    def einsum(self, a: Value, b: Value, spec: str, sizes: dict[str, int], weight: bool = True) -> Value:
+    def einsum(
+        self, a: Value, b: Value, spec: str, sizes: dict[str, int], weight: bool = True, weight_lhs: bool = False
+    ) -> Value:
         """A contraction `linalg.generic` for an einsum `spec` ("bik,kj->bij"); loops in the order
-        of the output's letters, then the contracted ones."""
+        of the output's letters, then the contracted ones; `weight`: `b` is a weight, `weight_lhs`: `a` is."""
         ins, out_s = spec.split("->")
         sa, sb = ins.split(",")
         loops = list(out_s) + [c for c in dict.fromkeys(sa + sb) if c not in out_s]
@@ -505,7 +514,7 @@ class Program:
             tuple(i for i, c in enumerate(sa) if c in contracted),
             tuple(i for i, c in enumerate(sb) if c in contracted),
         )
-        self._site(self._loc("ein"), "generic", flops, a, b, v, weight=weight, k=k)
+        self._site(self._loc("ein"), "generic", flops, a, b, v, weight=weight, k=k, weight_lhs=weight_lhs)
         self._step()
         return v
 
@@ -513,8 +522,9 @@ class Program:
         self, x: Value, n: int, *, form: str = "plain", wdtype: str = "f32", bias: bool = False, zero_rows: int = 0
     ) -> Value:
         """x·W for a weight W [K, N] stored as `form` says: `plain`, `transposed` ([N, K] then a
-        `linalg.transpose`, as importers write nn.Linear) or `generic` (a contraction generic
-        reading [N, K] directly); `wdtype` f16/bf16 (extf before use) or i8 (codes · per-channel scale)."""
+        `linalg.transpose`, as importers write nn.Linear), `generic` (a contraction generic
+        reading [N, K] directly) or `lhs` ((W [N, K] @ xᵀ)ᵀ: the weight on the matmul's lhs, as
+        JAX's `W @ x` writes it); `wdtype` f16/bf16 (extf before use) or i8 (codes · per-channel scale)."""
         k = x.shape[-1]
         w = self.weight((n, k), zero_rows=zero_rows)  # [N, K], nn.Linear's layout
         if wdtype in ("f16", "bf16"):
@@ -537,6 +547,9 @@ class Program:
             wv = self.const(w)
         if form == "generic":
             y = self.einsum(x, wv, "mk,nk->mn", {"m": x.shape[0], "k": k, "n": n})
+        elif form == "lhs":
+            xt = self.transpose(x, (1, 0), aux=True)
+            y = self.transpose(self.matmul(wv, xt, weight=False, weight_lhs=True), (1, 0), aux=True)
         else:
             wt = self.transpose(wv, (1, 0), aux=True)
             y = self.matmul(x, wt)
@@ -841,7 +854,7 @@ def mlp(draw) -> Program:
     x = p.arg((m, d))
     for _ in range(draw(st.integers(1, 3))):
         layer = draw(st.sampled_from(["linear", "residual", "swiglu", "norm", "bf16"]))
-        form = draw(st.sampled_from(["plain", "transposed", "generic"]))
+        form = draw(st.sampled_from(["plain", "transposed", "generic", "lhs"]))
         wdtype = draw(st.sampled_from(["f32", "f32", "f16", "bf16", "i8"]))
         dead = draw(st.sampled_from([0, 0, 1, 2]))
         if layer == "linear":
@@ -976,7 +989,7 @@ def conv(draw) -> Program:
 @st.composite
 def einsum(draw) -> Program:
     """A contraction `linalg.generic` with arbitrary index maps: batch, free and contracted letters,
-    each operand's letters in any order, the weight a constant or an input."""
+    each operand's letters in any order, the weight a constant or an input, on either side."""
     p = Program("@@", draw(st.integers(0, 2**16)))
     letters = iter("abcdefgh")
     groups = {
@@ -991,7 +1004,11 @@ def einsum(draw) -> Program:
     weight = draw(st.booleans())
     rshape = tuple(sizes[c] for c in rhs)
     w = p.const(p.weight(rshape)) if weight else p.arg(rshape)
-    p.output(p.einsum(x, w, f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}", sizes, weight=weight))
+    ls, rs, os_ = "".join(lhs), "".join(rhs), "".join(out)
+    if weight and draw(st.booleans()):  # the weight first: W ×_K x
+        p.output(p.einsum(w, x, f"{rs},{ls}->{os_}", sizes, weight=False, weight_lhs=True))
+    else:
+        p.output(p.einsum(x, w, f"{ls},{rs}->{os_}", sizes, weight=weight))
     return p
 
 

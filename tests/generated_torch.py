@@ -88,9 +88,9 @@ def _weight_leaves(p: Program, fact) -> list[int]:
     """The constants a site's weight is computed from (the parameters it reads)."""
     from generated_checks import _operands, _site_operand_ids
 
-    if not fact.weight:
+    if not (fact.weight or fact.weight_lhs):
         return []
-    found, todo = [], [_site_operand_ids(p.refs[fact.out])[1]]
+    found, todo = [], [_site_operand_ids(p.refs[fact.out])[0 if fact.weight_lhs else 1]]
     while todo:
         vid = todo.pop()
         ref = p.refs[vid]
@@ -105,7 +105,7 @@ def _weight_args(p: Program, args: list) -> list:
     """The inputs a site reads as its rhs (a model taking its weights as inputs: opscope counts them)."""
     from generated_checks import _site_operand_ids
 
-    ids = {_site_operand_ids(p.refs[f.out])[1] for f in p.expected.sites}
+    ids = {_site_operand_ids(p.refs[f.out])[1] for f in p.expected.sites if not f.weight_lhs}
     return [a for v, a in zip(p.args, args) if v.id in ids]
 
 

@@ -404,3 +404,25 @@ def test_a_weight_broadcast_over_merged_batch_dims_is_read_and_counted_once():
     for name, w in weights.items():
         np.testing.assert_array_equal(w.values.reshape(params[name].shape), params[name], err_msg=name)
     assert weight_bytes(module) == sum(p.nbytes for p in params.values())
+
+
+def test_a_weight_on_the_lhs_is_read_and_replaced_there():
+    """W @ x (JAX's `jnp.dot(W, x)`; x the input): W is the weight, read as [out, K] = W itself, and
+    a replacement is what the module multiplies x by; x is no weight."""
+    rng = np.random.default_rng(5)
+    w, x = rng.standard_normal((4, 8)).astype(F32), rng.standard_normal((8, 3)).astype(F32)
+    text = f"""func.func @main(%x: tensor<8x3xf32>) -> tensor<4x3xf32> {{
+      %w = arith.constant {dense_hex(w, "f32")}
+      %z = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<4x3xf32>
+      %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
+      %y = linalg.matmul ins(%w, %x : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("fc")
+      return %y : tensor<4x3xf32>
+    }}"""
+    module = parse_module(text, new_context())
+    (got,) = read_weights(module, inputs=[x])  # the input is offered: it is still not read as a weight
+    assert (got.name, got.k_dims, got.source) == ("fc", (1,), "constant")
+    assert np.array_equal(got.matrix(), w)
+    new = rng.standard_normal((4, 8)).astype(F32)
+    replace_weights(module, {"fc": new})
+    assert close(run(module, x)[0], new @ x)

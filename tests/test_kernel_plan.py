@@ -239,3 +239,28 @@ def test_a_slower_whole_model_is_said_in_words(tmp_path):
     assert "whole model: 164.2 µs → 179.2 µs (0.92×)" in text and "slower with them" in text
     plan.applied = Applied(None, "quantize-weight{bits=8}", Measured(179.2, 164.2), "bit-identical", 0.0, 4)
     assert "slower with them" not in opscope.render(plan)
+
+
+def test_a_weight_on_the_lhs_gets_the_lossy_candidates():
+    """W @ x (the weight the matmul's lhs, x the input) is proposed the same weight rewrites as x @ W;
+    a product of two inputs gets none."""
+    from opscope.act.candidates import LOSSY, propose
+    from opscope.ir.loading import new_context, parse_module
+    from opscope.ir.sites import find_sites
+
+    text = """func.func @main(%x: tensor<8x3xf32>, %y: tensor<4x8xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
+      %w = arith.constant dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+                                 [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]> : tensor<4x8xf32>
+      %z = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<4x3xf32>
+      %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
+      %a = linalg.matmul ins(%w, %x : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("wx")
+      %b = linalg.matmul ins(%y, %x : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("yx")
+      return %a, %b : tensor<4x3xf32>, tensor<4x3xf32>
+    }"""
+    module = parse_module(text, new_context())  # kept alive: the sites point into it
+    sites = {s.name: s for s in find_sites(module)}
+    kinds = tuple({kind for kind, _ in LOSSY.values()})
+    found = propose(None, sites, kinds)
+    assert sorted(p.label for p in found if p.site == "wx") == sorted(LOSSY)
+    assert not [p for p in found if p.site == "yx"]

@@ -153,8 +153,9 @@ def _skip(tidy, name: str, site) -> list[Proposal]:
 def _lossy(name: str, site) -> list[Proposal]:
     from opscope.ir.const_expr import is_weight
     from opscope.ir.sites import is_convolution
+    from opscope.ir.weight_source import lhs_weight
 
-    if is_convolution(site) or not site.is_float or not is_weight(site.value("rhs")):
+    if is_convolution(site) or not site.is_float or not (is_weight(site.value("rhs")) or lhs_weight(site)):
         return []
     guard = Guard("weights constant", (), 0.0)
     return [

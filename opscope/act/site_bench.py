@@ -80,10 +80,12 @@ def parity(a: np.ndarray, b: np.ndarray) -> tuple[str, float]:
 
 
 def site_tensors(text: str, names: list[str], batch: list[np.ndarray], target: str) -> dict[str, list[np.ndarray]]:
-    """Each named site's runtime operands on `batch` (lhs, and a rhs that is no weight), as the model computes them."""
+    """Each named site's runtime operands on `batch` (a lhs that is no weight, and a rhs that is no
+    weight), as the model computes them: the arguments of its `extract-site` function, in order."""
     from opscope.ir.const_expr import is_const_expr
     from opscope.ir.loading import new_context, parse_module
     from opscope.ir.sites import find_sites
+    from opscope.ir.weight_source import lhs_weight
     from opscope.passes.dump_tensors import DumpTensors, dumps
     from opscope.pipeline.textual import Pipeline, run_pipeline
     from opscope.run.compile import compile_module
@@ -92,10 +94,10 @@ def site_tensors(text: str, names: list[str], batch: list[np.ndarray], target: s
 
     module = parse_module(text, new_context(), "model")
     chosen = set(names)
-    computed_rhs = {
-        s.name for s in find_sites(module.operation) if s.name in chosen and not is_const_expr(s.value("rhs"))
-    }
-    taps = [DumpTensors(keep=lambda s: s.name in chosen, role="lhs")]
+    sites = [s for s in find_sites(module.operation) if s.name in chosen]
+    computed_rhs = {s.name for s in sites if not is_const_expr(s.value("rhs"))}
+    weight_lhs = {s.name for s in sites if lhs_weight(s)}  # W @ x: its function takes x alone
+    taps = [DumpTensors(keep=lambda s: s.name in chosen and s.name not in weight_lhs, role="lhs")]
     if computed_rhs:  # a site whose rhs is no weight takes it as an argument once outlined
         taps.append(DumpTensors(keep=lambda s: s.name in computed_rhs, role="rhs"))
     run_pipeline(module, Pipeline(tuple(taps)))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from opscope.ir.const_expr import is_weight, owner
-from opscope.ir.sites import Site, operand_dims
+from opscope.ir.sites import Site, is_convolution, operand_dims
 from opscope.ir.weight_trace import copy_source
 
 _ROLES = ("lhs", "rhs")
@@ -72,6 +72,19 @@ def rhs_source(site: Site) -> str:
         return "gathered"
     source, _, _ = copy_source(rhs, ())
     return "argument" if isinstance(source, ir.BlockArgument) else "computed"
+
+
+def lhs_weight(site: Site) -> bool:
+    """`site` multiplies a constant lhs by a rhs that is none (computed, or the function's input:
+    W @ x, JAX's `jnp.dot(W, x)`, an einsum
+    exported weight first): its weight is the lhs, its activation the rhs (found by the generated-model
+    tests: the weight rewrites left such weights alone). Never a convolution (its filter is the rhs)."""
+    return (
+        site.op.name.startswith("linalg.")
+        and not is_convolution(site)
+        and rhs_source(site) in ("computed", "argument")
+        and is_weight(site.op.operands[0])
+    )
 
 
 def gathered_weight(site: Site) -> Gather | None:

@@ -1,6 +1,7 @@
 """The weights of a module's matmul and convolution sites, read as numpy and replaced by new values.
 
-A weight is the stored tensor a site reads as its rhs, found under the transposes and
+A weight is the stored tensor a site reads as its rhs (or as its lhs in a W @ x:
+`opscope.ir.weight_source.lhs_weight`), found under the transposes and
 broadcasts an importer put in between (`opscope.ir.weight_trace.copy_source`, as
 `fakequant-weights` finds it): an `arith.constant` holding `dense<…>` (source `constant`)
 or `dense_resource<…>` (source `resource`), an immutable `util.global` holding either
@@ -45,7 +46,7 @@ from opscope.ir.const_expr import is_attr, memoized, owner
 from opscope.ir.parameter_files import parameter_bytes, parameter_files, parameter_ref
 from opscope.ir.site_select import MOST_NAMES, select_sites
 from opscope.ir.sites import Site, operand_dims
-from opscope.ir.weight_source import Gather, gathered_weight, rhs_source
+from opscope.ir.weight_source import Gather, gathered_weight, lhs_weight, rhs_source
 from opscope.ir.weight_trace import copy_source, replay
 
 log = logging.getLogger("opscope")
@@ -180,7 +181,7 @@ class _Found:
     source: str
     attr: ir.Attribute | None  # its dense or dense_resource attribute (None for an argument)
     k_dims: tuple[int, ...]
-    readers: list[tuple[Site, list[ir.Operation], ir.Value, Gather | None]] = field(default_factory=list)
+    readers: list[tuple[Site, list[ir.Operation], ir.Value, Gather | None, int]] = field(default_factory=list)
     # each: the site, the copies from the stored tensor, the stored tensor, the gather (a MoE's experts)
 
     @property
@@ -217,15 +218,16 @@ def _find(module: ir.Module, pattern: str, arguments: bool, who: str) -> list[_F
                     "%s: skipping site '%s' at %s: %s", who, site.name, site.location, why
                 )
                 continue
-            key, value, source, attr, k_dims, chain, gather = item
+            key, value, source, attr, k_dims, chain, gather, index = item
             entry = found.setdefault((key, k_dims), _Found(site.name, value, source, attr, k_dims))
-            entry.readers.append((site, chain, value, gather))
+            entry.readers.append((site, chain, value, gather, index))
     return list(found.values())
 
 
 def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
-    """(None, (key, stored value, source, attribute, K dims, copies, gather)) or (why skipped, None)."""
-    kind = rhs_source(site)
+    """(None, (key, stored value, source, attribute, K dims, copies, gather, the site operand reading
+    it)) or (why skipped, None). The weight is the rhs, or the lhs of a W @ x (`lhs_weight`)."""
+    index, kind = (0, "constant") if lhs_weight(site) else (1, rhs_source(site))
     if kind == "computed":
         return "its rhs is computed, not a weight", None
     if kind == "argument" and not arguments:
@@ -234,12 +236,12 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
     if gather is not None:  # a MoE's experts: the bank they are gathered from, [experts x out, K]
         value, k_dims, chain = copy_source(gather.bank, gather.k_dims)
     else:
-        rhs = site.op.operands[1]
+        rhs, role = site.op.operands[index], ("lhs", "rhs")[index]
         if not ir.RankedTensorType(rhs.type).rank:
-            return "rank-0 rhs", None
-        k_dims = operand_dims(site, "rhs")
+            return f"rank-0 {role}", None
+        k_dims = operand_dims(site, role)
         if k_dims is None:
-            return "its rhs is indexed by a compound expression of its K loops", None
+            return f"its {role} is indexed by a compound expression of its K loops", None
         value, k_dims, chain = copy_source(rhs, k_dims)
     element = str(ir.RankedTensorType(value.type).element_type)
     if element not in ELEMENT_TYPES:
@@ -255,12 +257,13 @@ def _locate(site: Site, globals_: dict[str, ir.Operation], arguments: bool):
             k_dims,
             chain,
             gather,
+            index,
         )
     stored = _storage(value, globals_)
     if isinstance(stored, str):
         return stored, None
     key, source, attr = stored
-    return None, (key, value, source, attr, k_dims, chain, gather)
+    return None, (key, value, source, attr, k_dims, chain, gather, index)
 
 
 def _globals(module: ir.Module) -> dict[str, ir.Operation]:
@@ -447,7 +450,7 @@ def _replace(f: _Found, values: np.ndarray) -> None:
     ty = ir.RankedTensorType(f.value.type)
     attr = resource_attr(values, ty, f.name)
     constants: dict[ir.Operation, ir.Value] = {}
-    for site, chain, _, gather in f.readers:
+    for site, chain, _, gather, index in f.readers:
         func = site.op.parent
         before = ir.InsertionPoint(gather.gather if gather is not None else site.op)
         if func not in constants:
@@ -456,12 +459,12 @@ def _replace(f: _Found, values: np.ndarray) -> None:
         if gather is not None:
             gather.feed(fed)
         else:
-            site.op.operands[1] = fed
+            site.op.operands[index] = fed
         for op in reversed(chain):  # the original copies, where nothing else reads them
             if any(len(list(r.uses)) for r in op.results):
                 break
             op.erase()
-    for old in {stored: None for _, _, stored, _ in f.readers}:  # each load of a global, in order
+    for old in {stored: None for _, _, stored, *_ in f.readers}:  # each load of a global, in order
         if isinstance(old, ir.OpResult) and not len(list(old.uses)):
             owner(old).erase()  # the old constant or global load, now unread (the global itself stays)
 

@@ -22,6 +22,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.parameter_files import PARAMETERS_ATTR, parameter_files
 from opscope.ir.progress import phase
+from opscope.run.target_limits import SPIRV_TARGETS
 from opscope.run.targets import Target, get_target
 
 log = logging.getLogger("opscope")
@@ -223,37 +224,56 @@ def compiler_input(
     flags it compiles with on `tgt` (`_flags`)."""
     from opscope.ir.parameter_files import open_index
 
-    source, parameters = _source(module, DATA_TILING in tgt.flags and NO_DATA_TILING not in extra_flags)
+    data_tiled = DATA_TILING in tgt.flags and NO_DATA_TILING not in extra_flags
+    source, parameters = _source(module, data_tiled, tgt.name in SPIRV_TARGETS)
     for _, path in parameters:
         open_index(path)
     return source, parameters, _flags(tgt, extra_flags, parameters)
 
 
-def _source(module: ir.Module | str | bytes, data_tiled: bool = False) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+def _source(
+    module: ir.Module | str | bytes, data_tiled: bool = False, spirv: bool = False
+) -> tuple[bytes, tuple[tuple[str, str], ...]]:
     """What the compiler reads (a module checked and written as bytecode, text encoded) and the
     (scope, file) of each parameter file the module names, sorted. The compiler's copy leaves
     the file names out (`without_file_names`): where the weights live is the loader's business,
-    so a model compiles to one cached vmfb whichever run folder holds its parameter file. For a
-    `data_tiled` target the copy's normalized contraction operands are guarded
-    (`target_limits.guard_normalized_operands`: IREE 3.13 computes them wrong otherwise)."""
-    from opscope.run.target_limits import guard_normalized_operands, normalized_operands
-
+    so a model compiles to one cached vmfb whichever run folder holds its parameter file. The
+    copy is also worked around IREE 3.13's silent miscompiles (`_workarounds`): for a `data_tiled`
+    target its normalized contraction operands are guarded, for a `spirv` target its channels-first
+    depthwise convolutions computed channels-last."""
+    fixes = _workarounds(data_tiled, spirv)
     if isinstance(module, ir.Module):
         check_compilable(module)
-        if data_tiled and normalized_operands(module):
+        if any(found(module) for found, _, _ in fixes):
             module = _copy(module)
-            guard_normalized_operands(module)
+            for found, fix, _ in fixes:
+                if found(module):
+                    fix(module)
         files = parameter_files(module)
         return without_file_names(module, files), tuple(sorted(files.items()))
     source = module.encode() if isinstance(module, str) else bytes(module)
-    guard = data_tiled and b"reduction" in source and b"linalg" in source
-    if PARAMETERS_ATTR.encode() not in source and not guard:  # names are in the text or the bytecode's strings
+    maybe = [fix for _, fix, words in fixes if all(w in source for w in words)]
+    if PARAMETERS_ATTR.encode() not in source and not maybe:  # names are in the text or the bytecode's strings
         return source, ()
     parsed = parse_module(source, new_context())
-    if guard and not guard_normalized_operands(parsed) and PARAMETERS_ATTR.encode() not in source:
+    fixed = sum(bool(fix(parsed)) for fix in maybe)
+    if not fixed and PARAMETERS_ATTR.encode() not in source:
         return source, ()
     files = parameter_files(parsed)
     return without_file_names(parsed, files), tuple(sorted(files.items()))
+
+
+def _workarounds(data_tiled: bool, spirv: bool) -> list[tuple]:
+    """(finder, fix, words a source must hold for the finder to find anything) for each IREE 3.13
+    miscompile `target_limits` works around on this target."""
+    from opscope.run import target_limits as tl
+
+    fixes = []
+    if data_tiled:
+        fixes.append((tl.normalized_operands, tl.guard_normalized_operands, (b"reduction", b"linalg")))
+    if spirv:
+        fixes.append((tl.nchw_depthwise, tl.channels_last_depthwise, (b"depthwise_conv_2d_nchw_chw",)))
+    return fixes
 
 
 def _copy(module: ir.Module):
