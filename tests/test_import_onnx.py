@@ -297,3 +297,50 @@ def test_a_lowering_failure_says_whose_it_is_and_the_route_that_works(tmp_path):
     log = msg.rsplit("all diagnostics and a reproducer: ", 1)[1].rstrip(")")
     text = Path(log).read_text()
     assert "cast incompatible" in text and "reproduce: iree-opt --pass-pipeline=" in text
+
+
+def test_weights_stored_narrow_and_cast_to_f32_stay_narrow():
+    """An f16 weight and a bf16 one the graph casts to f32 (the bf16 one then transposed, as an exported
+    Linear reads its weight; of one column, so the lowering folds the transpose too): torch-mlir's
+    lowering folded each cast into an f32 constant, so the module stored them at twice the file's
+    bytes and `weight_bytes` said so (found by the generated-model tests). Now they stay f16 and bf16
+    constants widened where used, `weight_bytes` is the file's 6·2 + 4·2 = 20 bytes, and the outputs
+    are onnxruntime's."""
+    import ml_dtypes
+
+    from opscope.act.weights import weight_bytes
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 1)).astype(np.float16)
+    b = rng.standard_normal((4, 1)).astype(ml_dtypes.bfloat16)
+    bf16 = helper.make_tensor("b", TensorProto.BFLOAT16, [4, 1], b.view(np.uint16).tobytes(), raw=True)
+    nodes = [
+        helper.make_node("Cast", ["a"], ["a32"], to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["x", "a32"], ["h"]),  # [3, 6] x [6, 1]
+        helper.make_node("Cast", ["b"], ["b32"], to=TensorProto.FLOAT),
+        helper.make_node("Transpose", ["b32"], ["bt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["y", "bt"], ["z"]),  # [3, 1] x [1, 4]
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "narrow",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1]),
+        ],
+        [
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [3, 1]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 4]),
+        ],
+        [numpy_helper.from_array(a, "a"), bf16],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    module = import_onnx(model)
+    text = str(module)
+    assert "tensor<6x1xf16>" in text and "xbf16>" in text
+    assert weight_bytes(module) == 6 * 2 + 4 * 2
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in ((3, 6), (3, 1)))
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "y": y})
+    got = load(compile_module(module, "llvm-cpu")).invoke("main", x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **TOL)
