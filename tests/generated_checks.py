@@ -359,6 +359,8 @@ def compile_refusing(batch: Batch, module, target: str, outcome: Outcome):
         except OpscopeError as e:
             line = str(e)
             tag = next((t for t in batch.tags if f'"{t}.' in line or f" {t}." in line), None)
+            if tag is None and isinstance(e, CompileFailed) and len(batch.programs) > 1:
+                tag = _culprit(batch, target)  # IREE's line names no op: the model it fails on alone
             if tag is None:
                 raise
             i = batch.tags.index(tag)
@@ -372,6 +374,28 @@ def compile_refusing(batch: Batch, module, target: str, outcome: Outcome):
             if not batch.programs:
                 return batch, None
             module = _parse(batch.module())
+
+
+def _culprit(batch: Batch, target: str) -> str | None:
+    """The tag of a model of `batch` IREE fails to compile alone (by halves: a failure whose line
+    names no op, as a SPIR-V legalization's), or None when each half compiles."""
+    from opscope.run.compile import CompileFailed, compile_module
+
+    programs, tags = batch.programs, batch.tags
+    while len(programs) > 1:
+        half = len(programs) // 2
+        try:
+            compile_module(Batch(programs[:half]).module(), target)
+        except CompileFailed:
+            programs, tags = programs[:half], tags[:half]
+            continue
+        try:
+            compile_module(Batch(programs[half:]).module(), target)
+        except CompileFailed:
+            programs, tags = programs[half:], tags[half:]
+            continue
+        return None  # each half compiles: the failure needs both
+    return tags[0]
 
 
 def check_batch(batch: Batch, seed: int, target: str = "llvm-cpu") -> Outcome:

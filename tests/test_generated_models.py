@@ -282,6 +282,25 @@ def test_iree_still_computes_nchw_depthwise_wrong_on_spirv(vulkan):
     assert _max_error(nchw_depthwise(), lambda text: _compile(text.encode(), tgt, tgt.flags, False)) < 1e-5
 
 
+def test_an_iree_failure_naming_no_op_is_pinned_on_its_model():
+    """IREE's SPIR-V fails on a bf16 64x128 matmul with a line that names no op of the batch: the batch
+    check found no model to take out and the whole vulkan-spirv check raised (the long run's first
+    chunk at 62ec0b5). Now the model is found by halves and listed as IREE's refusal, the rest
+    compiled (compiling needs no Vulkan device)."""
+    from generated_checks import Outcome, compile_refusing
+
+    small = Program("@@", 0)
+    small.output(small.linear(small.arg((2, 4)), 3))
+    wide = Program("@@", 1)
+    wide.output(wide.matmul(wide.cast(wide.arg((64, 128)), "bf16"), wide.const(wide.weight((128, 32)), "bf16")))
+    outcome = Outcome()
+    batch = Batch([small, wide, small])
+    kept, compiled = compile_refusing(batch, parse_module(batch.module(), new_context()), "vulkan-spirv", outcome)
+    assert compiled is not None and kept.programs == [small, small]
+    assert len(outcome.refused) == 1 and outcome.refused[0].startswith("IREE: ") and "bf16" in outcome.refused[0]
+    assert not outcome.problems
+
+
 # -- shrinking: a failing model to the smallest that fails the same way ----------------------------
 def test_problem_lines_locate_their_models_and_stage():
     """A logged problem names the chunk's models it can belong to and the stage to check them at."""

@@ -333,6 +333,16 @@ def test_vulkan_bf16_matmul_64x128_compiles(vulkan):
     load(compiled)
 
 
+def test_vulkan_bf16_compile_failure_says_what_it_means():
+    """IREE's diagnostic names no op of the model ("failed to legalize operation 'vector.bitcast'"): the
+    one line says it is IREE's SPIR-V and bf16, and what runs the model (compiling needs no device)."""
+    from opscope.run.compile import CompileFailed
+
+    with pytest.raises(CompileFailed) as e:
+        compile_module(matmul_module(64, 128, 32, dtype="bf16"), "vulkan-spirv", use_cache=False)
+    assert "\n" not in str(e.value) and "bf16" in str(e.value) and "--target llvm-cpu runs it" in str(e.value)
+
+
 def test_stacked_tensors_match_numpy(modules, runnable_target):
     """Tensors of one shape share one stack (B > 1): in a 3-layer MLP the input, the two
     hidden activations before and after ReLU and the returned result (external and
