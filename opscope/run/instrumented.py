@@ -20,7 +20,7 @@ from opscope.ir.loading import module_bytecode, new_context, parse_module
 from opscope.ir.manifest import Manifest
 from opscope.ir.stat_config import StatConfig
 from opscope.pipeline.taps import TAPS, inject_stats
-from opscope.run.compile import CompileFailed, compile_module
+from opscope.run.compile import CompileFailed, compile_module, mark_checked
 from opscope.run.runtime import LoadedModule, load
 from opscope.run.target_limits import check_target_limits
 from opscope.run.targets import Target, get_target, require_runnable
@@ -67,6 +67,7 @@ class InstrumentedModel:
             base = source.encode() if isinstance(source, str) else bytes(source)
         module = parse_module(base, new_context(), name)
         check_target_limits(module, tgt.name, tgt.driver, name)
+        mark_checked(module, base, tgt)  # the parity gate compiles `base` without parsing it again
         args = arguments(module)
         with ticking(f"{name}: inject"):
             module, manifest = inject_stats(module, config, taps, batch=batch, weights_once=weights_once, **tgt.layout)
