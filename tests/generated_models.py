@@ -109,6 +109,7 @@ class Program:
         self.torch_ops: dict[int, tuple] = {}  # value id of an elementwise map -> (torch op name, args)
         self.loc_of: dict[int, str] = {}  # value id -> the location of the op computing it (exposed as `<loc>#0`)
         self.expose_suffix: dict[int, tuple[str, str]] = {}  # value id -> (location, `:i`) of an op's result i > 0
+        self.routes: dict[str, int] = {}  # location of a routing op (top-k, sort) -> the chosen indices' value id
         self.outputs: list[Value] = []
         self.expected = Expected()
         self.rng = np.random.default_rng(seed)
@@ -693,6 +694,46 @@ class Program:
         self.expose_suffix[idx.id] = (loc, ":1")  # the op's second result
         self.refs[vals.id] = ("topk_values", x.id, k)
         self.refs[idx.id] = ("topk_indices", x.id, k)
+        self.routes[loc] = idx.id
+        self.expected.routing += 1
+        self._step()
+        return vals, idx
+
+    def sort_topk(self, x: Value, k: int) -> tuple[Value, Value]:
+        """The top-k as the Mixtral import writes it: an `iree_linalg_ext.sort` of `x` with an iota of
+        i32 indices along the last axis (largest first), then the first k of each (`tensor.extract_slice`)."""
+        rank = len(x.shape)
+        full, shape = ttype(x.shape, "i32"), x.shape[:-1] + (k,)
+        iota, sv, si = (f"%s{len(self.lines)}_{s}" for s in ("iota", "v", "i"))
+        loc = self._loc("topk")
+        ident = affine(rank, [f"d{j}" for j in range(rank)])
+        parallel = ", ".join(['"parallel"'] * rank)
+        self.lines.append(f"{iota}_e = tensor.empty() : {full}")
+        self.lines.append(
+            f"{iota} = linalg.generic {{indexing_maps = [{ident}], iterator_types = [{parallel}]}} "
+            f"outs({iota}_e : {full}) {{\n  ^bb0(%o: i32):\n    %ix = linalg.index {rank - 1} : index\n"
+            f"    %ic = arith.index_cast %ix : index to i32\n    linalg.yield %ic : i32\n"
+            f'  }} -> {full} loc("{loc}.aux_iota")'
+        )
+        self.lines.append(
+            f"{sv}, {si} = iree_linalg_ext.sort dimension({rank - 1}) outs({x.ref}, {iota} : {x.type}, {full}) {{\n"
+            f"  ^bb0(%sa: f32, %sb: f32, %sc: i32, %sd: i32):\n    %sp = arith.cmpf ogt, %sa, %sb : f32\n"
+            f'    iree_linalg_ext.yield %sp : i1\n  }} -> {x.type}, {full} loc("{loc}.aux_sort")'
+        )
+        vals, idx = self._new(shape), self._new(shape, "i32")
+        offs, sizes, ones = ", ".join(["0"] * rank), ", ".join(map(str, shape)), ", ".join(["1"] * rank)
+        self.lines.append(
+            f'{vals.ref} = tensor.extract_slice {sv}[{offs}] [{sizes}] [{ones}] : {x.type} to {vals.type} loc("{loc}")'
+        )
+        self.lines.append(
+            f"{idx.ref} = tensor.extract_slice {si}[{offs}] [{sizes}] [{ones}] : {full} to {idx.type} "
+            f'loc("{loc}.aux_idx")'
+        )
+        self.loc_of[vals.id] = loc
+        self.loc_of[idx.id] = f"{loc}.aux_idx"
+        self.refs[vals.id] = ("topk_values", x.id, k)
+        self.refs[idx.id] = ("topk_indices", x.id, k)
+        self.routes[f"{loc}.aux_sort"] = idx.id
         self.expected.routing += 1
         self._step()
         return vals, idx
@@ -916,8 +957,9 @@ def attention(draw) -> Program:
 
 @st.composite
 def moe(draw) -> Program:
-    """A mixture of experts: a router's softmax, its top-k, every expert run batched over the
-    tokens (as `experts_implementation="batched_mm"` exports), combined by the routing weights."""
+    """A mixture of experts: a router's softmax, its top-k (`iree_linalg_ext.topk`, or a sort and a
+    slice as the Mixtral import writes it), every expert run batched over the tokens (as
+    `experts_implementation="batched_mm"` exports), combined by the routing weights."""
     p = Program("@@", draw(st.integers(0, 2**16)))
     t, d = draw(ROWS), draw(WIDTH)
     e = draw(st.sampled_from([2, 3, 4, 8]))
@@ -926,7 +968,8 @@ def moe(draw) -> Program:
     x = p.arg((t, d))
     gates = p.softmax(p.linear(x, e))
     p.expected.gates += 1
-    vals, idx = p.topk(gates, k)
+    # a sort's first k of E (k = E would be the whole sort, its slice folded away: no top-k to find)
+    vals, idx = (p.sort_topk if k < e and draw(st.booleans()) else p.topk)(gates, k)
     weights = p.combine_weights(vals, idx, e)
     y = p.unary(p.batch_matmul(p.broadcast_lead(x, e), p.const(p.weight((e, d, f))), weight=True), "relu")
     out = p.einsum(weights, y, "te,etf->tf", {"t": t, "e": e, "f": f}, weight=False)
@@ -1069,4 +1112,4 @@ class Batch:
         }
 
 
-_OUTER = re.compile(r"%(v\d+|z\d+_[ezf]|e\d+|c\d+_[cef]|pz\d+)\b")
+_OUTER = re.compile(r"%(v\d+|z\d+_[ezf]|e\d+|c\d+_[cef]|pz\d+|s\d+_(?:iota_e|iota|v|i))\b")

@@ -220,16 +220,21 @@ def test_quantize_weight_leaves_a_vector_weight_alone():
     assert check_rewrite(Batch([p]), "quantize-weight", 0) == []
 
 
+def unit_dims_attention() -> Program:
+    """q·qᵀ of one head of one element, sliced from a fused QKV of [1, 3] (attention of d_model 1)."""
+    p = Program("@@", 0)
+    q = p.slice(p.arg((1, 3)), 1, 0, 1)
+    t = p.transpose(p.reshape(q, (1, 1, 1), [[0], [1, 2]]), (1, 0, 2))
+    p.output(p.batch_matmul(t, p.transpose(t, (0, 2, 1))))
+    return p
+
+
 @pytest.mark.xfail(strict=True, raises=CompileFailed, reason="IREE 3.13: a unit-dims batch_matmul of a slice")
 def test_iree_still_fails_on_a_unit_dims_attention():
     """Pins an IREE failure the generator meets in attention of d_model 1 (a fused QKV of [1, 3]
     sliced, heads of one element): "expected rank to be smaller or equal to the other rank", any
     flags. opscope passes IREE's line on (one line naming the op); when an upgrade fixes it this passes."""
-    p = Program("@@", 0)
-    q = p.slice(p.arg((1, 3)), 1, 0, 1)
-    t = p.transpose(p.reshape(q, (1, 1, 1), [[0], [1, 2]]), (1, 0, 2))
-    p.output(p.batch_matmul(t, p.transpose(t, (0, 2, 1))))
-    compile_module(Batch([p]).module(), "llvm-cpu", use_cache=False)
+    compile_module(Batch([unit_dims_attention()]).module(), "llvm-cpu", use_cache=False)
 
 
 def w_at_x() -> Program:

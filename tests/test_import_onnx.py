@@ -301,11 +301,11 @@ def test_a_lowering_failure_says_whose_it_is_and_the_route_that_works(tmp_path):
 
 def test_weights_stored_narrow_and_cast_to_f32_stay_narrow():
     """An f16 weight and a bf16 one the graph casts to f32 (the bf16 one then transposed, as an exported
-    Linear reads its weight; of one column, so the lowering folds the transpose too): torch-mlir's
-    lowering folded each cast into an f32 constant, so the module stored them at twice the file's
-    bytes and `weight_bytes` said so (found by the generated-model tests). Now they stay f16 and bf16
-    constants widened where used, `weight_bytes` is the file's 6·2 + 4·2 = 20 bytes, and the outputs
-    are onnxruntime's."""
+    Linear reads its weight; of one column, which the lowering folded into the constant too):
+    torch-mlir's lowering folded each cast into an f32 constant, so the module stored them at twice
+    the file's bytes and `weight_bytes` said so (found by the generated-model tests). Now they stay f16
+    and bf16 constants widened where used (`opscope.importers.narrow_weights`), `weight_bytes` is the
+    file's 6·2 + 4·2 = 20 bytes, and the outputs are onnxruntime's."""
     import ml_dtypes
 
     from opscope.act.weights import weight_bytes

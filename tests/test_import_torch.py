@@ -143,6 +143,32 @@ def test_saved_export_program_file(tmp_path):
         import_source(tmp_path / "bad.pt2")
 
 
+def test_weights_stored_narrow_and_read_as_f32_stay_narrow():
+    """A bf16 and an f16 parameter the forward reads as f32 (`.float()`): torch-mlir's lowering folded
+    each cast into an f32 constant, so the module stored them at twice the model's bytes and
+    `weight_bytes` said so (found by the generated-model tests; the ONNX route the same). Now they
+    stay bf16 and f16 constants widened where read (`opscope.importers.narrow_weights`)."""
+    from opscope.act.weights import weight_bytes
+
+    class Narrow(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.randn(6, 5).to(torch.bfloat16), requires_grad=False)
+            self.b = torch.nn.Parameter(torch.randn(5, 3).to(torch.float16), requires_grad=False)
+
+        def forward(self, x):
+            return torch.relu(x @ self.a.float()) @ self.b.float()
+
+    torch.manual_seed(0)
+    model, x = Narrow().eval(), torch.randn(4, 6)
+    module = import_torch(model, (x,))
+    text = str(module)
+    assert "tensor<6x5xbf16>" in text and "tensor<5x3xf16>" in text
+    assert weight_bytes(module) == (6 * 5 + 5 * 3) * 2
+    got = load(compile_module(module, "llvm-cpu")).invoke("main", x.numpy())
+    _assert_close(got, eager_outputs(model, (x,)), **TINY)
+
+
 def test_transformer_block():
     torch.manual_seed(0)
     module, _, _ = _check_model(Block().eval(), (torch.randn(2, 8, 32),), **TINY)

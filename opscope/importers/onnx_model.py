@@ -19,7 +19,6 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
-from opscope.importers.onnx_narrow import narrow_casts, renarrow
 from opscope.importers.onnx_rnn import SCOPE_KEY, unroll_recurrent
 from opscope.importers.torch_fx import normalize_path
 from opscope.importers.torch_lowering import lower_torch
@@ -177,11 +176,6 @@ def _rename_main(module: ir.Module) -> None:
 
 def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Context | None = None):
     """Phases load → import: the torch-dialect module (`torch.operator "onnx.*"`), not yet lowered."""
-    return _import(path_or_model, name, context)[0]
-
-
-def _import(path_or_model, name: str | None, context: ir.Context | None):
-    """(`import_onnx_torch`'s module, the initializers it casts from f16/bf16 to f32: `narrow_casts`)."""
     require_onnx()
     from iree.compiler.extras import onnx_importer
 
@@ -203,19 +197,16 @@ def _import(path_or_model, name: str | None, context: ir.Context | None):
         raise OpscopeError(f"{label}: the ONNX importer failed: {_first_line(e)}") from None
     _name_scopes(module, model)
     _rename_main(module)
-    return module, narrow_casts(model)
+    return module
 
 
 def import_onnx(path_or_model, name: str | None = None, context: ir.Context | None = None) -> ir.Module:
-    """An ONNX model (path, bytes or ModelProto) → the canonical linalg module (`func.func @main`),
-    its f16/bf16 weights cast to f32 kept narrow (`onnx_narrow`)."""
-    module, narrow = _import(path_or_model, name, context)
+    """An ONNX model (path, bytes or ModelProto) → the canonical linalg module (`func.func @main`)."""
+    module = import_onnx_torch(path_or_model, name, context)
     try:
-        module = lower_torch(module)
+        return lower_torch(module)
     except OpscopeError as e:
         raise OpscopeError(f"{_label(path_or_model, name)}: {e}") from None
-    renarrow(module, narrow)
-    return module
 
 
 def _label(path_or_model, name: str | None) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from opscope.errors import OpscopeError
+from opscope.importers import narrow_weights
 from opscope.importers.phase import first_op, run_phase, save_input
 from opscope.ir.loading import new_context
 from opscope.ir.progress import phase
@@ -110,6 +111,7 @@ def lower_torch(module: ir.Module) -> ir.Module:
     onnx = is_onnx_module(module)
     phases = ((ONNX_PHASE,) if onnx else ()) + TORCH_PHASES
     _refuse_unknown(module, allow_onnx=onnx)
+    hidden = narrow_weights.hide(module)  # a cast of an f16/bf16 weight must not fold into an f32 copy
     for name, pipeline in phases:
         _run_phase(module, name, pipeline, onnx)
         if name == "onnx-to-torch":
@@ -117,6 +119,7 @@ def lower_torch(module: ir.Module) -> ir.Module:
         if name == "torch-to-linalg":
             _refuse_leftover(_first_torch_op(module, skip=_GLUE))
     _refuse_leftover(_first_torch_op(module))
+    narrow_weights.restore(module, hidden)
     return module
 
 
