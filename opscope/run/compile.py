@@ -238,9 +238,9 @@ def _source(
     (scope, file) of each parameter file the module names, sorted. The compiler's copy leaves
     the file names out (`without_file_names`): where the weights live is the loader's business,
     so a model compiles to one cached vmfb whichever run folder holds its parameter file. The
-    copy is also worked around IREE 3.13's silent miscompiles (`_workarounds`): for a `data_tiled`
-    target its normalized contraction operands are guarded, for a `spirv` target its channels-first
-    depthwise convolutions computed channels-last."""
+    copy is also worked around IREE 3.13's bugs (`_workarounds`): for a `data_tiled` target its
+    normalized contraction operands are guarded and its contractions of K = 1 written elementwise,
+    for a `spirv` target its channels-first depthwise convolutions computed channels-last."""
     fixes = _workarounds(data_tiled, spirv)
     if isinstance(module, ir.Module):
         check_compilable(module)
@@ -287,6 +287,7 @@ def _workarounds(data_tiled: bool, spirv: bool) -> list[tuple]:
     fixes = []
     if data_tiled:
         fixes.append((tl.normalized_operands, tl.guard_normalized_operands, (b"reduction", b"linalg")))
+        fixes.append((tl.unit_k_contractions, tl.elementwise_unit_k, (b"linalg",)))
     if spirv:
         fixes.append((tl.nchw_depthwise, tl.channels_last_depthwise, (b"depthwise_conv_2d_nchw_chw",)))
     return fixes

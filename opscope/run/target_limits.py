@@ -288,3 +288,65 @@ def _transposed(value: ir.Value, perm: list[int], tensor) -> ir.Value:
     empty = tensor.EmptyOp(shape, ty.element_type).result
     made = linalg.transpose(value, outs=[empty], permutation=perm)  # the op (its region built), not its value
     return made.results[0] if isinstance(made, ir.OpView) else made
+
+
+def unit_k_contractions(module: ir.Module) -> list[ir.Operation]:
+    """The linalg contractions (not convolutions) whose every K loop has size 1: an outer product
+    written as a matmul. IREE 3.13's data tiling fails on a 1x1 by 1xN one whose lhs is computed
+    ("tiling factors must be less than or equal to the input rank for pack"), and opscope's fallback
+    then built the whole model untiled; a tapped build of the same model could tile, so the two
+    differed in their last bits (found by the generated-model tests)."""
+    from opscope.ir.sites import find_sites, is_convolution
+
+    found = []
+    for site in find_sites(module):
+        op = site.op
+        if site.dynamic or site.k != 1 or is_convolution(site) or not op.name.startswith("linalg."):
+            continue
+        maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
+        if all(isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results):
+            found.append(op)
+    return found
+
+
+def elementwise_unit_k(module: ir.Module) -> int:
+    """Write each `unit_k_contractions` op as the elementwise op it is: the same body over the loops
+    that are not K, each K index 0 (out + a·b for a matmul: the same value, bit for bit); returns how
+    many. Done on the compiler's copy for data-tiled targets (`opscope.run.compile`), so the rest of
+    the model keeps data tiling."""
+    from opscope.ir.build import clone_ops
+
+    found = unit_k_contractions(module)
+    for op in found:
+        maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
+        k_loops = set(linalg.infer_contraction_dimensions(op).k)
+        keep = [d for d in range(maps[0].n_dims) if d not in k_loops]
+        at = {d: i for i, d in enumerate(keep)}
+        with op.location:
+            new_maps = [
+                ir.AffineMap.get(
+                    len(keep),
+                    0,
+                    [
+                        ir.AffineConstantExpr.get(0)
+                        if ir.AffineDimExpr(e).position in k_loops
+                        else ir.AffineDimExpr.get(at[ir.AffineDimExpr(e).position])
+                        for e in m.results
+                    ],
+                )
+                for m in maps
+            ]
+            new = linalg.GenericOp(
+                [op.results[0].type],
+                list(op.operands[:2]),
+                [op.operands[2]],
+                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
+                ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * len(keep)),
+                ip=ir.InsertionPoint(op),
+            )
+            old = op.regions[0].blocks[0]
+            block = new.regions[0].blocks.append(*(a.type for a in old.arguments))
+        clone_ops(list(old.operations), ir.InsertionPoint(block), dict(zip(old.arguments, block.arguments)))
+        op.results[0].replace_all_uses_with(new.results[0])
+        op.erase()
+    return len(found)
