@@ -8,6 +8,7 @@ chunk goes to the log: models checked, refused (each refusal's line), rewrites r
 
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl   # the long run (docs/testing.md)
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl --resume   # after an interruption
+    python tests/fuzz_models.py ... --resume --redo-failed   # and the chunks that failed, after their fixes
     python tests/fuzz_models.py --replay SEED:CHUNK                        # one chunk again, its problems printed
     python tests/fuzz_models.py --replay-chunk-seed S --per-chunk 200 --rewrites 1  # the CI slice's chunk
     python tests/fuzz_models.py --shrink SEED:CHUNK --problem LINE       # its model shrunk (shrink_models.py)
@@ -189,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--log", type=Path, default=Path("fuzz.jsonl"))
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument(
+        "--redo-failed", action="store_true", help="with --resume: run again the chunks whose last run had problems"
+    )
     ap.add_argument("--replay", help="SEED:CHUNK: run that chunk again and print its problems")
     ap.add_argument("--replay-chunk-seed", type=int, help="a chunk's own seed (a failing test prints it)")
     ap.add_argument("--shrink", help="SEED:CHUNK: shrink the model behind --problem (tests/shrink_models.py)")
@@ -218,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if chunk.problems else 0
     done = set()
     if args.resume and args.log.exists():
-        done = {json.loads(line)["chunk"] for line in args.log.read_text().splitlines() if line.strip()}
+        last = {}  # chunk -> its last line: a chunk run again after fixes is judged by its newest run
+        for line in args.log.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                last[entry["chunk"]] = entry
+        done = {n for n, entry in last.items() if not (args.redo_failed and entry["problems"])}
     elif args.log.exists():
         args.log.unlink()
     chunks = -(-args.models // args.per_chunk)
