@@ -36,7 +36,8 @@ func.func @main(%x: tensor<2x3x6x6xf32>, %w: tensor<8x3x3x3xf32>, %dw: tensor<8x
 EXPECTED = {
     "conv": ("conv_2d_nchw_fchw", 1, 2 * 6 * 6, 3 * 3 * 3, 8, {"lhs": (1,), "rhs": (0,), "out": (1,)}),
     "dw": ("depthwise_conv_2d_nchw_chw", 8, 2 * 4 * 4, 3 * 3, 1, {"lhs": (1,), "rhs": (0,), "out": (1,)}),
-    "grouped": ("conv_2d_ngchw_gfchw", 2, 2 * 4 * 4, 4, 4, {"lhs": (1, 2), "rhs": (0, 1), "out": (1, 2)}),
+    # the lhs is the layer's input before its split into groups ([2, 8, 4, 4]: its channels one dim)
+    "grouped": ("conv_2d_ngchw_gfchw", 2, 2 * 4 * 4, 4, 4, {"lhs": (1,), "rhs": (0, 1), "out": (1, 2)}),
     "nhwc": ("conv_2d_nhwc_hwcf", 1, 3 * 3, 3 * 3 * 4, 6, {}),
 }
 
@@ -50,6 +51,7 @@ def test_conv_sites_are_im2col_gemms():
         assert (s.kind, s.batch, s.m, s.k, s.n, s.channels) == (kind, b, m, k, n, channels), name
         assert s.flops == 2 * b * m * k * n == op_flops(s.op), name  # the domain × (mul + add) of its body
     assert sites["conv"].shape("lhs") == (2, 3, 6, 6)  # the input before its zero padding
+    assert sites["grouped"].shape("lhs") == (2, 8, 4, 4)  # the input before its split into groups
 
 
 def test_channel_view_plans_channels_and_positions():
@@ -85,7 +87,7 @@ def test_conv_sketches_match_numpy(modules, runnable_target):
     tensors = {
         "conv": {"lhs": x, "rhs": w, "out": c},
         "dw": {"lhs": c, "rhs": dw, "out": d},
-        "grouped": {"lhs": d.reshape(2, 2, 4, 4, 4), "rhs": gw, "out": g},
+        "grouped": {"lhs": d, "rhs": gw, "out": g},  # the layer's input, before its split into groups
         "nhwc": {"lhs": hx, "rhs": hw, "out": h},
     }
     for site, roles in tensors.items():

@@ -349,6 +349,21 @@ def test_an_iree_failure_naming_no_op_is_pinned_on_its_model():
     assert not outcome.problems
 
 
+def test_an_unpadded_grouped_convolution_reads_its_input():
+    """A grouped convolution's site read the input itself when padded, but the split view [N, G, C/G,
+    H, W] when not: dump-tensors returned that view as the layer's input (the long run's chunk 1 at
+    754810e). Now both read the input; dump-tensors and extract-site give it."""
+    from generated_checks import check_rewrite
+
+    p = Program("@@", 0)
+    p.output(p.conv(p.arg((1, 3, 7, 6)), 6, (2, 2), groups=3))
+    batch = Batch([p])
+    module = parse_module(batch.module(), new_context())  # kept alive: the site points into it
+    (site,) = find_sites(module)
+    assert site.shape("lhs") == (1, 3, 7, 6)
+    assert check_rewrite(batch, "dump-tensors", 0) == [] and check_rewrite(batch, "extract-site", 0) == []
+
+
 # -- shrinking: a failing model to the smallest that fails the same way ----------------------------
 def test_problem_lines_locate_their_models_and_stage():
     """A logged problem names the chunk's models it can belong to and the stage to check them at."""

@@ -217,14 +217,12 @@ def _conv_site(op: ir.Operation):
     k, n = size(ichan, dims.filter_loop), size(ochan)
     kind = op.name.removeprefix("linalg.")
     lhs, grouped = _unpadded(ins[0]), None
-    if lhs is ins[0] and isinstance(lhs, ir.OpResult) and lhs.owner.name == "tensor.expand_shape":
-        source = lhs.owner.operands[0]
-        inner = _unpadded(source)  # a grouped convolution: the padded (or spread) input split into groups
-        if inner is not source or _zero_inserted(source) is not None:
-            grouped = [
-                [ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(lhs.owner.attributes["reassociation"])
-            ]
-            lhs = inner
+    if lhs is ins[0] and isinstance(lhs, ir.OpResult) and lhs.owner.name == "tensor.expand_shape" and depth:
+        # a grouped convolution: the input (padded or spread, or not) split into groups; the site reads the
+        # input itself whether padded or not (found by the generated-model tests: an unpadded one's lhs
+        # was the split view, so dump-tensors and extract-site gave the layer's input another shape)
+        grouped = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(lhs.owner.attributes["reassociation"])]
+        lhs = _unpadded(lhs.owner.operands[0])
     spread = _zero_inserted(lhs)
     if spread is not None:  # a transposed convolution: its input, one GEMM row per input pixel (torch's count)
         lhs, kind = spread, kind.replace("conv_", "conv_transpose_", 1)
