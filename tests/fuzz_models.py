@@ -9,6 +9,7 @@ chunk goes to the log: models checked, refused (each refusal's line), rewrites r
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl   # the long run (docs/testing.md)
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl --resume   # after an interruption
     python tests/fuzz_models.py ... --resume --redo-failed   # and the chunks that failed, after their fixes
+    python tests/fuzz_models.py --summary --log fuzz.jsonl       # its totals (docs/testing.md)
     python tests/fuzz_models.py --replay SEED:CHUNK                        # one chunk again, its problems printed
     python tests/fuzz_models.py --replay-chunk-seed S --per-chunk 200 --rewrites 1  # the CI slice's chunk
     python tests/fuzz_models.py --shrink SEED:CHUNK --problem LINE       # its model shrunk (shrink_models.py)
@@ -178,6 +179,33 @@ def source_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def summary(log: Path) -> dict:
+    """A long run's totals from its log, each chunk judged by its newest line: models drawn, checked
+    and refused, rewrites and models through PyTorch, chunks with problems, and the chunks and lines
+    per commit (the code each ran)."""
+    last: dict[int, dict] = {}
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    for entry in lines:
+        last[entry["chunk"]] = entry
+    chunks = list(last.values())
+    rewrites: dict[str, int] = {}
+    for c in chunks:
+        for name, n in c["rewrites"].items():
+            rewrites[name] = rewrites.get(name, 0) + n
+    return {
+        "chunks": len(chunks),
+        "models": sum(c["models"] for c in chunks),
+        "checked": sum(c["checked"] for c in chunks),
+        "refused": sum(len(c["refused"]) for c in chunks),
+        "torch": sum(c["torch"] for c in chunks),
+        "rewrites": rewrites,
+        "open": sorted(c["chunk"] for c in chunks if c["problems"]),
+        "problems_found_on_the_way": sum(len(e["problems"]) for e in lines),
+        "commits": sorted({c["commit"] for c in chunks}),
+        "hours": round(sum(c["seconds"] for c in chunks) / 3600, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=int, default=200)
@@ -200,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problem", help="with --shrink: one problem line of that chunk, as logged or printed")
     ap.add_argument("--match", help="with --shrink: a regex the shrunk model's problem must match instead")
     ap.add_argument("--out", type=Path, help="with --shrink: write the shrunk model's linalg there")
+    ap.add_argument("--summary", action="store_true", help="print the totals of --log (each chunk's newest run)")
     args = ap.parse_args(argv)
+    if args.summary:
+        print(json.dumps(summary(args.log), indent=1))
+        return 0
     if args.shrink or args.shrink_chunk_seed is not None:
         if not args.problem:
             ap.error("--shrink needs --problem: the problem line to shrink, as the log or the run printed it")

@@ -411,3 +411,25 @@ def test_shrinking_replays_the_chunk_and_keeps_the_problem():
     failure = locate(f"batch {i // 25}: m{i % 25}: site m0.mm0 not found", seed, count)
     with pytest.raises(ValueError, match="fails alone"):
         shrink(seed, count, failure, check=attention_found)
+
+
+def test_a_long_runs_summary_judges_each_chunk_by_its_newest_run(tmp_path):
+    """`fuzz_models.py --summary`: a chunk run again after its fixes counts by its newest line; the
+    problems found on the way are all counted; the commits are those the newest lines ran."""
+    import json
+
+    from fuzz_models import summary
+
+    def line(chunk, commit, problems):
+        return {
+            "chunk": chunk, "commit": commit, "models": 100, "checked": 98, "refused": ["r", "r"], "torch": 8,
+            "rewrites": {"dump-tensors": 25}, "problems": problems, "seconds": 360.0,
+        }  # fmt: skip
+
+    log = tmp_path / "fuzz.jsonl"
+    entries = [line(0, "a", ["p", "q"]), line(1, "a", ["r"]), line(0, "b", [])]
+    log.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    got = summary(log)
+    assert (got["chunks"], got["models"], got["checked"], got["refused"], got["torch"]) == (2, 200, 196, 4, 16)
+    assert got["open"] == [1] and got["problems_found_on_the_way"] == 3 and got["commits"] == ["a", "b"]
+    assert got["rewrites"] == {"dump-tensors": 50} and got["hours"] == 0.2
