@@ -304,8 +304,9 @@ def test_weights_stored_narrow_and_cast_to_f32_stay_narrow():
     Linear reads its weight; of one column, which the lowering folded into the constant too):
     torch-mlir's lowering folded each cast into an f32 constant, so the module stored them at twice
     the file's bytes and `weight_bytes` said so (found by the generated-model tests). Now they stay f16
-    and bf16 constants widened where used (`opscope.importers.narrow_weights`), `weight_bytes` is the
-    file's 6·2 + 4·2 = 20 bytes, and the outputs are onnxruntime's."""
+    and bf16 constants widened where used (`opscope.importers.narrow_weights`), and int8 codes
+    dequantized in the graph stay int8 (folded to f32 they took four times their bytes); `weight_bytes`
+    is the file's 6·2 + 4·2 + 12 + 2·4 bytes, and the outputs are onnxruntime's."""
     import ml_dtypes
 
     from opscope.act.weights import weight_bytes
@@ -313,6 +314,7 @@ def test_weights_stored_narrow_and_cast_to_f32_stay_narrow():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((6, 1)).astype(np.float16)
     b = rng.standard_normal((4, 1)).astype(ml_dtypes.bfloat16)
+    codes, scale = rng.integers(-127, 128, (2, 6)).astype(np.int8), np.array([[0.01], [0.02]], np.float32)
     bf16 = helper.make_tensor("b", TensorProto.BFLOAT16, [4, 1], b.view(np.uint16).tobytes(), raw=True)
     nodes = [
         helper.make_node("Cast", ["a"], ["a32"], to=TensorProto.FLOAT),
@@ -320,6 +322,10 @@ def test_weights_stored_narrow_and_cast_to_f32_stay_narrow():
         helper.make_node("Cast", ["b"], ["b32"], to=TensorProto.FLOAT),
         helper.make_node("Transpose", ["b32"], ["bt"], perm=[1, 0]),
         helper.make_node("MatMul", ["y", "bt"], ["z"]),  # [3, 1] x [1, 4]
+        helper.make_node("Cast", ["c"], ["c32"], to=TensorProto.FLOAT),  # int8 codes times scales
+        helper.make_node("Mul", ["c32", "s"], ["cw"]),
+        helper.make_node("Transpose", ["cw"], ["cwt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "cwt"], ["q"]),  # [3, 6] x [6, 2]
     ]
     graph = helper.make_graph(
         nodes,
@@ -331,14 +337,20 @@ def test_weights_stored_narrow_and_cast_to_f32_stay_narrow():
         [
             helper.make_tensor_value_info("h", TensorProto.FLOAT, [3, 1]),
             helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("q", TensorProto.FLOAT, [3, 2]),
         ],
-        [numpy_helper.from_array(a, "a"), bf16],
+        [
+            numpy_helper.from_array(a, "a"),
+            bf16,
+            numpy_helper.from_array(codes, "c"),
+            numpy_helper.from_array(scale, "s"),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     module = import_onnx(model)
     text = str(module)
-    assert "tensor<6x1xf16>" in text and "xbf16>" in text
-    assert weight_bytes(module) == 6 * 2 + 4 * 2
+    assert "tensor<6x1xf16>" in text and "xbf16>" in text and "tensor<2x6xi8>" in text
+    assert weight_bytes(module) == 6 * 2 + 4 * 2 + 2 * 6 + 2 * 4
     x, y = (rng.standard_normal(s).astype(np.float32) for s in ((3, 6), (3, 1)))
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "y": y})
     got = load(compile_module(module, "llvm-cpu")).invoke("main", x, y)

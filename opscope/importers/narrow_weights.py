@@ -15,7 +15,7 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import arith, util
 
-NARROW = ("f16", "bf16")
+NARROW = ("f16", "bf16", "i8", "si8", "ui8")
 PREFIX = "__opscope_narrow_"
 _CONSTANTS = ("torch.vtensor.literal", "torch.operator")  # the FX import's literal, ONNX's `onnx.Constant`
 
@@ -33,16 +33,28 @@ def hide(module: ir.Module) -> list[str]:
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    names = []
+    names, blobs, by_content = [], [], {}
     with module.context:
         table = ir.SymbolTable(module.operation)
         for n, (op, attr) in enumerate(found):
             name = f"{PREFIX}{n}"
             while name in table:
                 name += "_"
+            with op.location:
+                attr, content = _signless(attr, name, module, blobs)  # torch's si8: a builtin i8 tensor once lowered
             ty = ir.RankedTensorType(attr.type)
             with op.location:
-                util.GlobalOp(name, ty, sym_visibility="private", initial_value=attr, ip=ir.InsertionPoint(module.body))
+                if (
+                    content is not None and content in by_content
+                ):  # equal codes: one constant, as canonicalize made them
+                    name = by_content[content]
+                else:
+                    util.GlobalOp(
+                        name, ty, sym_visibility="private", initial_value=attr, ip=ir.InsertionPoint(module.body)
+                    )
+                    names.append(name)
+                    if content is not None:
+                        by_content[content] = name
                 ip = ir.InsertionPoint(op)
                 load = util.GlobalLoadOp(ty, name, is_immutable=True, ip=ip).result
                 wrapped = ir.Operation.create(
@@ -50,7 +62,6 @@ def hide(module: ir.Module) -> list[str]:
                 )
             op.results[0].replace_all_uses_with(wrapped.results[0])
             op.erase()
-            names.append(name)
     return names
 
 
@@ -82,6 +93,35 @@ def restore(module: ir.Module, names: list[str]) -> int:
     for g in globals_.values():
         g.erase()
     return len(loads)
+
+
+def _signless(attr: ir.Attribute, name: str, module: ir.Module, blobs: list) -> tuple[ir.Attribute, tuple | None]:
+    """(`attr` with a signed or unsigned integer element type made signless, the same bytes in a blob
+    of its own (`name`), as `torch_c.from_builtin_tensor` takes it; a key of its content, so equal
+    tensors share one constant), or (`attr`, None) for a float type. A `dense_resource` blob's bytes
+    are read from the module's printed resources (`ResourceBlobs`, printed once, before any is replaced)."""
+    import hashlib
+
+    import numpy as np
+
+    from opscope.ir.weights import RESOURCE_REF, ResourceBlobs
+
+    ty = ir.RankedTensorType(attr.type)
+    element = str(ty.element_type)
+    if element[:2] not in ("si", "ui"):
+        return attr, None
+    dtype = np.int8 if element == "si8" else np.uint8
+    try:
+        values = np.asarray(ir.DenseElementsAttr(attr)).astype(dtype)
+    except ValueError:  # a dense_resource blob: its bytes from the printed module
+        if not blobs:
+            blobs.append(ResourceBlobs(module))
+        key = RESOURCE_REF.search(str(attr)).group(1).strip('"')
+        values = np.frombuffer(blobs[0].data(key, key), dtype).reshape(ty.shape)
+    signless = ir.RankedTensorType.get(list(ty.shape), ir.IntegerType.get_signless(8))
+    values = np.ascontiguousarray(values).view(np.int8)
+    content = (tuple(ty.shape), hashlib.sha256(values.tobytes()).digest())
+    return ir.DenseResourceElementsAttr.get_from_buffer(values, name, signless), content
 
 
 def _narrow_value(op: ir.Operation) -> ir.Attribute | None:
