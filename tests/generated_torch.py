@@ -28,12 +28,24 @@ TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i8": "i
 def torch_ready(p: Program) -> bool:
     """Whether `p` has a faithful torch form here. Not the einsum family: FlopCounterMode counts an
     einsum PyTorch lowers to mul + sum as 0 FLOPs (no reference), and `torch.einsum` may put the
-    weight on the lhs of the matmul it exports, which the rhs-based rewrites leave alone (open)."""
+    weight on the lhs of the matmul it exports. Nor a model with a generic contraction of K = 1:
+    `torch.einsum` computes it as a broadcast multiply, so its weight is no matmul's (found by the
+    CI slice, seed 2026)."""
     if p.family == "einsum":
         return False
+    if any(f.kind == "generic" and _k_size(p, f) == 1 for f in p.expected.sites):
+        return False  # torch.einsum computes a K = 1 product as a broadcast multiply: no matmul, no weight
     kinds = {f.kind for f in p.expected.sites}
     casts = [op for op in p.torch_ops.values() if op[0] == "cast" and op[1] != "f32"]
     return not any(k.startswith("conv_transpose") for k in kinds) and not casts
+
+
+def _k_size(p: Program, fact) -> int:
+    """The size of the site's K: its lhs dims that the contraction sums over, multiplied."""
+    from generated_checks import _site_operand_ids
+
+    shape = p.values[_site_operand_ids(p.refs[fact.out])[0]].shape
+    return int(np.prod([shape[d] for d in fact.lhs_k])) if fact.lhs_k else 0
 
 
 def _module_class():
