@@ -37,34 +37,26 @@ def test_element_types_of_a_module():
     assert "bf16" in tensor_element_types(parse_module(BF16))
 
 
-def test_f16_on_vulkan_is_refused_on_lavapipe_in_one_line(vulkan, caplog):
+@pytest.mark.parametrize(
+    "source,dtype,name,what",
+    [(F16, "f16", "half", "(a bare f16 -> f32 extension"), (BF16, "bf16", "brain", "(a bf16 matmul with an odd dim")],
+    ids=["f16", "bf16"],
+)
+def test_a_half_model_on_vulkan_is_refused_on_lavapipe_in_one_line(vulkan, caplog, source, dtype, name, what):
+    """f16 (a bare extension returns garbage) and bf16 (a matmul with an odd dim comes back wrong: found
+    by the generated-model tests) are refused on lavapipe and warned of, once, on other Vulkan devices."""
     if on_lavapipe():
         with pytest.raises(OpscopeError) as e:
-            InstrumentedModel.build(F16, vulkan, name="half")
+            InstrumentedModel.build(source, vulkan, name=name)
         text = one_line(e)
-        assert text.startswith("half: IREE 3.13 on vulkan-spirv computes f16 wrong (a bare f16 -> f32 extension")
+        assert text.startswith(f"{name}: IREE 3.13 on vulkan-spirv computes {dtype} wrong {what}")
         assert text.endswith("refused on this device (" + device_name("vulkan") + "); use --target llvm-cpu")
-    else:  # another Vulkan device: warned of, in one line
+    else:  # another Vulkan device: warned of, in one line, and the build goes on
         with caplog.at_level(logging.WARNING, logger="opscope"):
-            InstrumentedModel.build(F16, vulkan, name="half")
-        assert any("computes f16 wrong" in r.getMessage() and "\n" not in r.getMessage() for r in caplog.records)
-
-
-def test_bf16_on_vulkan_is_refused_on_lavapipe_in_one_line(vulkan, caplog):
-    """A bf16 matmul with an odd dim comes back wrong on lavapipe (found by the generated-model tests):
-    refused there as f16 is, warned of on other Vulkan devices."""
-    if on_lavapipe():
-        with pytest.raises(OpscopeError) as e:
-            InstrumentedModel.build(BF16, vulkan, name="brain")
-        text = one_line(e)
-        assert text.startswith("brain: IREE 3.13 on vulkan-spirv computes bf16 wrong (a bf16 matmul with an odd dim")
-        assert text.endswith("refused on this device (" + device_name("vulkan") + "); use --target llvm-cpu")
-    else:
-        with caplog.at_level(logging.WARNING, logger="opscope"):
-            model = InstrumentedModel.build(BF16, vulkan, name="brain")
-        warned = [r.getMessage() for r in caplog.records if "computes bf16 wrong" in r.getMessage()]
+            model = InstrumentedModel.build(source, vulkan, name=name)
+        warned = [r.getMessage() for r in caplog.records if f"computes {dtype} wrong" in r.getMessage()]
         assert len(warned) == 1 and "\n" not in warned[0]
-        assert model.manifest.entries  # the build goes on
+        assert model.manifest.entries
 
 
 @pytest.mark.parametrize(

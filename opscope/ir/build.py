@@ -52,6 +52,28 @@ def generic(
     return op.result
 
 
+def regeneric(
+    op: ir.Operation, maps: Sequence[ir.AffineMap], iters: Sequence[str], order: Sequence[int] = (0, 1)
+) -> ir.Operation:
+    """A `linalg.generic` built just before the two-input linalg `op`, computing what `op`'s body
+    computes: its inputs taken in `order`, with `maps` (inputs in that order, then the init) and
+    `iters`, `op`'s block cloned with its arguments in that order; `op` itself is left as it was."""
+    old = op.regions[0].blocks[0]
+    args = [old.arguments[i] for i in order] + [old.arguments[2]]
+    with op.location:
+        new = linalg.GenericOp(
+            [op.results[0].type],
+            [op.operands[i] for i in order],
+            [op.operands[2]],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
+            ip=ir.InsertionPoint(op),
+        )
+        block = new.regions[0].blocks.append(*(a.type for a in args))
+    clone_ops(list(old.operations), ir.InsertionPoint(block), dict(zip(args, block.arguments)))
+    return new.operation
+
+
 def widen(value: ir.Value, element: ir.Type, ip: ir.InsertionPoint | None = None) -> ir.Value:
     """`value` (a ranked float tensor) with every element extended to the wider float type `element`:
     how a weight stored in bf16 is read by a model that computes in f32."""

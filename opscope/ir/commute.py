@@ -23,7 +23,7 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from opscope.ir.build import clone_ops
+from opscope.ir.build import regeneric
 from opscope.ir.sites import Site, classify
 from opscope.ir.weight_source import lhs_weight
 
@@ -35,24 +35,9 @@ def commuted(site: Site) -> Site:
     maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
     k_loops = set(linalg.infer_contraction_dimensions(op).k)
     iters = ["reduction" if d in k_loops else "parallel" for d in range(maps[0].n_dims)]
-    lhs, rhs, init = op.operands[0], op.operands[1], op.operands[2]
-    new = linalg.GenericOp(
-        [op.results[0].type],
-        [rhs, lhs],
-        [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (maps[1], maps[0], maps[2])]),
-        ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iters]),
-        loc=op.location,
-        ip=ir.InsertionPoint(op),
-    )
-    old = op.regions[0].blocks[0]
-    with op.location:
-        block = new.regions[0].blocks.append(*(old.arguments[i].type for i in (1, 0, 2)))
-    mapping = {old.arguments[0]: block.arguments[1], old.arguments[1]: block.arguments[0]}
-    mapping[old.arguments[2]] = block.arguments[2]
-    clone_ops(list(old.operations), ir.InsertionPoint(block), mapping)
-    kind, values, b, m, k, n, dynamic, channels = classify(new.operation)
-    return Site(site.name, kind, new.operation, values, b, m, k, n, dynamic, channels)
+    new = regeneric(op, [maps[1], maps[0], maps[2]], iters, order=(1, 0))
+    kind, values, b, m, k, n, dynamic, channels = classify(new)
+    return Site(site.name, kind, new, values, b, m, k, n, dynamic, channels)
 
 
 class Commutes:

@@ -314,7 +314,7 @@ def elementwise_unit_k(module: ir.Module) -> int:
     that are not K, each K index 0 (out + a·b for a matmul: the same value, bit for bit); returns how
     many. Done on the compiler's copy for data-tiled targets (`opscope.run.compile`), so the rest of
     the model keeps data tiling."""
-    from opscope.ir.build import clone_ops
+    from opscope.ir.build import regeneric
 
     found = unit_k_contractions(module)
     for op in found:
@@ -336,17 +336,7 @@ def elementwise_unit_k(module: ir.Module) -> int:
                 )
                 for m in maps
             ]
-            new = linalg.GenericOp(
-                [op.results[0].type],
-                list(op.operands[:2]),
-                [op.operands[2]],
-                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
-                ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * len(keep)),
-                ip=ir.InsertionPoint(op),
-            )
-            old = op.regions[0].blocks[0]
-            block = new.regions[0].blocks.append(*(a.type for a in old.arguments))
-        clone_ops(list(old.operations), ir.InsertionPoint(block), dict(zip(old.arguments, block.arguments)))
+        new = regeneric(op, new_maps, ["parallel"] * len(keep))
         op.results[0].replace_all_uses_with(new.results[0])
         op.erase()
     return len(found)
