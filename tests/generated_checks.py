@@ -8,7 +8,9 @@ checks, per model:
   their kinds and FLOPs (torch's `FlopCounterMode` rule: 2·M·K·N, a convolution 2·N·F·C/g·out·kernel,
   a transposed one per input pixel); attention found exactly where the program has it (softmax over
   q·kᵀ), routing only where it routes (its top-k), residual adds exactly the program's;
-* IREE compiles both builds; the tapped build's original results are bit-identical to the untapped;
+* IREE compiles both builds (with one data-tiling choice); the tapped build's original results are
+  bit-identical to the untapped build's, or, where a tap split a fused dispatch, to the untapped
+  build with the taps' boundaries (`tap_boundaries.barriered`);
 * every exposed op equals numpy's computation of it from the device's own operands (tolerances
   below), so an error is blamed on one op, not accumulated;
 * every recorded sketch equals `opscope.run.host_stats` of the tensor the program says the taps read
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from generated_models import NP, Batch, Program, SiteFact
+from tap_boundaries import barriered
 
 EXACT = ("nnz", "hist", "min", "max", "elemsig", "chan_maxabs")
 RTOL = 1e-5
@@ -405,7 +408,7 @@ def check_batch(batch: Batch, seed: int, target: str = "llvm-cpu") -> Outcome:
     from opscope.ir.sites import find_sites
     from opscope.passes.expose_all_ops import exposures
     from opscope.pipeline.textual import run_pipeline
-    from opscope.run.compile import CompileFailed, compile_module
+    from opscope.run.compile import NO_DATA_TILING, CompileFailed, compile_alike, compile_module
     from opscope.run.runtime import load
 
     outcome = Outcome()
@@ -429,8 +432,9 @@ def check_batch(batch: Batch, seed: int, target: str = "llvm-cpu") -> Outcome:
     run_pipeline(tapped, "expose-all-ops")
     _, exposed_list = exposures(tapped)
     tapped, manifest = opscope.inject(tapped, target=target)
+    alike = (NO_DATA_TILING,) if plain.untiled else ()  # the untapped build's kernels (IREE's fallback)
     try:
-        outs = load(compile_module(tapped, target)).invoke("main", *inputs)
+        outs = load(compile_module(tapped, target, alike)).invoke("main", *inputs)
     except CompileFailed as e:  # IREE fails on the tapped build alone (one line naming the op): the model out
         line = str(e)
         tag = next((t for t in batch.tags if f'"{t}.' in line or f" {t}." in line), None)
@@ -445,10 +449,20 @@ def check_batch(batch: Batch, seed: int, target: str = "llvm-cpu") -> Outcome:
         return again
     if _differs(batch, base, outs):  # exposing may change IREE's fusion: the claim is about the taps alone
         taps_only, _ = opscope.inject(_parse(text), target=target)
-        alone = load(compile_module(taps_only, target)).invoke("main", *inputs)
-        for tag, r, delta in _differs(batch, base, alone):
-            if target == "llvm-cpu":  # bit for bit there (tests/test_injection.py); elsewhere the parity gate's rule
-                problems.append(f"{tag}: result {r} not bit-identical after the taps (max |Δ| {delta:.3g})")
+        untapped, built = compile_alike(text, taps_only, target)
+        if untapped.flags != plain.flags:  # the taps need IREE's untiled fallback: the untapped build too
+            base = load(untapped).invoke("main", *inputs)
+        alone = load(built).invoke("main", *inputs)
+        if target == "llvm-cpu" and _differs(batch, base, alone):  # bit for bit there, the boundaries aside
+            bounded = _parse(text)
+            barriered(bounded)
+            same = (NO_DATA_TILING,) if built.untiled else ()
+            split = load(compile_module(bounded, target, same)).invoke("main", *inputs)
+            for tag, r, delta in _differs(batch, split, alone):
+                problems.append(
+                    f"{tag}: result {r} not bit-identical after the taps, nor to the build with their "
+                    f"dispatch boundaries (max |Δ| {delta:.3g})"
+                )
         if target != "llvm-cpu":
             from opscope.errors import OpscopeError
             from opscope.run.instrumented import compare_originals

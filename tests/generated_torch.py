@@ -9,7 +9,8 @@ then checks, against PyTorch alone:
 * `opscope.act.weights.weight_bytes` equals the bytes of the parameters (and buffers: int8 codes)
   the matmuls and convolutions read, and of the inputs a model takes as weights;
 * the compiled module gives the eager outputs (the parity rule, 1e-3·(1+max|y|)), and the tapped
-  build gives the untapped one's bit for bit.
+  build gives the untapped one's bit for bit (both with one data-tiling choice), or, where a tap
+  split a fused dispatch, the untapped build's with the taps' boundaries (`tap_boundaries`).
 
 Programs the torch form cannot state the same way are left out (`torch_ready`): transposed
 convolutions (PyTorch's own op lowers differently), bf16 activations (a bf16 matmul in PyTorch
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from generated_models import Batch, Program
+from tap_boundaries import barriered
 
 IREE_FAILURES: list[str] = []  # IREE's one-line failures on torch batches (opscope's fallback included)
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i8": "int8", "i32": "int32"}
@@ -223,7 +225,7 @@ def _check(programs: list[Program], batch: Batch, seed: int, route: str, folder)
 
     import opscope
     from opscope.act.weights import weight_bytes
-    from opscope.run.compile import compile_module
+    from opscope.run.compile import NO_DATA_TILING, compile_alike, compile_module
     from opscope.run.runtime import load
 
     module = _module_class()(programs).eval()
@@ -251,15 +253,24 @@ def _check(programs: list[Program], batch: Batch, seed: int, route: str, folder)
     if have != want:
         problems.append(f"{route}: weight_bytes counts {have}, the matmul and conv parameters hold {want}")
     args = [t.numpy() for t in inputs]
-    base = load(compile_module(imported, "llvm-cpu")).invoke("main", *args)
+    tapped, manifest = opscope.inject(opscope.load_model(path), target="llvm-cpu")
+    plain, built = compile_alike(imported, tapped, "llvm-cpu")  # one data-tiling choice: the same kernels
+    base = load(plain).invoke("main", *args)
     for r, (got, y) in enumerate(zip(base, eager)):
         y64 = np.asarray(y, np.float64)
         err = float(np.abs(np.asarray(got, np.float64) - y64).max(initial=0.0))
         if not err <= 1e-3 * (1 + float(np.abs(y64).max(initial=0.0))):
             problems.append(f"{route}: result {r} is {err:.3g} from PyTorch's")
-    tapped, manifest = opscope.inject(opscope.load_model(path), target="llvm-cpu")
-    outs = load(compile_module(tapped, "llvm-cpu")).invoke("main", *args)[: len(base)]
+    outs = load(built).invoke("main", *args)[: len(base)]
+    if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(outs, base)):  # the taps' boundaries aside
+        bounded = opscope.load_model(path)
+        barriered(bounded)
+        base = load(compile_module(bounded, "llvm-cpu", (NO_DATA_TILING,) if built.untiled else ())).invoke(
+            "main", *args
+        )
     for r, (a, b) in enumerate(zip(outs, base)):
         if not np.array_equal(a, b, equal_nan=True):
-            problems.append(f"{route}: result {r} not bit-identical after the taps")
+            problems.append(
+                f"{route}: result {r} not bit-identical after the taps, nor to the build with their boundaries"
+            )
     return problems

@@ -41,6 +41,11 @@ class CompiledModule:
     parameters: tuple[tuple[str, str], ...] = ()
 
     @property
+    def untiled(self) -> bool:
+        """Compiled without data tiling (asked for, or IREE's fallback: `DATA_TILING_BUGS`)."""
+        return NO_DATA_TILING in self.flags
+
+    @property
     def dispatch_count(self) -> int | None:
         """IREE's static dispatch count from its scheduling statistics (when requested).
 
@@ -170,6 +175,19 @@ DATA_TILING_BUGS = (
 )
 
 
+def compile_alike(
+    first: ir.Module | str | bytes, second: ir.Module | str | bytes, target: str | Target = "llvm-cpu"
+) -> tuple[CompiledModule, CompiledModule]:
+    """Both modules compiled with one data-tiling choice: untiled both where IREE's data tiling fails
+    on either (`DATA_TILING_BUGS`). A tiled and an untiled build sum their matmuls in another order,
+    so comparing them bit for bit would blame a rewrite or the taps for IREE's kernels."""
+    a = compile_module(first, target)
+    b = compile_module(second, target, (NO_DATA_TILING,) if a.untiled else ())
+    if b.untiled and not a.untiled:
+        a = compile_module(first, target, (NO_DATA_TILING,))
+    return a, b
+
+
 def compile_isolated(
     module: ir.Module | str | bytes, target: str | Target = "llvm-cpu", extra_flags: tuple[str, ...] | list[str] = ()
 ) -> CompiledModule:
@@ -238,9 +256,9 @@ def _source(
     (scope, file) of each parameter file the module names, sorted. The compiler's copy leaves
     the file names out (`without_file_names`): where the weights live is the loader's business,
     so a model compiles to one cached vmfb whichever run folder holds its parameter file. The
-    copy is also worked around IREE 3.13's bugs (`_workarounds`): for a `data_tiled` target its
-    normalized contraction operands are guarded and its contractions of K = 1 written elementwise,
-    for a `spirv` target its channels-first depthwise convolutions computed channels-last."""
+    copy is also worked around IREE 3.13's bugs (`_workarounds`): its contractions of K = 1 written
+    elementwise, for a `data_tiled` target its normalized contraction operands guarded, for a `spirv`
+    target its channels-first depthwise convolutions computed channels-last."""
     fixes = _workarounds(data_tiled, spirv)
     if isinstance(module, ir.Module):
         check_compilable(module)
@@ -284,10 +302,9 @@ def _workarounds(data_tiled: bool, spirv: bool) -> list[tuple]:
     miscompile `target_limits` works around on this target."""
     from opscope.run import target_limits as tl
 
-    fixes = []
+    fixes = [(tl.unit_k_contractions, tl.elementwise_unit_k, (b"linalg",))]  # tiled or not (its docstring)
     if data_tiled:
         fixes.append((tl.normalized_operands, tl.guard_normalized_operands, (b"reduction", b"linalg")))
-        fixes.append((tl.unit_k_contractions, tl.elementwise_unit_k, (b"linalg",)))
     if spirv:
         fixes.append((tl.nchw_depthwise, tl.channels_last_depthwise, (b"depthwise_conv_2d_nchw_chw",)))
     return fixes

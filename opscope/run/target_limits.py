@@ -295,7 +295,9 @@ def unit_k_contractions(module: ir.Module) -> list[ir.Operation]:
     written as a matmul. IREE 3.13's data tiling fails on a 1x1 by 1xN one whose lhs is computed
     ("tiling factors must be less than or equal to the input rank for pack"), and opscope's fallback
     then built the whole model untiled; a tapped build of the same model could tile, so the two
-    differed in their last bits (found by the generated-model tests)."""
+    differed in their last bits. Untiled, a K = 1 matmul beside an ONNX top-k's gather made the
+    gather's dispatch fail at LLVM translation (`builtin.unrealized_conversion_cast`, vector<13xindex>)
+    when some sites were tapped (both found by the generated-model tests)."""
     from opscope.ir.sites import find_sites, is_convolution
 
     found = []
@@ -312,8 +314,8 @@ def unit_k_contractions(module: ir.Module) -> list[ir.Operation]:
 def elementwise_unit_k(module: ir.Module) -> int:
     """Write each `unit_k_contractions` op as the elementwise op it is: the same body over the loops
     that are not K, each K index 0 (out + a·b for a matmul: the same value, bit for bit); returns how
-    many. Done on the compiler's copy for data-tiled targets (`opscope.run.compile`), so the rest of
-    the model keeps data tiling."""
+    many. Done on the compiler's copy for every target (`opscope.run.compile`), so the rest of the
+    model keeps data tiling."""
     from opscope.ir.build import regeneric
 
     found = unit_k_contractions(module)
