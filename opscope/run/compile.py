@@ -257,7 +257,7 @@ def _source(
     the file names out (`without_file_names`): where the weights live is the loader's business,
     so a model compiles to one cached vmfb whichever run folder holds its parameter file. The
     copy is also worked around IREE 3.13's bugs (`_workarounds`): its contractions of K = 1 written
-    elementwise, for a `data_tiled` target its normalized contraction operands guarded, for a `spirv`
+    elementwise, a loop index modulo a bound it never reaches written as the index, for a `data_tiled` target its normalized contraction operands guarded, for a `spirv`
     target its channels-first depthwise convolutions computed channels-last."""
     fixes = _workarounds(data_tiled, spirv)
     if isinstance(module, ir.Module):
@@ -301,8 +301,12 @@ def _workarounds(data_tiled: bool, spirv: bool) -> list[tuple]:
     """(finder, fix, words a source must hold for the finder to find anything) for each IREE 3.13
     miscompile `target_limits` works around on this target."""
     from opscope.run import target_limits as tl
+    from opscope.run.index_remainders import index_remainders, plain_indices
 
-    fixes = [(tl.unit_k_contractions, tl.elementwise_unit_k, (b"linalg",))]  # tiled or not (its docstring)
+    fixes = [
+        (tl.unit_k_contractions, tl.elementwise_unit_k, (b"linalg",)),  # tiled or not (its docstring)
+        (index_remainders, plain_indices, (b"rem", b"linalg")),  # arith.remsi / remui
+    ]
     if data_tiled:
         fixes.append((tl.normalized_operands, tl.guard_normalized_operands, (b"reduction", b"linalg")))
     if spirv:
