@@ -507,6 +507,7 @@ REWRITES = (
     "split-weight-stats",
     "extract-site",
     "dump-tensors",
+    "tap-subset",  # not a rewrite: some sites tapped, as `--sites` picks them
     "vulkan-spirv",  # not a rewrite: every check again on the other target
 )
 
@@ -884,6 +885,55 @@ def _rw_split_weight_stats(batch: Batch, seed: int, target: str) -> list[str]:
     dev = Device(batch, inputs, {e.name: outs[e.result] for e in exposed_list})
     values = manifest.values(outs)
     return sketch_problems(batch, dev, {k: v for k, v in values.items() if k[0] in batch.sites()}, None)
+
+
+def _rw_tap_subset(batch: Batch, seed: int, target: str) -> list[str]:
+    """About half the sites tapped (`keep`, as `--sites` picks them; the seed draws which): the build
+    compiles, its original results are the untapped build's bit for bit (or, where a tap split a
+    fused dispatch, the untapped build's with the same taps' boundaries), every tapped site's
+    sketches equal host_stats and no other site has any. Found needed by hand: an ONNX MoE with one
+    site tapped did not compile (`opscope.run.index_remainders`)."""
+    import opscope
+    from opscope.passes.expose_all_ops import exposures
+    from opscope.pipeline.textual import run_pipeline
+    from opscope.run.compile import NO_DATA_TILING, compile_alike, compile_module
+    from opscope.run.runtime import load
+
+    names = sorted(batch.sites())
+    if not names:
+        return []
+    rng = np.random.default_rng(seed)
+    chosen = {n for n in names if rng.random() < 0.5} or {names[int(rng.integers(len(names)))]}
+    inputs = batch.inputs(seed)
+    text = batch.module()
+    exposed_text = _parse(text)
+    run_pipeline(exposed_text, "expose-all-ops")
+    exposed_text = exposed_text.operation.get_asm(enable_debug_info=True)  # the sites' names are locations
+    module = _parse(exposed_text)
+    _, exposed_list = exposures(module)
+    module, manifest = opscope.inject(module, target=target, taps="matmul", keep=lambda s: s.name in chosen)
+    plain, built = compile_alike(exposed_text, module, target)
+    base = load(plain).invoke("main", *inputs)
+    outs = load(built).invoke("main", *inputs)
+    problems = []
+    if _differs(batch, base, outs):
+        bounded = _parse(exposed_text)
+        barriered(bounded, taps="matmul", keep=lambda s: s.name in chosen)
+        split = load(compile_module(bounded, target, (NO_DATA_TILING,) if built.untiled else ())).invoke(
+            "main", *inputs
+        )
+        for tag, r, delta in _differs(batch, split, outs):
+            if target == "llvm-cpu":
+                problems.append(
+                    f"{tag}: result {r} not bit-identical with {len(chosen)} of {len(names)} sites tapped, "
+                    f"nor to the build with their boundaries (max |Δ| {delta:.3g})"
+                )
+    values = manifest.values(outs)
+    tapped = {k[0] for k in values}
+    problems += [f"batch: site {n} was not chosen but has sketches" for n in sorted(tapped - chosen)]
+    dev = Device(batch, inputs, {e.name: outs[e.result] for e in exposed_list})
+    found = sketch_problems(batch, dev, {k: v for k, v in values.items() if k[0] in chosen}, None)
+    return problems + [p for p in found if not any(f"site {n} has no sketches" in p for n in set(names) - chosen)]
 
 
 def _rw_extract_site(batch: Batch, seed: int, target: str) -> list[str]:

@@ -12,15 +12,16 @@ bit, this barriered build's, whose only change is the boundaries.
 from __future__ import annotations
 
 
-def barriered(module, taps=None):
-    """`module` (edited in place) with every tensor `taps` (default: every family) would read
-    behind an optimization barrier, and no tap. Returns how many tensors."""
+def barriered(module, taps=None, keep=None):
+    """`module` (edited in place) with every tensor `taps` (default: every family; `keep` a predicate
+    on matmul and convolution sites, as `opscope.inject` takes it) would read behind an optimization
+    barrier, and no tap. Returns how many tensors."""
     from opscope.dialect.ops import STAT_OP
     from opscope.ir.loading import ir
     from opscope.pipeline.taps import TAPS, tap_passes
     from opscope.pipeline.textual import Pipeline, run_pipeline
 
-    run_pipeline(module, Pipeline(tap_passes(taps=TAPS if taps is None else taps)))
+    run_pipeline(module, Pipeline(tap_passes(taps=TAPS if taps is None else taps, keep=keep)))
     stats: list = []
 
     def visit(op):

@@ -4,7 +4,7 @@ driver), and the regressions that generator found, each with its bug fixed.
 
 The slice draws 200 models a run (`OPSCOPE_FUZZ_MODELS`) from a fresh seed, printed in the session
 header and in every failure (`OPSCOPE_FUZZ_SEED=S` replays it), checks them in batches of 25 and
-runs one rewrite per batch, taken in turn from the seed (8 of the 10 a run, all of them over two), and
+runs one rewrite per batch, taken in turn from the seed (8 of the 11 a run, all of them over two), and
 checks 8 of the models again as one PyTorch module through `.pt2` or ONNX (by the seed's parity)
 against PyTorch itself. Every check again on vulkan-spirv (92 s a batch on lavapipe) is the long
 run's: `python tests/fuzz_models.py` (docs/testing.md).
@@ -134,6 +134,21 @@ def test_compile_alike_builds_both_untiled_where_one_needs_the_fallback(monkeypa
         assert a.untiled and b.untiled
     a, b = compile_.compile_alike(fine, fine, "llvm-cpu")
     assert not a.untiled and not b.untiled
+
+
+def test_tap_subset_checks_the_sites_it_taps_and_only_those(monkeypatch):
+    """`tap-subset` taps one of this MLP's two matmuls (seed 0 draws one): clean; with `keep` ignored
+    (every site tapped) it names the site that was not chosen."""
+    from generated_checks import check_rewrite
+
+    p = Program("@@", 0)
+    p.output(p.linear(p.unary(p.linear(p.arg((2, 4)), 5), "relu"), 3))
+    batch = Batch([p])
+    assert check_rewrite(batch, "tap-subset", 0) == []
+    inject = opscope.inject
+    monkeypatch.setattr(opscope, "inject", lambda *a, keep=None, **k: inject(*a, **k))
+    problems = check_rewrite(batch, "tap-subset", 0)
+    assert len(problems) == 1 and "was not chosen but has sketches" in problems[0]
 
 
 def dot_then_outer_product() -> Program:
