@@ -275,6 +275,7 @@ def profile(
     parameters: bool | None = None,
     weights_dtype: str | None = None,
     verify: bool | None = None,
+    sites: str = "",
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -295,7 +296,7 @@ def profile(
     `name` is what reports call the model; `progress` receives a line naming the model before
     the compile (pass `print` to see it). `taps` picks the families tapped: "all" (the
     default) or some of "matmul", "attention", "routing", "residual" (a comma-separated
-    string or a list). `parameters` moves the model's weights into an IREE parameter file in the
+    string or a list); `sites` a regex on site names (every kind: only those tapped, "" all). `parameters` moves the model's weights into an IREE parameter file in the
     run folder (`weights.irpa`; a torch model's written straight from its tensors, other
     routes through the `externalize-weights` pass) before anything is compiled: the builds
     then carry only the weights' names and share the one mapped file. None (the default):
@@ -332,6 +333,7 @@ def profile(
         parameters=parameters,
         weights_dtype=weights_dtype,
         verify=verify,
+        sites=sites,
     )
 
 

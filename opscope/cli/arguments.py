@@ -60,6 +60,47 @@ def parameters(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in ("parameters", "weights_dtype") if hasattr(args, name)}
 
 
+def add_sketches(parser: argparse.ArgumentParser, sites: bool = True) -> None:
+    """--lean, --hist-bins, --roles (the `StatConfig` the API takes) and, with `sites`, --sites."""
+    parser.add_argument(
+        "--lean",
+        action="store_true",
+        help="the cheaper sketch set (`StatConfig.lean()`: no histogram, per-position or adjacent-row sketches)",
+    )
+    parser.add_argument(
+        "--hist-bins",
+        type=int,
+        metavar="N",
+        help=f"histogram bins per tensor (default {opscope.StatConfig().hist_bins}; 0: no histogram)",
+    )
+    parser.add_argument(
+        "--roles",
+        metavar="ROLES",
+        help="which operands of a matmul or convolution are sketched: some of lhs,rhs,out (default all three)",
+    )
+    if sites:
+        parser.add_argument(
+            "--sites",
+            default="",
+            metavar="REGEX",
+            help="tap only the sites whose names match this regex (every kind; `opscope sites MODEL` lists "
+            "the matmul sites' names; default all)",
+        )
+
+
+def sketch_config(args: argparse.Namespace, base: Any = None) -> Any:
+    """The `StatConfig` of `add_sketches`'s options, over `base` (default `StatConfig()`)."""
+    config = opscope.StatConfig.lean() if args.lean else (base or opscope.StatConfig())
+    changes: dict[str, Any] = {}
+    if args.hist_bins is not None:
+        changes["hist_bins"] = args.hist_bins
+        if args.hist_bins and not config.hist_normalize:  # lean keeps no range of its own: the default's
+            changes["hist_normalize"] = opscope.StatConfig().hist_normalize
+    if args.roles is not None:
+        changes["roles"] = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+    return config.replace(**changes) if changes else config
+
+
 def add_feed(
     parser: argparse.ArgumentParser,
     inputs: str = "the model's inputs, as `profile --inputs`",

@@ -11,10 +11,12 @@ from opscope.cli.arguments import (
     add_html,
     add_parameters,
     add_profile_run,
+    add_sketches,
     add_source,
     add_target,
     parameters,
     profile_run,
+    sketch_config,
     write_html,
 )
 from opscope.errors import OpscopeError
@@ -54,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every kind of site's sketches, FLOPs, outputs), onnxruntime or jax (outputs); its verdict is the "
         "report's first line and verify.json (default: on for models whose weights stay in the module)",
     )
+    add_sketches(pr)
     add_parameters(pr, "weights.irpa in the run folder")
     add_html(pr)
     pr.set_defaults(fn=_cmd_profile)
@@ -92,7 +95,8 @@ def _cmd_profile(args) -> int:
         **profile_run(args),
         progress=print,
         taps=args.taps,
-        config=opscope.StatConfig(row_stride=args.sample_rows),
+        sites=args.sites,
+        config=sketch_config(args).replace(row_stride=args.sample_rows),
         verify=args.verify,
         **parameters(args),
     )

@@ -63,7 +63,7 @@ from opscope.models.source import (
     weights_path,
 )
 from opscope.passes.externalize_weights import externalize, wants_file
-from opscope.pipeline.taps import TAPS, parse_taps
+from opscope.pipeline.taps import TAPS, check_sites_regex, parse_taps
 from opscope.record.run_record import save_run_record
 from opscope.record.tidy import MANIFEST_NAME, NOTES_NAME, SITE_COSTS_NAME
 from opscope.record.writer_lock import writing
@@ -195,6 +195,7 @@ def profile(
     parameters: bool | None = None,
     weights_dtype: str | None = None,
     verify: bool | None = None,
+    sites: str = "",
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -218,10 +219,12 @@ def profile(
     weights rounded to that type. `verify`: the first step checked against the model run by its
     own framework (PyTorch for a `.pt2` file or a zoo model: a sample of every family of sites,
     FLOPs and outputs; onnxruntime or jax: outputs), one line first in the report; None: on for
-    models whose weights stay in the module (`profile_module`).
+    models whose weights stay in the module (`profile_module`). `sites`: a regex on site names
+    (every kind), only those tapped ("" all; checked before anything is imported).
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
+    check_sites_regex(sites)
     require_runnable(tgt)
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
@@ -266,6 +269,7 @@ def profile(
         weights_dtype=weights_dtype,
         reference=model.reference,
         verify=verify,
+        sites=sites,
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype, config)
     return result
@@ -367,12 +371,14 @@ def profile_module(
     weights_dtype: str | None = None,
     reference: Reference | None = None,
     verify: bool | None = None,
+    sites: str = "",
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
     `inputs` is an iterable of per-step argument lists; by default generated from the
     signature (`opscope.drive.inputs.generate`). `batch` is lower-opscope's tensors per
-    stats call (0: as many as a dispatch binds); `taps` what is tapped (default all).
+    stats call (0: as many as a dispatch binds); `taps` what is tapped (default all), `sites` which
+    sites by a regex on their names ("" all).
     `parameters`: the module's weights are written to `out/weights.irpa` (`externalize-weights`)
     before it is tapped, and every build reads them from there (a module whose weights already
     live in a parameter file keeps it); None: when its weights come to `opscope.ir.parameter_files.AUTO_BYTES`
@@ -405,7 +411,9 @@ def profile_module(
                     externalize(module, out / WEIGHTS_NAME, weights_dtype)
                 external = True
             source = module
-        model = InstrumentedModel.build(source, target, config, name=name, batch=batch, taps=tuple(taps))
+        model = InstrumentedModel.build(
+            source, target, config, name=name, batch=batch, taps=tuple(taps), sites=check_sites_regex(sites)
+        )
         inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
         model.manifest.save(out / MANIFEST_NAME)  # the folder: made by `writing`
         if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run

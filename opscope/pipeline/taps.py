@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 
 from opscope.errors import OpscopeError
@@ -36,6 +37,17 @@ def parse_taps(spec: str | Iterable[str] | None) -> tuple[str, ...]:
             f"unknown taps {', '.join(unknown) or '(none given)'}: choose from all, {', '.join(TAPS)} (comma-separated)"
         )
     return tuple(t for t in TAPS if t in words)
+
+
+def check_sites_regex(sites: str) -> str:
+    """`sites` (a regex on site names, "" all) back, or a one-line error naming what does not compile."""
+    try:
+        re.compile(sites)
+    except re.error as e:
+        raise OpscopeError(
+            f"sites: {sites!r} is not a regular expression ({e}); e.g. 'layers\\.1\\.' or 'mlp'"
+        ) from None
+    return sites
 
 
 def tap_passes(

@@ -51,12 +51,13 @@ class InstrumentedModel:
         batch: int = 0,
         taps: tuple[str, ...] = TAPS,
         weights_once: bool = True,
+        sites: str = "",
     ) -> InstrumentedModel:
         """Parse `source` (text, bytecode, or a module, e.g. an importer's), tap `taps` (every
         matmul, attention, routing and residual site by default: `opscope.pipeline.taps.TAPS`),
         compile for `target` and load it. `batch` is lower-opscope's (most tensors per stack,
         0: all of a call); the kernel layout is the target's (`Target.hist_counts`,
-        `Target.row_lanes`). `weights_once` (default) computes the statistics of constant tensors
+        `Target.row_lanes`); `sites` a regex on site names (every kind; "" all). `weights_once` (default) computes the statistics of constant tensors
         (an imported model's weights) once per loaded module instead of every call
         (`split-weight-stats`; the recorded values and rows are the same); False: every call."""
         tgt = get_target(target)
@@ -70,9 +71,15 @@ class InstrumentedModel:
         mark_checked(module, base, tgt)  # the parity gate compiles `base` without parsing it again
         args = arguments(module)
         with ticking(f"{name}: inject"):
-            module, manifest = inject_stats(module, config, taps, batch=batch, weights_once=weights_once, **tgt.layout)
+            module, manifest = inject_stats(
+                module, config, taps, sites=sites, batch=batch, weights_once=weights_once, **tgt.layout
+            )
         if not manifest.entries:
-            raise OpscopeError(f"{name}: no {' or '.join(taps)} sites found, nothing to record")
+            which = f" named like {sites!r}" if sites else ""
+            raise OpscopeError(
+                f"{name}: no {' or '.join(taps)} sites{which} found, nothing to record"
+                + ("; `opscope sites MODEL` lists the matmul sites' names" if sites else "")
+            )
         t0 = time.perf_counter()
         try:
             with ticking(f"{name}: compile {len(manifest.sites)} tapped sites for {tgt.name}"):
