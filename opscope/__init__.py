@@ -514,13 +514,17 @@ def sweep(
     resume: bool = False,
     force: bool = False,
     parquet: bool = False,
+    config: StatConfig | None = None,
 ) -> SweepResult:
     """The reference's sweep: one matmul per (M, K, N) of `shapes` (default its three) × the seven
     input distributions × `seeds` (default 1, 2, 3), each a run recorded into the tidy CSV `out`;
     `resume` continues an interrupted sweep there, `force` overwrites it, `parquet` also writes
-    `out` as Parquet beside it. Returns a `SweepResult` (runs recorded and skipped, parity per shape)."""
+    `out` as Parquet beside it; `config` picks the sketches (default `StatConfig()`; a resumed sweep
+    keeps the one it was recorded with, `<out>.config.json`). Returns a `SweepResult` (runs recorded
+    and skipped, parity per shape)."""
     from opscope.drive.sweep import SEEDS, SHAPES
     from opscope.drive.sweep import sweep as run_sweep
+    from opscope.ir.stat_config import StatConfig
 
     if not resume:
         _fresh(out, force)
@@ -530,6 +534,7 @@ def sweep(
         shapes=SHAPES if shapes is None else tuple(map(tuple, shapes)),
         seeds=SEEDS if seeds is None else tuple(seeds),
         resume=resume,
+        config=config or StatConfig(),
     )
     _parquet(out, parquet)
     return res

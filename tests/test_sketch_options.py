@@ -82,3 +82,43 @@ def test_a_bad_option_is_one_line_and_writes_nothing(tmp_path, option, words):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("opscope: error")]
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "run" / "sketches.csv").exists()
+
+
+def test_a_sweep_records_the_asked_sketches_and_resumes_only_with_them(tmp_path):
+    """`sweep --hist-bins 4 --roles lhs`: each run's lhs histogram is numpy's of the block the sweep
+    samples; `--resume` with other sketches is one line (a file never mixes two sets), with the same
+    ones it records the missing runs."""
+    from inprocess import opscope
+
+    from opscope.drive.synthetic import DISTS, sample
+
+    out = tmp_path / "sweep.csv"
+    base = ["sweep", "--shapes", "2x3x2", "--out", str(out), "--hist-bins", "4", "--roles", "lhs"]
+    proc = opscope(*base, "--seeds", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = pl.read_csv(out)
+    assert set(rows["role"].unique()) == {"lhs"}
+    config = StatConfig(hist_bins=4, roles=("lhs",))
+    for dist in DISTS:
+        got = rows.filter((pl.col("dist") == dist) & (pl.col("stat") == "hist")).sort("idx")["value"].to_numpy()
+        assert np.array_equal(got, host_stats(sample(dist, 2, 3, 1), config=config)["hist"]), dist
+    proc = opscope("sweep", "--shapes", "2x3x2", "--out", str(out), "--seeds", "1,2", "--resume")
+    assert proc.returncode != 0 and "was recorded with other sketches (hist_bins 4 there, 32 now" in proc.stderr
+    assert pl.read_csv(out).height == rows.height  # nothing written
+    proc = opscope(*base, "--seeds", "1,2", "--resume")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert pl.read_csv(out)["run_id"].n_unique() == 2 * len(DISTS)
+
+
+def test_infer_taps_the_chosen_sites_and_a_rerun_takes_no_sketch_option(tmp_path):
+    from inprocess import opscope
+
+    model = tmp_path / "model.mlir"
+    model.write_text(transformer_module(2, 16, 10, weights="globals"))
+    proc = opscope("infer", str(model), "--steps", "1", "--sites", "layer1", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sites = set(pl.read_csv(tmp_path / "run" / "sketches.csv")["site"].unique())
+    assert sites and all(s.startswith("layer1.") for s in sites)
+    assert {"layer1.attn.softmax", "layer1.ffn.residual"} <= sites
+    proc = opscope("infer", str(tmp_path / "run"), "--lean")
+    assert proc.returncode != 0 and "a recorded run is re-read as it is" in proc.stderr

@@ -8,7 +8,15 @@ import logging
 from pathlib import Path
 
 import opscope
-from opscope.cli.arguments import add_format, add_profile_run, add_source, profile_run, write_html
+from opscope.cli.arguments import (
+    add_format,
+    add_profile_run,
+    add_sketches,
+    add_source,
+    profile_run,
+    sketch_config,
+    write_html,
+)
 from opscope.errors import OpscopeError
 
 DYNAMICS_TAPS = "attention,routing,residual"
@@ -28,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DYNAMICS_TAPS,
         help=f"what to tap (default {DYNAMICS_TAPS}; add matmul for the value sketches too)",
     )
+    add_sketches(p)
     p.add_argument("--heads", action="store_true", help="also print the per-head attention table")
     add_format(p, "the tables as JSON records")
     p.set_defaults(fn=_cmd_infer)
@@ -44,12 +53,28 @@ def recorded(source: str) -> bool:
 def _cmd_infer(args) -> int:
     run = profile_run(args)
     rerun = recorded(args.source)
+    options = [
+        o
+        for o, v in (
+            ("--lean", args.lean),
+            ("--hist-bins", args.hist_bins),
+            ("--roles", args.roles),
+            ("--sites", args.sites),
+        )
+        if v not in (None, False, "")
+    ]
+    if rerun and options:
+        raise OpscopeError(
+            f"{args.source}: {', '.join(options)} choose what a model records; a recorded run is re-read as it is"
+        )
     if rerun:
         logging.getLogger("opscope").setLevel(logging.ERROR)  # notes are the mine report's
         report = opscope.mine(args.source)
         where = args.source
     else:
-        res = opscope.profile(args.source, progress=print, taps=args.taps, **run)
+        res = opscope.profile(
+            args.source, progress=print, taps=args.taps, sites=args.sites, config=sketch_config(args), **run
+        )
         report, where = res.report, res.out_dir
         print(opscope.render(res, brief=True))
     d = report.dynamics

@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--parquet", action="store_true", help="also write <out>.parquet (zstd, same columns)")
     sw.add_argument("--shapes", help="MxKxN[,MxKxN...] (default the reference's three)")
     sw.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
+    add_sketches(sw, sites=False)  # one matmul per run: --shapes picks them
     sw.set_defaults(fn=_cmd_sweep)
 
     sq = sub.add_parser("seq", help="decode-like steps: drifting activations, fixed weight -> tidy CSV")
@@ -123,6 +124,7 @@ def _cmd_sweep(args) -> int:
             resume=args.resume,
             force=args.force,
             parquet=args.parquet,
+            config=sketch_config(args),
         )
     except KeyboardInterrupt:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)

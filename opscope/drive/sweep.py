@@ -86,10 +86,13 @@ def sweep(
     config: StatConfig = StatConfig(),
     progress: bool | None = None,
 ) -> SweepResult:
-    """Record the sweep into `out` (a CSV); `resume` continues a file an earlier sweep left."""
+    """Record the sweep into `out` (a CSV); `resume` continues a file an earlier sweep left, with the
+    sketch `config` it was recorded with (`<out>.config.json` says which; another is refused, so one
+    file never mixes two sketch sets)."""
     out = Path(out)
     if out.exists() and out.stat().st_size and not resume:
         raise OpscopeError(f"{out} exists: pass --resume to continue it, or remove it to start over")
+    _same_config(out, config, resume)
     runs = plan(shapes, dists, seeds)
     result = SweepResult(out, target=target)
     costs: dict[str, int] = {}
@@ -126,6 +129,34 @@ def sweep(
     result.site_costs = Path(str(out) + ".sites")
     write_site_costs(result.site_costs, costs)
     return result
+
+
+def _config_path(out: Path) -> Path:
+    return Path(str(out) + ".config.json")
+
+
+def _same_config(out: Path, config: StatConfig, resume: bool) -> None:
+    """Write `config` beside a fresh sweep's `out`; on resume, refuse one other than the recorded one
+    (a sweep recorded before the sidecar existed used the default)."""
+    import dataclasses
+    import json
+
+    want = json.loads(json.dumps(dataclasses.asdict(config)))  # tuples as lists, as read back
+    side = _config_path(out)
+    if resume and out.exists() and out.stat().st_size:
+        try:
+            had = json.loads(side.read_text()) if side.exists() else dataclasses.asdict(StatConfig())
+            had = json.loads(json.dumps(had))
+        except (OSError, ValueError) as e:
+            raise OpscopeError(f"{side}: unreadable ({e}); remove it to resume with the default sketches") from None
+        if had != want:
+            diff = ", ".join(f"{k} {had.get(k)!r} there, {v!r} now" for k, v in want.items() if had.get(k) != v)
+            raise OpscopeError(
+                f"{out} was recorded with other sketches ({diff}): resume it with the same options, or start a new file"
+            )
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    side.write_text(json.dumps(want, indent=1) + "\n")
 
 
 def _build(shape: tuple[int, int, int], target: str, config: StatConfig) -> InstrumentedModel:
