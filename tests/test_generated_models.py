@@ -151,6 +151,21 @@ def test_tap_subset_checks_the_sites_it_taps_and_only_those(monkeypatch):
     assert len(problems) == 1 and "was not chosen but has sketches" in problems[0]
 
 
+def test_a_weight_vector_of_one_element_on_the_lhs_is_a_weight():
+    """An einsum `k,mnk->mn` whose weight (first) is a vector of one value: opscope read a one-element
+    rank-1 constant as a splat filler, so `extract-site` took the weight as an argument and
+    `weight_bytes` counted the activation instead (the long run's chunk 9, shrunk to 5 ops). A tensor
+    of one element of any rank ≥ 1 is data now (a rank-0 one stays a scalar filler)."""
+    from generated_checks import check_rewrite
+
+    p = Program("@@", 0)
+    w = p.const(p.weight((1,)))
+    p.output(p.einsum(w, p.arg((1, 1, 1)), "k,mnk->mn", {"k": 1, "m": 1, "n": 1}, weight=False, weight_lhs=True))
+    outcome = check_batch(Batch([p]), 0)
+    assert outcome.checked == 1 and not outcome.problems
+    assert check_rewrite(outcome.batch, "extract-site", 0) == []
+
+
 def dot_then_outer_product() -> Program:
     """x [1, 128] · w [128, 1], ReLU, times v [1, 128] (a K = 1 matmul), plus x: the long run's model
     72 of seed 1's chunk 3 (62 ops), shrunk to 18 by the shrinker."""

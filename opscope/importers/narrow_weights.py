@@ -42,11 +42,13 @@ def hide(module: ir.Module) -> list[str]:
                 name += "_"
             with op.location:
                 attr, content = _signless(attr, name, module, blobs)  # torch's si8: a builtin i8 tensor once lowered
+            if content is None:  # a float tensor: equal values are one uniqued attribute (a blob by its handle)
+                content = attr
             ty = ir.RankedTensorType(attr.type)
             with op.location:
                 if (
                     content is not None and content in by_content
-                ):  # equal codes: one constant, as canonicalize made them
+                ):  # equal tensors: one constant, as canonicalize made them
                     name = by_content[content]
                 else:
                     util.GlobalOp(

@@ -179,6 +179,8 @@ def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Contex
     require_onnx()
     from iree.compiler.extras import onnx_importer
 
+    from opscope.importers.equal_tensors import share_equal_initializers
+
     label = _label(path_or_model, name)
     phase("load the ONNX model")
     model = load_model(path_or_model, label)
@@ -186,6 +188,8 @@ def import_onnx_torch(path_or_model, name: str | None = None, context: ir.Contex
     model = infer_shapes(model, label)
     if unroll_recurrent(model, scope_of, label):
         model = infer_shapes(model, label)
+    if model is not path_or_model:  # our own copy: equal weights read from one initializer (one constant)
+        share_equal_initializers(model.graph)
     ctx = context or new_context()
     phase("import to MLIR")
     info = onnx_importer.ModelInfo(model)

@@ -425,18 +425,24 @@ def _fx_import(
     require_torch()
     from iree.compiler.extras import fx_importer
 
+    from opscope.importers.equal_tensors import share_equal_tensors
+
     ctx = context or new_context()
     for key, value in prog.constants.items():  # lifted tensor constants are looked up in state_dict
         if key not in prog.state_dict and hasattr(value, "dtype"):
             prog.state_dict[key] = value
-    hooks = import_hooks(prog, externalize=parameters is not None, weights_dtype=weights_dtype)
-    phase("import to MLIR")
-    importer = fx_importer.FxImporter(context=ctx, hooks=hooks)
-    importer._cc = _named_context_cache()(ctx, py_attr_tracker=importer._py_attr_tracker)
+    shared = share_equal_tensors(prog.state_dict)  # equal weights, one constant (the program's own put back)
     try:
-        importer.import_frozen_program(prog, func_name="main")
-    except Exception as e:
-        raise _ImportFailure(e, _failing_node(e)) from None
+        hooks = import_hooks(prog, externalize=parameters is not None, weights_dtype=weights_dtype)
+        phase("import to MLIR")
+        importer = fx_importer.FxImporter(context=ctx, hooks=hooks)
+        importer._cc = _named_context_cache()(ctx, py_attr_tracker=importer._py_attr_tracker)
+        try:
+            importer.import_frozen_program(prog, func_name="main")
+        except Exception as e:
+            raise _ImportFailure(e, _failing_node(e)) from None
+    finally:
+        prog.state_dict.update(shared)
     if hooks.tensors:
         phase(f"write the weights to {Path(parameters).name}")
         name_file(importer.module, write_archive(hooks.tensors, parameters, label))

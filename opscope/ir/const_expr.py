@@ -137,10 +137,11 @@ def _reads_data(value: ir.Value, depth: int) -> bool:
             return False
         if not (isinstance(attr, ir.DenseElementsAttr) and attr.is_splat):
             return True
-        # a splat is a filler (zeros, a broadcast scalar), except a matrix of one element: Linear(1, 1)'s
-        # weight is splat only because it holds one value (found by the generated-model tests)
+        # a splat is a filler (zeros, a broadcast scalar), except a tensor of one element: Linear(1, 1)'s
+        # weight, or an einsum's weight vector of one, is splat only because it holds one value (found by
+        # the generated-model tests); a rank-0 constant stays a scalar filler
         ty = ir.RankedTensorType(value.type)
-        return ty.has_static_shape and ty.rank >= 2 and prod(ty.shape) == 1
+        return ty.has_static_shape and ty.rank >= 1 and prod(ty.shape) == 1
     return any(_reads_data(o, depth + 1) for o in [*op.operands, *captures(op)])
 
 
