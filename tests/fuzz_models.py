@@ -57,7 +57,8 @@ def draw_models(seed: int, count: int) -> list[gm.Program]:
     def collect(program: gm.Program) -> None:
         drawn.append(program)
 
-    collect()
+    with gm.seed_only():
+        collect()
     return drawn[:count]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -1053,6 +1054,30 @@ def einsum(draw) -> Program:
     else:
         p.output(p.einsum(x, w, f"{ls},{rs}->{os_}", sizes, weight=weight))
     return p
+
+
+@contextmanager
+def seed_only():
+    """Draws that depend on hypothesis's seed alone. Hypothesis (6.131+) also draws literals it finds
+    in the local modules loaded (`providers._get_local_constants`: every module outside site-packages
+    and the stdlib in `sys.modules`), so the same seed drew other models once `opscope` was imported:
+    a long run's later chunks, and a CI slice drawn after other tests, replayed alone as other
+    models (found replaying the long run's chunk 11). Here that pool is empty, whatever is loaded."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        saved, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
+    except (ImportError, AttributeError):  # a hypothesis without the feature: nothing to pin
+        yield
+        return
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = saved
+        cache.cache.clear()
 
 
 FAMILIES = {"mlp": mlp(), "attention": attention(), "moe": moe(), "conv": conv(), "einsum": einsum()}

@@ -166,6 +166,36 @@ def test_a_weight_vector_of_one_element_on_the_lhs_is_a_weight():
     assert check_rewrite(outcome.batch, "extract-site", 0) == []
 
 
+DIGEST = """
+import hashlib, sys
+sys.path.insert(0, {tests!r})
+from fuzz_models import draw_models
+from generated_models import Batch
+assert "opscope" not in sys.modules
+texts = "".join(Batch([p]).module() for p in draw_models({seed}, {count}))
+print(hashlib.sha256(texts.encode()).hexdigest())
+"""
+
+
+def test_a_chunk_draws_the_same_models_whatever_is_loaded():
+    """Hypothesis mixes literals of the local modules loaded into its draws: the long run's chunk 11
+    (drawn after `import opscope`) was other models than the same seed drawn in a fresh process.
+    `generated_models.seed_only` pins that: this process (opscope and every test module loaded) draws
+    what an interpreter that never imported opscope draws."""
+    import hashlib
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fuzz_models import draw_models
+
+    seed, count = chunk_seed(1, 11), 100
+    code = DIGEST.format(tests=str(Path(__file__).parent), seed=seed, count=count)
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()[-1]
+    here = hashlib.sha256("".join(Batch([p]).module() for p in draw_models(seed, count)).encode()).hexdigest()
+    assert "opscope" in sys.modules and here == fresh
+
+
 def dot_then_outer_product() -> Program:
     """x [1, 128] · w [128, 1], ReLU, times v [1, 128] (a K = 1 matmul), plus x: the long run's model
     72 of seed 1's chunk 3 (62 ops), shrunk to 18 by the shrinker."""
