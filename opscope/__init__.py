@@ -1047,13 +1047,15 @@ def live(
     snapshot_every: int = 0,
     force: bool = False,
     parameters: bool | None = None,
+    sites: str = "",
 ) -> LiveRun:
     """Serve `source` (None: the reference's live demo) over a trace of `requests` drawn from a `pool` of its
     inputs (Zipf `zipf`), 1 call in `every` instrumented, in `workers` processes; a `LiveRun` whose report
     has recurrence per site with the memoize verdict, hot inputs, drift and loads, beside the trace's truth.
     `csv`/`parquet` get the sampled statistics as tidy steps, `state` the mergeable sketches (JSON).
     `parameters`: both builds map the weights from one parameter file instead of carrying them (None:
-    so for a model of 128 MiB or more). A served model of your own: `opscope.drive.live.LiveSampler`."""
+    so for a model of 128 MiB or more); `sites` a regex on site names: only those sampled ("" all). A served
+    model of your own: `opscope.drive.live.LiveSampler`."""
     from opscope.drive.live_run import run_live
 
     return run_live(
@@ -1071,4 +1073,5 @@ def live(
         snapshot_every=snapshot_every,
         force=force,
         parameters=parameters,
+        sites=sites,
     )

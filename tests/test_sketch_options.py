@@ -122,3 +122,20 @@ def test_infer_taps_the_chosen_sites_and_a_rerun_takes_no_sketch_option(tmp_path
     assert {"layer1.attn.softmax", "layer1.ffn.residual"} <= sites
     proc = opscope("infer", str(tmp_path / "run"), "--lean")
     assert proc.returncode != 0 and "a recorded run is re-read as it is" in proc.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_live_samples_only_the_chosen_sites(tmp_path, workers):
+    """`live --sites layer1` (one process, or two workers serving the parent's build): the report and
+    the tidy statistics hold layer 1's sites only."""
+    from inprocess import opscope
+
+    model = tmp_path / "model.mlir"
+    model.write_text(transformer_module(2, 16, 10, weights="globals"))
+    csv = tmp_path / "live.csv"
+    args = ["live", str(model), "--requests", "12", "--pool", "3", "--every", "2", "--sites", "layer1"]
+    proc = opscope(*args, "--workers", str(workers), "--csv", str(csv))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sites = set(pl.read_csv(csv)["site"].unique())
+    assert sites and all(s.startswith("layer1.") for s in sites)
+    assert "layer1.ffn.up" in sites and "layer0.ffn.up" not in proc.stdout

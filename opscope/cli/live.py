@@ -56,6 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(lv, "print the report as JSON")
     add_parameters(lv, "in a temporary folder, for both builds and every worker", dtype=False)
     lv.add_argument(
+        "--sites",
+        default="",
+        metavar="REGEX",
+        help="sample only the sites whose names match this regex (its fixed sketch set stays: lhs "
+        "fingerprints and loads; default all)",
+    )
+    lv.add_argument(
         "--merge",
         nargs="+",
         metavar="STATE",
@@ -89,6 +96,7 @@ def _cmd_live(args) -> int:
         state=args.state,
         snapshot_every=args.snapshot_every,
         force=args.force,
+        sites=args.sites,
         **parameters(args),
     )
     print(opscope.render(run, report_format(args)))

@@ -51,7 +51,8 @@ def check_fingerprints(manifest: Manifest, name: str) -> None:
     if not any(e.stat == "elemsig" and e.role == "lhs" for e in manifest.entries):
         raise OpscopeError(
             f"{name}: live sampling fingerprints each matmul's lhs by its elemsig sketch and this "
-            "build records none; build it with StatConfig.live() (or a config that keeps role lhs)"
+            "build records none; build it with StatConfig.live() (or a config that keeps role lhs), and with "
+            "--sites, choose a matmul or convolution among the sites"
         )
 
 
@@ -99,11 +100,13 @@ class LiveSampler:
         target: str = "llvm-cpu",
         name: str = "<model>",
         taps: Sequence[str] = LIVE_TAPS,
+        sites: str = "",
         **options,
     ) -> LiveSampler:
-        """Compile `source` twice for `target` (plain, and tapped with `StatConfig.live()`) and serve it."""
+        """Compile `source` twice for `target` (plain, and tapped with `StatConfig.live()`; `sites` a regex
+        on site names, "" all) and serve it."""
         every = check_every(every)
-        model = InstrumentedModel.build(source, target, StatConfig.live(), name, taps=tuple(taps))
+        model = InstrumentedModel.build(source, target, StatConfig.live(), name, taps=tuple(taps), sites=sites)
         return cls.from_model(model, every, name=name, **options)
 
     @classmethod

@@ -17,6 +17,7 @@ from opscope.drive.trace import DEMO_EVERY, DEMO_POOL, DEMO_REQUESTS, DEMO_SEED,
 from opscope.errors import OpscopeError
 from opscope.online.report import LiveReport, live_report, live_report_text
 from opscope.online.snapshot import save
+from opscope.pipeline.taps import check_sites_regex
 from opscope.record.recorder import write_parquet
 
 MODEL_REQUESTS, MODEL_POOL, MODEL_ZIPF, MODEL_EVERY = 1000, 64, 1.1, 16  # a model's defaults (the demo has its own)
@@ -104,12 +105,15 @@ def run_live(
     force: bool = False,
     progress: bool | None = None,
     parameters: bool | None = None,
+    sites: str = "",
 ) -> LiveRun:
     """Serve `source` (None: the reference's demo, 500 requests over a pool of 8, every 5th sampled) over a
     trace of `requests` drawn from a `pool` of its inputs (Zipf `zipf`), 1 call in `every` instrumented,
     in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON).
     `parameters`: both builds (and every worker) map a model's weights from one parameter file in a
-    temporary folder (None: so for a model of 128 MiB or more) instead of carrying them."""
+    temporary folder (None: so for a model of 128 MiB or more) instead of carrying them. `sites`: a regex on
+    site names, only those tapped ("" all; checked first)."""
+    check_sites_regex(sites)
     demo = source is None
     every = check_every(every if every is not None else DEMO_EVERY if demo else MODEL_EVERY)
     requests = requests if requests is not None else DEMO_REQUESTS if demo else MODEL_REQUESTS
@@ -142,6 +146,7 @@ def run_live(
         csv=csv if single else None,
         state=state if single else None,
         snapshot_every=snapshot_every if single else 0,
+        sites=sites,
     )
     if single:
         served = serve(sampler, trace, progress)
