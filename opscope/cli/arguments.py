@@ -88,9 +88,9 @@ def add_sketches(parser: argparse.ArgumentParser, sites: bool = True) -> None:
         )
 
 
-def sketch_config(args: argparse.Namespace, base: Any = None) -> Any:
-    """The `StatConfig` of `add_sketches`'s options, over `base` (default `StatConfig()`)."""
-    config = opscope.StatConfig.lean() if args.lean else (base or opscope.StatConfig())
+def sketch_config(args: argparse.Namespace) -> Any:
+    """The `StatConfig` of `add_sketches`'s options (default `StatConfig()`)."""
+    config = opscope.StatConfig.lean() if args.lean else opscope.StatConfig()
     changes: dict[str, Any] = {}
     if args.hist_bins is not None:
         changes["hist_bins"] = args.hist_bins

@@ -53,16 +53,13 @@ def recorded(source: str) -> bool:
 def _cmd_infer(args) -> int:
     run = profile_run(args)
     rerun = recorded(args.source)
-    options = [
-        o
-        for o, v in (
-            ("--lean", args.lean),
-            ("--hist-bins", args.hist_bins),
-            ("--roles", args.roles),
-            ("--sites", args.sites),
-        )
-        if v not in (None, False, "")
-    ]
+    given = (
+        ("--lean", args.lean),
+        ("--hist-bins", args.hist_bins is not None),
+        ("--roles", args.roles is not None),
+        ("--sites", bool(args.sites)),
+    )
+    options = [o for o, g in given if g]
     if rerun and options:
         raise OpscopeError(
             f"{args.source}: {', '.join(options)} choose what a model records; a recorded run is re-read as it is"
