@@ -147,6 +147,8 @@ def _same_config(out: Path, config: StatConfig, resume: bool) -> None:
         try:
             had = json.loads(side.read_text()) if side.exists() else dataclasses.asdict(StatConfig())
             had = json.loads(json.dumps(had))
+            if not isinstance(had, dict):
+                raise ValueError("not a JSON object")
         except (OSError, ValueError) as e:
             raise OpscopeError(f"{side}: unreadable ({e}); remove it to resume with the default sketches") from None
         if had != want:
