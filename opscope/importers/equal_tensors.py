@@ -40,20 +40,25 @@ def share_equal_tensors(state: dict) -> dict:
 
 
 def _edge_bytes(flat) -> bytes:
-    ends = flat if flat.numel() <= 2 * EDGE else (flat[:EDGE], flat[-EDGE:])
+    """The bytes of `flat`'s first and last EDGE elements (all of it when short)."""
     import torch
 
-    part = ends if not isinstance(ends, tuple) else torch.cat(ends)
-    return part.contiguous().view(torch.uint8).numpy().tobytes() if part.dtype != torch.bool else part.numpy().tobytes()
+    part = flat if flat.numel() <= 2 * EDGE else torch.cat((flat[:EDGE], flat[-EDGE:]))
+    return _bytes(part).numpy().tobytes()
 
 
 def _same_bytes(a, b) -> bool:
     """Bit for bit (a NaN equals itself, -0.0 differs from 0.0): weights are storage, not numbers."""
     import torch
 
-    if a.dtype == torch.bool:
-        return torch.equal(a, b)
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    return torch.equal(_bytes(a), _bytes(b))
+
+
+def _bytes(t):
+    """`t` (1-D) viewed as its bytes, copied only where it is not contiguous."""
+    import torch
+
+    return t.contiguous().view(torch.uint8)
 
 
 def share_equal_initializers(graph) -> int:
@@ -62,20 +67,24 @@ def share_equal_initializers(graph) -> int:
     reads are left alone (its scope is not renamed here)."""
     from onnx import numpy_helper
 
+    def data(init) -> bytes:  # a copy, held only while compared: the model's weights are not held twice
+        return init.raw_data or numpy_helper.to_array(init).tobytes()
+
     inner = {name for node in graph.node for a in node.attribute for g in _subgraphs(a) for name in _reads(g)}
     first: dict[tuple, list] = {}
     rename: dict[str, str] = {}
     for init in graph.initializer:
         if init.name in inner or init.data_location == 1:  # external data not loaded: left as it is
             continue
-        data = init.raw_data or numpy_helper.to_array(init).tobytes()
-        key = (init.data_type, tuple(init.dims), data[: 4 * EDGE], data[-4 * EDGE :])
-        for name, other in first.setdefault(key, []):
-            if other == data:
-                rename[init.name] = name
+        mine = data(init)
+        key = (init.data_type, tuple(init.dims), mine[: 4 * EDGE], mine[-4 * EDGE :])
+        del mine
+        for other in first.setdefault(key, []):
+            if data(other) == data(init):
+                rename[init.name] = other.name
                 break
         else:
-            first[key].append((init.name, data))
+            first[key].append(init)
     if not rename:
         return 0
     for node in graph.node:

@@ -257,8 +257,9 @@ def _source(
     the file names out (`without_file_names`): where the weights live is the loader's business,
     so a model compiles to one cached vmfb whichever run folder holds its parameter file. The
     copy is also worked around IREE 3.13's bugs (`_workarounds`): its contractions of K = 1 written
-    elementwise, a loop index modulo a bound it never reaches written as the index, for a `data_tiled` target its normalized contraction operands guarded, for a `spirv`
-    target its channels-first depthwise convolutions computed channels-last."""
+    elementwise, a loop index modulo a bound it never reaches written as the index, for a `data_tiled`
+    target its normalized contraction operands guarded, for a `spirv` target its channels-first
+    depthwise convolutions computed channels-last."""
     fixes = _workarounds(data_tiled, spirv)
     if isinstance(module, ir.Module):
         check_compilable(module)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
+from opscope.ir.const_expr import owner
+from opscope.ir.flops import constant_int
 from opscope.ir.sites import loop_sizes
 
 REMAINDERS = ("arith.remsi", "arith.remui")
@@ -31,35 +33,20 @@ def index_remainders(module: ir.Module) -> list[ir.Operation]:
 
 def _is_plain(op: ir.Operation) -> bool:
     index, bound = op.operands
-    source = index.owner
-    if not isinstance(source, ir.Operation) and hasattr(source, "operation"):
-        source = source.operation
-    if not isinstance(source, ir.Operation) or source.name != "linalg.index":
+    limit = constant_int(bound)
+    generic = op.parent
+    if isinstance(index, ir.BlockArgument) or owner(index).name != "linalg.index" or limit is None:
         return False
-    limit = _constant(bound)
-    body_op = op.parent
-    generic = body_op if body_op is not None and body_op.name.startswith("linalg.") else None
-    if limit is None or generic is None:
+    if generic is None or not generic.name.startswith("linalg."):
         return False
     try:
         maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(generic)]
     except Exception:  # a linalg op without indexing maps
         return False
-    dim = ir.IntegerAttr(source.attributes["dim"]).value
+    dim = ir.IntegerAttr(owner(index).attributes["dim"]).value
     sizes = loop_sizes(maps, list(generic.operands))
     size = sizes[dim] if dim < len(sizes) else None
     return size is not None and 0 < size <= limit
-
-
-def _constant(value: ir.Value) -> int | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    if owner.name != "arith.constant":
-        return None
-    attr = owner.attributes["value"]
-    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
 
 
 def plain_indices(module: ir.Module) -> int:
