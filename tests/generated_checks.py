@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from generated_models import NP, Batch, Program, SiteFact
-from tap_boundaries import barriered
+from tap_boundaries import boundary_build
 
 EXACT = ("nnz", "hist", "min", "max", "elemsig", "chan_maxabs")
 RTOL = 1e-5
@@ -458,10 +458,7 @@ def check_batch(batch: Batch, seed: int, target: str = "llvm-cpu") -> Outcome:
             base = load(untapped).invoke("main", *inputs)
         alone = load(built).invoke("main", *inputs)
         if target == "llvm-cpu" and _differs(batch, base, alone):  # bit for bit there, the boundaries aside
-            bounded = _parse(text)
-            barriered(bounded)
-            same = (NO_DATA_TILING,) if built.untiled else ()
-            split = load(compile_module(bounded, target, same)).invoke("main", *inputs)
+            split = load(boundary_build(_parse(text), target, built)).invoke("main", *inputs)
             for tag, r, delta in _differs(batch, split, alone):
                 problems.append(
                     f"{tag}: result {r} not bit-identical after the taps, nor to the build with their "
@@ -900,7 +897,7 @@ def _rw_tap_subset(batch: Batch, seed: int, target: str) -> list[str]:
     import opscope
     from opscope.passes.expose_all_ops import exposures
     from opscope.pipeline.textual import run_pipeline
-    from opscope.run.compile import NO_DATA_TILING, compile_alike, compile_module
+    from opscope.run.compile import compile_alike
     from opscope.run.runtime import load
 
     names = sorted(batch.sites())
@@ -915,17 +912,14 @@ def _rw_tap_subset(batch: Batch, seed: int, target: str) -> list[str]:
     exposed_text = exposed_text.operation.get_asm(enable_debug_info=True)  # the sites' names are locations
     module = _parse(exposed_text)
     _, exposed_list = exposures(module)
-    module, manifest = opscope.inject(module, target=target, taps="matmul", keep=lambda s: s.name in chosen)
+    keep = lambda s: s.name in chosen  # noqa: E731 (the inject and the barriered build tap the same sites)
+    module, manifest = opscope.inject(module, target=target, taps="matmul", keep=keep)
     plain, built = compile_alike(exposed_text, module, target)
     base = load(plain).invoke("main", *inputs)
     outs = load(built).invoke("main", *inputs)
     problems = []
     if _differs(batch, base, outs):
-        bounded = _parse(exposed_text)
-        barriered(bounded, taps="matmul", keep=lambda s: s.name in chosen)
-        split = load(compile_module(bounded, target, (NO_DATA_TILING,) if built.untiled else ())).invoke(
-            "main", *inputs
-        )
+        split = load(boundary_build(_parse(exposed_text), target, built, "matmul", keep)).invoke("main", *inputs)
         for tag, r, delta in _differs(batch, split, outs):
             if target == "llvm-cpu":
                 problems.append(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from generated_models import Batch, Program
-from tap_boundaries import barriered
+from tap_boundaries import boundary_build
 
 IREE_FAILURES: list[str] = []  # IREE's one-line failures on torch batches (opscope's fallback included)
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i8": "int8", "i32": "int32"}
@@ -225,7 +225,7 @@ def _check(programs: list[Program], batch: Batch, seed: int, route: str, folder)
 
     import opscope
     from opscope.act.weights import weight_bytes
-    from opscope.run.compile import NO_DATA_TILING, compile_alike, compile_module
+    from opscope.run.compile import compile_alike
     from opscope.run.runtime import load
 
     module = _module_class()(programs).eval()
@@ -263,11 +263,7 @@ def _check(programs: list[Program], batch: Batch, seed: int, route: str, folder)
             problems.append(f"{route}: result {r} is {err:.3g} from PyTorch's")
     outs = load(built).invoke("main", *args)[: len(base)]
     if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(outs, base)):  # the taps' boundaries aside
-        bounded = opscope.load_model(path)
-        barriered(bounded)
-        base = load(compile_module(bounded, "llvm-cpu", (NO_DATA_TILING,) if built.untiled else ())).invoke(
-            "main", *args
-        )
+        base = load(boundary_build(opscope.load_model(path), "llvm-cpu", built)).invoke("main", *args)
     for r, (a, b) in enumerate(zip(outs, base)):
         if not np.array_equal(a, b, equal_nan=True):
             problems.append(

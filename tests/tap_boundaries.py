@@ -46,3 +46,12 @@ def barriered(module, taps=None, keep=None):
             barrier = ir.Operation.create("util.optimization_barrier", results=[v.type], operands=[v])
         v.replace_all_uses_except(barrier.result, barrier)
     return len(read)
+
+
+def boundary_build(module, target: str, like, taps=None, keep=None):
+    """`module` (edited in place) `barriered` for `taps`/`keep` and compiled with the data-tiling choice
+    of `like` (the tapped build it is compared with: the same kernels)."""
+    from opscope.run.compile import NO_DATA_TILING, compile_module
+
+    barriered(module, taps, keep)
+    return compile_module(module, target, (NO_DATA_TILING,) if like.untiled else ())
