@@ -9,6 +9,7 @@ chunk goes to the log: models checked, refused (each refusal's line), rewrites r
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl   # the long run (docs/testing.md)
     python tests/fuzz_models.py --models 5000 --seed 1 --log fuzz.jsonl --resume   # after an interruption
     python tests/fuzz_models.py ... --resume --redo-failed   # and the chunks that failed, after their fixes
+    python tests/fuzz_models.py ... --resume --chunks 16:50  # only those chunks (a run spread over sessions)
     python tests/fuzz_models.py --summary --log fuzz.jsonl       # its totals (docs/testing.md)
     python tests/fuzz_models.py --replay SEED:CHUNK                        # one chunk again, its problems printed
     python tests/fuzz_models.py --replay-chunk-seed S --per-chunk 200 --rewrites 1  # the CI slice's chunk
@@ -222,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--redo-failed", action="store_true", help="with --resume: run again the chunks whose last run had problems"
     )
+    ap.add_argument(
+        "--chunks", help="A:B: run only chunks A to B-1 of the run (a long run spread over sessions, by ranges)"
+    )
     ap.add_argument("--replay", help="SEED:CHUNK: run that chunk again and print its problems")
     ap.add_argument("--replay-chunk-seed", type=int, help="a chunk's own seed (a failing test prints it)")
     ap.add_argument("--shrink", help="SEED:CHUNK: shrink the model behind --problem (tests/shrink_models.py)")
@@ -264,9 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.log.exists():
         args.log.unlink()
     chunks = -(-args.models // args.per_chunk)
+    first, end = 0, chunks
+    if args.chunks:
+        first, end = (int(x) for x in args.chunks.split(":"))
+        if not 0 <= first < end <= chunks:
+            ap.error(f"--chunks {args.chunks}: a range A:B with 0 <= A < B <= {chunks} (the run's chunks)")
     commit = source_commit()
     total = {"checked": 0, "refused": 0, "problems": 0}
-    for n in range(chunks):
+    for n in range(first, end):
         if n in done:
             continue
         chunk = run_chunk(chunk_seed(args.seed, n), args.per_chunk, args.rewrites, args.torch, args.vulkan_every)
