@@ -28,6 +28,7 @@ from iree.compiler import ir
 
 from opscope.dialect.ops import stat
 from opscope.errors import OpscopeError
+from opscope.ir.dequant_view import dequant_view
 from opscope.ir.flops import op_flops
 from opscope.ir.manifest import SiteInfo, add_site_rows
 from opscope.ir.sites import ROLES, Site, find_sites
@@ -43,17 +44,20 @@ class InjectMatmulStats(SketchOptions):
     name: ClassVar[str] = "inject-matmul-stats"
 
     roles: str = "lhs,rhs,out"  # the operands sketched, comma-separated
+    dequantize_codes: bool = False  # an integer site's weight codes sketched through their scales
     sites: str = ""
     keep: Callable[[Site], bool] | None = field(default=None, compare=False, metadata={"api_only": True})
 
     @property
     def config(self) -> StatConfig:
         roles = tuple(r.strip() for r in self.roles.split(",") if r.strip())
-        return StatConfig(**self.sketch_options(), roles=roles)
+        return StatConfig(**self.sketch_options(), roles=roles, dequantize_codes=self.dequantize_codes)
 
     @classmethod
     def from_config(cls, config: StatConfig, **kw) -> InjectMatmulStats:
-        return cls(**config.sketch_options(), roles=",".join(config.roles), **kw)
+        return cls(
+            **config.sketch_options(), roles=",".join(config.roles), dequantize_codes=config.dequantize_codes, **kw
+        )
 
     def selected(self, module) -> list[Site]:
         """The sites this pass taps, after the name regex, the keep predicate and dtype checks."""
@@ -66,15 +70,6 @@ class InjectMatmulStats(SketchOptions):
             if pattern and not pattern.search(site.name):
                 continue
             if self.keep is not None and not self.keep(site):
-                continue
-            if not site.is_float:
-                log.warning(
-                    "%s: skipping site '%s' at %s: integer matmul (%s), statistics are float-only",
-                    self.name,
-                    site.name,
-                    site.location,
-                    ", ".join(site.element_type(r) for r in ROLES),
-                )
                 continue
             if site.dynamic or any(not site.value(r).type.has_static_shape for r in ROLES):
                 raise OpscopeError(
@@ -104,11 +99,12 @@ class InjectMatmulStats(SketchOptions):
         _annotate_sites(sites)
         for site in sites:
             with site.op.location:
-                ip = ir.InsertionPoint.after(site.op)
-                for role in config.roles:
-                    value = site.value(role)
+                ip, previous = None, None
+                for role, (value, after) in self._tapped(site, config).items():
+                    if previous is None or after != previous:  # roles read after one op follow each other
+                        ip, previous = ir.InsertionPoint.after(after), after
                     channels = site.channels.get(role)
-                    for req in plan_stats(site.shape(role), config, channels):
+                    for req in plan_stats(tuple(ir.ShapedType(value.type).shape), config, channels):
                         options = {}
                         if req.kind == "hist":
                             options = {"bins": config.hist_bins, "lo": lo, "hi": hi, "normalize": config.hist_normalize}
@@ -116,6 +112,18 @@ class InjectMatmulStats(SketchOptions):
                             options["channel_dims"] = list(channels)
                         op = stat(value, req.kind, site.name, role, options, loc=site.op.location, ip=ip)
                         ip = ir.InsertionPoint.after(op)
+
+    def _tapped(self, site: Site, config: StatConfig) -> dict[str, tuple[ir.Value, ir.Operation]]:
+        """role -> (the tensor its taps read, the op they follow): the site's operands, or for an
+        integer site the float tensors it stands for (`opscope.ir.dequant_view`), each stand-in
+        that is not the float model's tensor named in a warning."""
+        if site.is_float:
+            return {role: (site.value(role), site.op) for role in config.roles}
+        view = dequant_view(site, config.roles, config.dequantize_codes)
+        types = ", ".join(site.element_type(r) for r in ROLES)
+        for note in view.notes:
+            log.warning("%s: integer site '%s' (%s) at %s: %s", self.name, site.name, types, site.location, note)
+        return {role: (v.value, v.after) for role, v in view.roles.items()}
 
 
 def _annotate_sites(sites: list[Site]) -> None:

@@ -131,15 +131,21 @@ def test_dynamic_site_can_be_excluded_by_regex(caplog):
     assert manifest.entries == []
 
 
-def test_integer_matmul_is_skipped_with_a_warning(caplog):
+def test_an_integer_matmul_is_read_as_f32_and_said_so(caplog):
+    """No float tensor stands behind an integer matmul of integer inputs: each role is sketched as
+    f32 of its integers, and a warning per role says it is not a float model's tensor."""
     with caplog.at_level(logging.WARNING, logger="opscope"):
         _, manifest = inject_matmul_stats(parse_module(INT_AND_FLOAT, new_context()))
-    assert [s.name for s in manifest.sites] == ["float.fc"]
-    assert {e.site for e in manifest.entries} == {"float.fc"} and len(manifest.entries) == 39
+    assert [s.name for s in manifest.sites] == ["int.fc", "float.fc"]
+    assert [sum(e.site == s for e in manifest.entries) for s in ("int.fc", "float.fc")] == [39, 39]
     assert manifest.num_original_results == 2
     warnings = [r.getMessage() for r in caplog.records if r.name == "opscope"]
-    assert len(warnings) == 1
-    assert "skipping site 'int.fc'" in warnings[0] and "integer matmul (i32, i32, i32)" in warnings[0]
+    assert [w.split(": ", 2)[-1] for w in warnings] == [
+        "lhs: f32 of its integers (no float source)",
+        "rhs: f32 of its integers (no float source)",
+        "out: f32 of the integer accumulator (no op of the site scales it back)",
+    ]
+    assert all("integer site 'int.fc' (i32, i32, i32)" in w for w in warnings)
 
 
 def test_called_function_is_refused_with_advice():
@@ -170,7 +176,7 @@ def valid_options(argument: str) -> str:
 
 def test_unknown_pass_option_lists_valid_options():
     assert valid_options("inject-matmul-stats") == (
-        "adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites"
+        "adjacency, dequantize-codes, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites"
     )
     with pytest.raises(OpscopeError) as info:
         parse_pipeline("inject-matmul-stats{bogus=1}")

@@ -191,6 +191,17 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
     assert a.pipeline.count("quantize-weight") == 2 and a.parity.startswith("max |Δ|") and 0 < a.rel_error < 0.05
     assert "i8" in (tmp_path / "q.mlir").read_text()
 
+    # the specialized module profiled again: its integer sites tapped at lhs and out (the codes are
+    # not), fc0's lhs the same input as the original run's, bit for bit (test_quantized_sites: numerics)
+    assert main(["profile", str(tmp_path / "q.mlir"), "--steps", "1", "--out", str(tmp_path / "again")]) == 0
+    again = opscope.read_sketches(tmp_path / "again" / "sketches.csv")
+    first = opscope.read_sketches(constant_run / "sketches.csv").filter(pl.col("step") == 0)
+    assert set(again.select("site", "role").unique().iter_rows()) == {
+        (s, r) for s in ("fc0", "fc1") for r in ("lhs", "out")
+    }
+    lhs = [t.filter((pl.col("site") == "fc0") & (pl.col("role") == "lhs")).sort("stat", "idx") for t in (first, again)]
+    assert lhs[0].height > 0 and lhs[0]["value"].to_list() == lhs[1]["value"].to_list()
+
 
 def test_unknown_kind_is_a_one_line_error(run):
     with pytest.raises(OpscopeError, match="unknown candidate kind prune: choose from skip-zero-channels, "):

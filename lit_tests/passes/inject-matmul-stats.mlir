@@ -221,14 +221,21 @@ func.func @taps_bf16_matmul_with_f32_accumulator(%a: tensor<4x8xbf16>, %b: tenso
 
 // -----
 
-// Integer matmuls are skipped with a warning; the IR is left as it was.
+// An integer matmul of integer arguments has no float tensor behind it: each role is
+// sketched as f32 of its integers (lhs, rhs, then out), each named in a warning
+// (inject-matmul-stats-quantized.mlir: the float tensors behind a quantized site).
 
-// CHECK-LABEL: func.func @no_tap_on_integer_matmul(
-// CHECK-NOT:   opscope
-// CHECK:       linalg.matmul
-// CHECK-NOT:   opscope
-// WARN: warning: inject-matmul-stats: skipping site 'matmul#0' at {{.+}}: integer matmul (i8, i8, i32), statistics are float-only
-func.func @no_tap_on_integer_matmul(%a: tensor<4x8xi8>, %b: tensor<8x3xi8>, %c: tensor<4x3xi32>) -> tensor<4x3xi32> {
+// CHECK-LABEL: func.func @integer_matmul_read_as_f32(
+// CHECK:       %[[ACC:.+]] = linalg.matmul
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<4x8xi8>) outs(%{{.+}} : tensor<4x8xf32>)
+// CHECK:       {kind = "min", options = {}, role = "lhs", site = "matmul#0"} : (tensor<4x8xf32>) -> ()
+// CHECK:       linalg.generic {{.+}} ins(%{{.+}} : tensor<8x3xi8>) outs(%{{.+}} : tensor<8x3xf32>)
+// CHECK:       {kind = "min", options = {}, role = "rhs", site = "matmul#0"} : (tensor<8x3xf32>) -> ()
+// CHECK:       linalg.generic {{.+}} ins(%[[ACC]] : tensor<4x3xi32>) outs(%{{.+}} : tensor<4x3xf32>)
+// CHECK:       {kind = "min", options = {}, role = "out", site = "matmul#0"} : (tensor<4x3xf32>) -> ()
+// CHECK:       return %[[ACC]]
+// WARN: warning: inject-matmul-stats: integer site 'matmul#0' (i8, i8, i32) at {{.+}}: lhs: f32 of its integers (no float source)
+func.func @integer_matmul_read_as_f32(%a: tensor<4x8xi8>, %b: tensor<8x3xi8>, %c: tensor<4x3xi32>) -> tensor<4x3xi32> {
   %0 = linalg.matmul ins(%a, %b : tensor<4x8xi8>, tensor<8x3xi8>) outs(%c : tensor<4x3xi32>) -> tensor<4x3xi32>
   return %0 : tensor<4x3xi32>
 }

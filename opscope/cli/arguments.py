@@ -61,7 +61,8 @@ def parameters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_sketches(parser: argparse.ArgumentParser, sites: bool = True) -> None:
-    """--lean, --hist-bins, --roles (the `StatConfig` the API takes) and, with `sites`, --sites."""
+    """--lean, --hist-bins, --roles, --dequantize-codes (the `StatConfig` the API takes) and, with
+    `sites`, --sites."""
     parser.add_argument(
         "--lean",
         action="store_true",
@@ -77,6 +78,12 @@ def add_sketches(parser: argparse.ArgumentParser, sites: bool = True) -> None:
         "--roles",
         metavar="ROLES",
         help="which operands of a matmul or convolution are sketched: some of lhs,rhs,out (default all three)",
+    )
+    parser.add_argument(
+        "--dequantize-codes",
+        action="store_true",
+        help="a quantized site's rhs (integer weight codes, skipped by default) sketched through its scales "
+        "as the f32 weight it stands for (IREE keeps that f32 copy in memory)",
     )
     if sites:
         parser.add_argument(
@@ -98,6 +105,8 @@ def sketch_config(args: argparse.Namespace) -> Any:
             changes["hist_normalize"] = opscope.StatConfig().hist_normalize
     if args.roles is not None:
         changes["roles"] = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+    if args.dequantize_codes:
+        changes["dequantize_codes"] = True
     return config.replace(**changes) if changes else config
 
 

@@ -45,6 +45,7 @@ class StatConfig(SketchOptions):
 
     roles: tuple[str, ...] = ROLES  # which operands of a matmul site are sketched (the reference: all three)
     row_stride: int = 1  # sketch rows 0, K, 2K, ... of each activation (tokens; `sample-rows`); 1: every row
+    dequantize_codes: bool = False  # an integer site's weight codes sketched as sitofp(q)·scale (an f32 copy)
 
     def __post_init__(self) -> None:
         roles = tuple(self.roles)
