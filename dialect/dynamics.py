@@ -7,7 +7,9 @@
   and, for a router's softmax, per token the second-largest probability (`gate_top2`: the
   top-1/top-2 gate ratio is qmax / top2);
 * routing (`route_load`) of chosen expert indices (any integer type and shape): E counts,
-  bin e counting the indices equal to e (others are not counted);
+  bin e counting the indices equal to e (others are not counted); or of a routing mask
+  (`axis` >= 0: any element type, the experts along dim `axis`): bin e counting the nonzero
+  entries of slice e (the tokens sent to expert e);
 * residual (`res_a_sumsq`, `res_b_sumsq`, `res_cos`) of a residual add's two inputs, the
   stream h and the block's output d, viewed as rows `[R, D]` (one row per token): Σh², Σd²
   and the mean over rows of cos(h, h + d) = h·(h+d) / (‖h‖·‖h+d‖ + 1e-12), so block
@@ -41,6 +43,7 @@ class DynamicsKernel:
     elem: str
     kinds: tuple[str, ...]
     experts: int = 0  # route_load's bins
+    axis: int = -1  # route_load of a mask: its experts' dim (-1: the tensor holds expert indices)
 
     @property
     def family(self) -> str:
@@ -56,6 +59,12 @@ class DynamicsKernel:
             return f"attention statistics need probabilities of rank >= 2, got {self.shape}"
         if self.family == "route" and self.experts <= 0:
             return "route_load needs experts > 0"
+        if (
+            self.family == "route"
+            and self.axis >= 0
+            and (self.axis >= len(self.shape) or self.shape[self.axis] != self.experts)
+        ):
+            return f"route_load of a mask needs its dim {self.axis} of size experts = {self.experts}, got {self.shape}"
         if self.family == "residual" and not self.shape:
             return "residual statistics need a tensor of rank >= 1"
         return None
@@ -190,6 +199,8 @@ class DynamicsKernel:
         return out
 
     def _route(self, em: Emitter, args: list[str]) -> dict[str, str]:
+        if self.axis >= 0:
+            return self._route_mask(em, args)
         n, e = self.numel, self.experts
         src = tensor_type(self.shape, self.elem)
         flat_ty = tensor_type((n,), self.elem)
@@ -215,6 +226,41 @@ class DynamicsKernel:
                 f"%one = arith.constant {ONE} : f32",
                 "%inc = arith.addf %a0, %one : f32",
                 "%c = arith.select %hit, %inc, %a0 : f32",
+                yield_line(["%c"]),
+            ],
+        )
+        return {"route_load": res[0]}
+
+    def _route_mask(self, em: Emitter, args: list[str]) -> dict[str, str]:
+        """Per expert the nonzero entries of its slice of the mask (dim `axis`)."""
+        rank = len(self.shape)
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        iters = ["parallel" if i == self.axis else "reduction" for i in range(rank)]
+        nonzero = (
+            f"%nz = arith.cmpf une, %in, %zero : {self.elem}"
+            if self.elem in ("f32", "f16", "bf16", "f64")
+            else f"%nz = arith.cmpi ne, %in, %zero : {self.elem}"
+        )
+        zero = "0.0" if self.elem in ("f32", "f16", "bf16", "f64") else "0"
+        res = em.generic(
+            "g",
+            iters,
+            [Operand(args[0], tensor_type(self.shape, self.elem), affine_map(rank, dims), "%in", self.elem)],
+            [
+                Operand(
+                    em.filled((self.experts,), ZERO),
+                    tensor_type((self.experts,)),
+                    affine_map(rank, f"d{self.axis}"),
+                    "%a0",
+                    "f32",
+                )
+            ],
+            [
+                f"%zero = arith.constant {zero} : {self.elem}",
+                nonzero,
+                f"%one = arith.constant {ONE} : f32",
+                "%inc = arith.addf %a0, %one : f32",
+                "%c = arith.select %nz, %inc, %a0 : f32",
                 yield_line(["%c"]),
             ],
         )

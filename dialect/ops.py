@@ -167,10 +167,18 @@ def _verify_dynamics(view: StatOp) -> str | None:
             return f"opscope.stat: {view.kind} needs static ranked tensors, got {ty}"
     ty = types[0]
     if view.kind == "route_load":
-        if not isinstance(ty.element_type, ir.IntegerType):
-            return f"opscope.stat: route_load counts integer expert indices, got {ty}"
-        if int(view.options.get("experts", 0)) <= 0:
+        experts, axis = int(view.options.get("experts", 0)), int(view.options.get("axis", -1))
+        if experts <= 0:
             return "opscope.stat: route_load needs options {experts = E} with E > 0"
+        if axis >= 0:  # a routing mask, its experts along dim `axis`
+            if axis >= ty.rank or ty.shape[axis] != experts:
+                return f"opscope.stat: route_load of a mask needs dim {axis} of size {experts}, got {ty}"
+            return None
+        if not isinstance(ty.element_type, ir.IntegerType):
+            return (
+                "opscope.stat: route_load counts integer expert indices, or a mask's nonzeros with "
+                f"options axis = its experts' dim, got {ty}"
+            )
         return None
     if str(ty.element_type) not in FLOAT_TYPES:
         return f"opscope.stat: {view.kind} needs f32, f16 or bf16, got {ty}"

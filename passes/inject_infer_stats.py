@@ -64,6 +64,8 @@ class InjectInferStats:
 
     def tap(self, site: DynamicsSite) -> bool:
         options = {"experts": site.n} if site.kind == ROUTING else {}
+        if site.kind == ROUTING and site.axis >= 0:
+            options["axis"] = site.axis  # a mask: its experts' dim
         insert_stats(site, site.values[0], self.stats_of(site), site.after_values(), options)
         return True
 

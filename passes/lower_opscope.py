@@ -200,8 +200,13 @@ class LowerOpscope:
         i64 = ir.IntegerType.get_signless(64)
         views = [StatOp(o) for o in ops]
         ty = ir.RankedTensorType(values[0].type)
+        options = views[0].options
         kernel = DynamicsKernel(
-            tuple(ty.shape), str(ty.element_type), tuple(v.kind for v in views), int(views[0].options.get("experts", 0))
+            tuple(ty.shape),
+            str(ty.element_type),
+            tuple(v.kind for v in views),
+            int(options.get("experts", 0)),
+            int(options.get("axis", -1)),
         )
         problem = kernel.check()
         if problem:

@@ -252,17 +252,19 @@ def test_drift_is_flagged_on_a_drifting_stream_and_not_on_a_stationary_one(demo)
 
 def test_attention_and_gate_loads_count_exactly():
     """Each query's (and each token's gate) probabilities sum to 1: the summed loads of n sampled calls
-    are n·queries, whatever the inputs."""
+    are n·queries, whatever the inputs; the demo's top-2 mask (a router without a top-k op) sends
+    each token to 2 experts: n·tokens·2."""
     seq = 8
     module = moe_module(1, 16, seq, experts=4, top_k=2)
     s = LiveSampler.build(module, 2, name="moe")
     for inputs in generate(arguments(parse_module(module, new_context(), "moe")), 10, 0):
         s(*inputs)
     loads = {k: v for site in s.sketch.sites.values() for k, v in site.loads.items()}
-    assert set(loads) == {"attn/attn_krecv", "attn/attn_qmax", "gate/attn_krecv", "gate/attn_qmax"}
+    assert set(loads) == {"attn/attn_krecv", "attn/attn_qmax", "gate/attn_krecv", "gate/attn_qmax", "route/route_load"}
     assert loads["attn/attn_krecv"].shape == (seq,) and loads["gate/attn_krecv"].shape == (4,)
     assert loads["attn/attn_krecv"].sum() == pytest.approx(5 * seq, rel=1e-5)
     assert loads["gate/attn_krecv"].sum() == pytest.approx(5 * seq, rel=1e-5)
+    assert loads["route/route_load"].sum() == 5 * seq * 2  # the top-2 mask's tokens: 2 experts each
     summaries = " ".join(ld.summary for ld in live_report(s.sketch).loads)
     assert "keys take" in summaries and "gate probability: hottest expert" in summaries
 

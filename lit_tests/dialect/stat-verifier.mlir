@@ -95,7 +95,7 @@ func.func @route_load_needs_experts(%i: tensor<8x2xi64>) {
 // -----
 
 func.func @route_load_of_floats(%i: tensor<8x2xf32>) {
-  // expected-error @+1 {{opscope.stat: route_load counts integer expert indices, got tensor<8x2xf32>}}
+  // expected-error @+1 {{opscope.stat: route_load counts integer expert indices, or a mask's nonzeros with options axis = its experts' dim, got tensor<8x2xf32>}}
   "opscope.stat"(%i) {kind = "route_load", options = {experts = 4}, role = "route", site = "s"} : (tensor<8x2xf32>) -> ()
   return
 }

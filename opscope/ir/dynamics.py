@@ -9,6 +9,9 @@ residual adds, found in a module's IR as data, like the matmul sites of `opscope
 * *routing* (role `route`): an `iree_linalg_ext.topk`, or the sort-based top-k the Mixtral
   import produces (an `iree_linalg_ext.sort` of gate logits with their indices, then a
   slice of the first k); the tapped tensor is the chosen expert indices, E = the sorted size.
+  A router without a top-k op is found where it selects among expert weights
+  (`opscope.ir.expert_routes`: a gather of expert matrices by index, or a mask dispatching
+  tokens to a batched contraction over experts; the mask is tapped with its experts' dim).
 * *residual* (role `residual`): an add of the residual stream and a block's output
   (`opscope.ir.residual`, the rule the cone miner uses); tapped: (stream, block output).
   With `every_add` it is every add of two same-typed data tensors (the reference's rule,
@@ -38,6 +41,7 @@ from iree.compiler import ir
 
 from opscope.dialect.ops import stat
 from opscope.errors import OpscopeError
+from opscope.ir.expert_routes import expert_route
 from opscope.ir.labels import op_label
 from opscope.ir.manifest import SiteInfo, add_site_rows, site_names
 from opscope.ir.opgraph import OpGraph, build_graph
@@ -65,6 +69,7 @@ class DynamicsSite:
     k: int = 0
     n: int = 0
     block: str = ""  # residual: attn | ffn | add; softmax: attention | gate
+    axis: int = -1  # routing: a mask's experts dim (-1: `values` holds expert indices)
 
     @property
     def role(self) -> str:
@@ -117,7 +122,7 @@ def find_dynamics_sites(
             _residual(op, graph, node, skips, every_add, raw, found.notes)
     used = {name: 0 for name in (taken or ())}
     ordinals: dict[str, int] = {}
-    for kind, op, values, (b, m, k, n), suffix, block in raw:
+    for kind, op, values, (b, m, k, n), suffix, block, *axis in raw:
         path = location_name(op.location) or python_line(op.location)
         if path:  # the module path, or path.suffix when the path does not say what the op is,
             # path.suffix.kind when a matmul site has that name (GPT-2's `h.0.attn` is its q·kᵀ)
@@ -133,7 +138,7 @@ def find_dynamics_sites(
             used[base] += 1
             name = f"{base}#{used[base]}"
         used[name] = 0
-        found.sites.append(DynamicsSite(name, kind, op, values, b, m, k, n, block))
+        found.sites.append(DynamicsSite(name, kind, op, values, b, m, k, n, block, axis[0] if axis else -1))
     return found
 
 
@@ -315,6 +320,11 @@ def _routing(op, raw: list, notes: list[str]) -> None:
             return
         chosen = topk[0].results[0]
         _route(op, chosen, experts, chosen.type.shape[dim], raw, notes)
+    else:
+        route = expert_route(op)  # a router without a top-k op: where it selects among experts
+        if route is not None:
+            tokens, k = route.tokens, route.k
+            raw.append((ROUTING, op, (route.value,), (1, tokens, k, route.experts), "route", "", route.axis))
 
 
 def _leading_slice(op: ir.Operation, dim: int) -> bool:

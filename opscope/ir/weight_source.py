@@ -111,17 +111,8 @@ def _gather(value: ir.Value, dims: tuple[int, ...]) -> tuple[ir.Operation, tuple
     if not isinstance(value, ir.OpResult):
         return None
     op = owner(value)
-    if op.name != "linalg.generic" or len(op.results) != 1:
-        return None
-    block = op.regions[0].blocks[0]
-    yielded = list(block.operations)[-1].operands[0]
-    extract = _defining(yielded)
-    if extract is not None and extract.name == "arith.extf":  # a bf16 bank read as f32
-        extract = _defining(extract.operands[0])
-    if extract is None or extract.name != "tensor.extract":
-        return None
-    bank = extract.operands[0]
-    if _inside(bank, op) or not is_weight(bank):
+    extract = bank_read(op)
+    if extract is None:
         return None
     loops = {}  # loop -> the bank dim its plain index reads
     for j, index in enumerate(list(extract.operands)[1:]):
@@ -137,6 +128,22 @@ def _gather(value: ir.Value, dims: tuple[int, ...]) -> tuple[ir.Operation, tuple
     if any(out_loops[d] not in loops for d in dims):
         return None
     return extract, tuple(sorted(loops[out_loops[d]] for d in dims))
+
+
+def bank_read(op: ir.Operation) -> ir.Operation | None:
+    """The `tensor.extract` by which the single-result `linalg.generic` `op` yields an element of a
+    stored weight (a MoE's expert bank read at a computed index), else None."""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return None
+    block = op.regions[0].blocks[0]
+    yielded = list(block.operations)[-1].operands[0]
+    extract = _defining(yielded)
+    if extract is not None and extract.name == "arith.extf":  # a bf16 bank read as f32
+        extract = _defining(extract.operands[0])
+    if extract is None or extract.name != "tensor.extract":
+        return None
+    bank = extract.operands[0]
+    return None if _inside(bank, op) or not is_weight(bank) else extract
 
 
 def _defining(value: ir.Value) -> ir.Operation | None:

@@ -321,15 +321,25 @@ def _routing(df: pl.DataFrame) -> pl.DataFrame:
             E=pl.col("N").first(),
             k=pl.col("K").first(),
             tokens=pl.col("M").first(),
+            calls=pl.len(),
         )
         .sort("idx")
         .group_by(SITE, maintain_order=True)
-        .agg(counts=pl.col("count"), E=pl.col("E").first(), k=pl.col("k").first(), tokens=pl.col("tokens").first())
+        .agg(
+            counts=pl.col("count"),
+            E=pl.col("E").first(),
+            k=pl.col("k").first(),
+            tokens=pl.col("tokens").first(),
+            calls=pl.col("calls").first(),
+        )
     )
     rows = []
     for r in per.iter_rows(named=True):
         counts, experts = r["counts"], len(r["counts"])
         total = sum(counts) or 1.0
+        k = r["k"]
+        if not k and r["tokens"]:  # a threshold mask names no k: the experts a token got, on average
+            k = round(sum(counts) / (r["tokens"] * r["calls"]))
         load = [c / total for c in counts]
         fair = 1.0 / experts
         hot = [e for e, s in enumerate(load) if s >= HOT_FAIR * fair]
@@ -347,7 +357,7 @@ def _routing(df: pl.DataFrame) -> pl.DataFrame:
                 "dist": r["dist"],
                 "site": r["site"],
                 "experts": experts,
-                "k": r["k"],
+                "k": k,
                 "tokens": r["tokens"],
                 "load": load,
                 "hot": hot,
