@@ -152,6 +152,7 @@ _CONSTANTS = {
     "TASKS": "opscope.act.quality",
     "DEFAULT_TOKENS": "opscope.act.evalset",
     "DEFAULT_TOL": "opscope.act.op_compare",
+    "FUSION_TOL": "opscope.act.parity",
     "KINDS": "opscope.act.candidates",
     "MAX_ERROR": "opscope.act.specialize",
     "MIN_SPEEDUP": "opscope.act.specialize",
@@ -649,12 +650,15 @@ def motifs(
     layers: int = 6,
     d_model: int = 64,
     seq: int = 16,
+    dump: str | Path | None = None,
 ) -> MotifReport:
     """Recurring op chains of `min_len`..`max_len` ops seen at least `min_count` times (fusion
-    candidates), best first. Static. `source` as `shapes` takes it."""
-    from opscope.analysis.motifs import linear_motifs
+    candidates), best first. Static. `source` as `shapes` takes it, or a graph dump (`.txt`, `flow`'s
+    `dump`); `dump` writes the graph it mines there."""
+    from opscope.analysis.motifs import mine_motifs
 
-    return linear_motifs(_static_module(source, layers, d_model, seq), min_len, max_len, min_count)
+    title, graph = _static_graph(source, layers, d_model, seq, dump)
+    return _noted(mine_motifs(graph, min_len, max_len, min_count), title, graph, source)
 
 
 def flow(
@@ -666,12 +670,43 @@ def flow(
     layers: int = 6,
     d_model: int = 64,
     seq: int = 16,
+    dump: str | Path | None = None,
 ) -> ConeReport:
     """Repeated dataflow cones (input sub-DAGs of `min_depth`..`max_depth`, seen at least `min_count`
-    times) with fusion hints. Static. `source` as `shapes` takes it."""
-    from opscope.analysis.cones import dataflow_cones
+    times) with fusion hints. Static. `source` as `shapes` takes it, or a graph dump (`.txt`: the
+    reference's `idx label in0 in1 …` lines, `opscope.analysis.graph_dump`), so a graph another tool
+    wrote is mined alike; `dump` writes the graph it mines there (a path)."""
+    from opscope.analysis.cones import mine_cones
 
-    return dataflow_cones(_static_module(source, layers, d_model, seq), min_depth, max_depth, min_count)
+    title, graph = _static_graph(source, layers, d_model, seq, dump)
+    return _noted(mine_cones(graph, min_depth, max_depth, min_count), title, graph, source)
+
+
+def _static_graph(source: Any, layers: int, d_model: int, seq: int, dump: str | Path | None):
+    """(title, dataflow graph) of a model or demo, or of a dump file; written to `dump` when given."""
+    from opscope.analysis.graph_dump import dump_text, is_dump, load_dump
+    from opscope.ir.opgraph import build_graph
+
+    if is_dump(source):
+        title, graph = load_dump(source)
+    else:
+        title = str(source) if isinstance(source, (str, Path)) else "<module>"
+        graph = build_graph(_static_module(source, layers, d_model, seq))
+    if dump is not None:
+        Path(dump).write_text(dump_text(graph, title))
+    return title, graph
+
+
+def _noted(report, title: str, graph, source: Any):
+    """A dump's report says which graph it read (the reference prints its title and node count)."""
+    from dataclasses import replace
+
+    from opscope.analysis.graph_dump import is_dump
+
+    if not is_dump(source):
+        return report
+    said = f"dump {source}: {title or 'untitled'}, {len(graph)} nodes"
+    return replace(report, note=f"{said}; {report.note}" if report.note else said)
 
 
 def _static_module(source: Any, layers: int, d_model: int, seq: int) -> ir.Module:
@@ -697,7 +732,9 @@ def parity(a: Any, b: Any = None, **options: Any) -> ParityReport:
     (iree-compile flags), `inject_b` (B gets the stat taps), `inputs`, `tol` (an op is within
     it when max|a−b| ≤ tol·max|a|), `ops` (a regex), `constants`, `progress`, `parameters` (both
     builds map the weights from one parameter file in a temporary folder; None: so for a model of
-    128 MiB or more), `weights_dtype` (as `profile`'s). Returns a
+    128 MiB or more), `weights_dtype` (as `profile`'s), `outputs_only` (nothing exposed: the
+    outputs compared, each build's dispatches counted), `fusion` (A fused against B unfused, every
+    op its own dispatch: outputs only, `tol` default FUSION_TOL = 1e-4). Returns a
     `ParityReport`: `.ops` (one `OpDiff` per op, in program order), `.exact`, `.worst`,
     `.first_beyond(tol)`; `render(report, fmt, all_ops=...)` writes it."""
     from opscope.act.parity import op_parity

@@ -51,6 +51,12 @@ def _split_weight_stats():
     return SplitWeightStats
 
 
+def _unfuse():
+    from opscope.passes.unfuse import Unfuse
+
+    return Unfuse
+
+
 def _dump_tensors():
     from opscope.passes.dump_tensors import DumpTensors
 
@@ -136,6 +142,7 @@ PASSES: dict[str, Callable[[], type]] = {
     "skip-residual-blocks": _skip_residual_blocks,
     "skip-zero-channels": _skip_zero_channels,
     "split-weight-stats": _split_weight_stats,
+    "unfuse": _unfuse,
 }
 
 

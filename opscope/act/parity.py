@@ -38,6 +38,8 @@ from opscope.run.runtime import load
 from opscope.run.targets import get_target, require_runnable
 from opscope.run.ticker import ticking
 
+FUSION_TOL = 1e-4  # the reference's bound on a fused build against an unfused one, at the outputs
+
 
 @dataclass(frozen=True)
 class Build:
@@ -52,10 +54,16 @@ class Build:
     original: int = 0  # the function's original results
     compile_seconds: float = 0.0
     cached: bool = False
+    outputs_only: bool = False  # the function's results compared, nothing exposed
+    dispatches: int | None = None  # with outputs_only: the dispatches IREE formed
 
     def __str__(self) -> str:
         steps = [self.model] + ([f"pipeline '{self.pipeline}'"] if self.pipeline else [])
-        steps.append(f"{len(self.tensors)} ops exposed")
+        if self.outputs_only:
+            n = len(self.tensors)
+            steps.append(f"{n} output{'s' * (n != 1)}" + (f", {self.dispatches} dispatches" if self.dispatches else ""))
+        else:
+            steps.append(f"{len(self.tensors)} ops exposed")
         if self.inject:
             steps.append("stat taps injected")
         flags = f" {' '.join(self.flags)}" if self.flags else ""
@@ -75,11 +83,14 @@ def exposed_run(
     constants: bool = False,
     label: str = "",
     model=None,
+    outputs_only: bool = False,
 ) -> tuple[Build, list[np.ndarray]]:
     """Build one side and run it once: `source` (anything `open_model` takes, or an opened
     `ModelSource` as `model`) with `pipeline` applied, every op exposed (`ops`, `constants`:
     expose-all-ops' options), the stat taps injected when `inject`, compiled for `target`
-    with `flags` and run on `inputs` (see `op_parity`). Returns (the build, the inputs used)."""
+    with `flags` and run on `inputs` (see `op_parity`); `outputs_only`: nothing exposed, the
+    tensors are the function's results (`output#<i>`), its dispatches counted. Returns (the
+    build, the inputs used)."""
     tgt = get_target(target)
     require_runnable(tgt)
     steps = parse_pipeline(pipeline).elements if pipeline.strip() else ()
@@ -92,9 +103,10 @@ def exposed_run(
         module = import_source(parse_module(base, new_context(), model.name), name=model.name)
         fn_name = symbol_name(function_op(module))
         args = arguments(module, fn_name)
-        run_pipeline(module, Pipeline(tuple(steps) + (expose,)))
-        function, exposed = exposures(module, fn_name)
-        if not exposed:
+        run_pipeline(module, Pipeline(tuple(steps) + (() if outputs_only else (expose,))))
+        function, exposed = exposures(module, fn_name) if not outputs_only else (fn_name, [])
+        dispatches = dispatch_count(module, tgt) if outputs_only else None
+        if not exposed and not outputs_only:
             raise OpscopeError(
                 f"{label}: expose-all-ops found no op to expose in @{fn_name}" + (f" matching '{ops}'" if ops else "")
             )
@@ -109,17 +121,43 @@ def exposed_run(
         inputs = read_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs), args, 1)[0]
     inputs = check_steps([inputs], args, 1, f"{label}: inputs")[0]  # dtypes and shapes exactly
     t0 = time.perf_counter()
-    with ticking(f"{label}: compile {len(exposed)} exposed ops for {tgt.name}"):
+    what = "the model" if outputs_only else f"{len(exposed)} exposed ops"
+    with ticking(f"{label}: compile {what} for {tgt.name}"):
         compiled = compile_module(module, tgt, extra_flags=tuple(flags))
     seconds = time.perf_counter() - t0
     loaded = load(compiled)
     with ticking(f"{label}: run"):
         outputs = loaded.invoke(function, *_as_declared(loaded, function, inputs))
-    tensors = tuple(Tensor(e.name, outputs[e.result], e.op, e.index, e.site) for e in exposed)
-    original = min(e.result for e in exposed)
+    if outputs_only:
+        tensors = tuple(Tensor(f"output#{i}", out, "", i) for i, out in enumerate(outputs))
+        original = len(outputs)
+    else:
+        tensors = tuple(Tensor(e.name, outputs[e.result], e.op, e.index, e.site) for e in exposed)
+        original = min(e.result for e in exposed)
     return Build(
-        model.name, pipeline.strip(), tgt.name, inject, tuple(flags), tensors, original, seconds, compiled.cached
+        model.name,
+        pipeline.strip(),
+        tgt.name,
+        inject,
+        tuple(flags),
+        tensors,
+        original,
+        seconds,
+        compiled.cached,
+        outputs_only,
+        dispatches,
     ), inputs
+
+
+def dispatch_count(module, target) -> int | None:
+    """How many dispatches IREE forms for `module` (its flow phase, nothing compiled), or None
+    where that phase fails (the full compile then says why)."""
+    from opscope.analysis.dispatch import dispatch_calls, flow_module
+
+    try:
+        return sum(dispatch_calls(flow_module(module_bytecode(module), target.name)).values())
+    except OpscopeError:
+        return None
 
 
 _DECLARED = re.compile(r"%input(\d+): tensor<(?:[0-9?]+x)*([a-z0-9]+)>")
@@ -151,7 +189,7 @@ def op_parity(
     b_target: str | None = None,
     inject_b: bool = False,
     inputs: Any = None,
-    tol: float = DEFAULT_TOL,
+    tol: float | None = None,
     ops: str = "",
     constants: bool = False,
     a_flags: Sequence[str] = (),
@@ -159,6 +197,8 @@ def op_parity(
     progress=None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
+    outputs_only: bool = False,
+    fusion: bool = False,
 ) -> ParityReport:
     """Compare two builds op by op: every intermediate tensor of A (`a` with `a_pipeline`,
     for `a_target`) against B's (`b`, default `a`, with `b_pipeline`, for `b_target`,
@@ -171,7 +211,19 @@ def op_parity(
     e.g. `--iree-input-demote-i64-to-i32` for models with i64 inputs on vulkan-spirv.
     `progress` receives a line per build. `parameters`: each model's weights go to a parameter file
     in a temporary folder that its builds map (`opscope.models.source.open_apart`; None: so for
-    a large model; float32 ones stored as `weights_dtype`). Returns a `ParityReport` (`tol`: see the module docstring)."""
+    a large model; float32 ones stored as `weights_dtype`). `outputs_only`: nothing exposed (exposing
+    changes how IREE fuses), the function's results compared (`output#<i>`), each build's dispatches
+    counted; `fusion`: the reference's fusion parity, A fused as IREE builds it against B with
+    every op its own dispatch (`unfuse` after `b_pipeline`), outputs only, `tol` default
+    FUSION_TOL. Returns a `ParityReport` (`tol`: see the module docstring; default DEFAULT_TOL)."""
+    if fusion:
+        outputs_only = True
+        b_pipeline = f"{b_pipeline},unfuse" if b_pipeline.strip() else "unfuse"
+    tol = (FUSION_TOL if fusion else DEFAULT_TOL) if tol is None else tol
+    if outputs_only and (ops or constants):
+        raise OpscopeError(
+            "parity: ops/constants choose the ops to expose, and outputs_only (or fusion) exposes none: drop one"
+        )
     if not tol >= 0:
         raise OpscopeError(f"parity: the tolerance must be a number >= 0, got {tol}")
     same_target = b_target is None or get_target(b_target) == get_target(a_target)
@@ -200,13 +252,17 @@ def op_parity(
             constants=constants,
             label=label,
             model=model,
+            outputs_only=outputs_only,
         )
         inputs = used  # B runs on exactly the inputs A ran on
         sides.append(side)
         if progress:
             progress(f"{label}: {side}")
     side_a, side_b = sides
-    report = compare(side_a.tensors, side_b.tensors, tol=tol, a_label=str(side_a), b_label=str(side_b))
+    b_label = str(side_b)
+    if fusion and side_a.dispatches and side_b.dispatches and side_b.dispatches <= side_a.dispatches:
+        b_label += "; no more dispatches than A: IREE fused nothing here, the comparison shows no fusion's effect"
+    report = compare(side_a.tensors, side_b.tensors, tol=tol, a_label=str(side_a), b_label=b_label)
     del folder_a, folder_b  # the parameter files, once both builds ran
     if not report.ops:
         raise OpscopeError(

@@ -15,6 +15,11 @@ compared, bit-identical, worst op, first op beyond tolerance. `--ops REGEX` expo
 ops whose name or label matches; `--constants` exposes constant expressions too. The
 tolerance rule: an op is within `--tol` (default 1e-3) when max|A−B| ≤ tol · max|A|
 (`opscope.act.op_compare`). Exit status 1 when an op is beyond tolerance.
+
+Exposing every op changes how IREE fuses them. `--outputs-only` compares the two builds' outputs
+alone, nothing exposed (two flag sets, two pipelines, two targets), and counts each build's
+dispatches; `--fusion` is the reference's fusion parity: A as IREE fuses it against B with every
+op its own dispatch (the `unfuse` pass), outputs only, within 1e-4 of each output's scale.
 """
 
 from __future__ import annotations
@@ -50,12 +55,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="inject the stat taps into B after exposing (proves injection leaves every op bit-identical)",
     )
     p.add_argument(
-        "--tol", type=float, default=DEFAULT_TOL, help=f"allowed max|A−B| / max|A| per op (default {DEFAULT_TOL:g})"
+        "--tol",
+        type=float,
+        help=f"allowed max|A−B| / max|A| per op (default {DEFAULT_TOL:g}; with --fusion {opscope.FUSION_TOL:g})",
     )
     p.add_argument("--ops", default="", metavar="REGEX", help="expose only ops whose name or label matches")
     p.add_argument("--constants", action="store_true", help="expose constant expressions (weights' transposes) too")
     p.add_argument("--inputs", nargs="+", metavar="FILE", help="the inputs, as `profile --inputs` (first step)")
     add_parameters(p, "in a temporary folder, for both builds")
+    p.add_argument(
+        "--outputs-only",
+        action="store_true",
+        help="compare the model's outputs only, nothing exposed (exposing ops changes how IREE fuses them)",
+    )
+    p.add_argument(
+        "--fusion",
+        action="store_true",
+        help="A as IREE fuses it against B with every op its own dispatch (the `unfuse` pass), outputs only, "
+        f"within --tol (default {opscope.FUSION_TOL:g})",
+    )
     p.add_argument(
         "--all", action="store_true", help="every op in the table, not only those beyond tolerance and the worst"
     )
@@ -78,6 +96,8 @@ def _cmd_parity(args) -> int:
         ops=args.ops,
         constants=args.constants,
         inputs=args.inputs,
+        outputs_only=args.outputs_only,
+        fusion=args.fusion,
         **parameters(args),
     )
     print(opscope.render(report, report_format(args), all_ops=args.all))
