@@ -130,6 +130,22 @@ def test_region_pct_clamps():
     assert region_pct(1, 0) == 0.0
 
 
+def test_region_times_attribute_each_call_and_share_the_weight_bytes():
+    """Each call counts for the region of its op (its layer), shares are of the sums, clamped."""
+    from opscope.act.timing import RegionTime, region_of, region_times
+
+    names = ["model.layers.3.self_attn.q_proj", "layer0", "encoder.layer.0.attention.self", "embeddings.word", None]
+    assert [region_of(n) for n in names] == ["model.layers.3", "layer0", "encoder.layer.0", "embeddings", "(no op)"]
+    calls = [("h.0.attn", 1.0), ("h.0.mlp", 2.0), ("h.1.attn", 1.0), (None, 0.5), ("wte", 0.5)]
+    weights = [("h.0.attn", 30), ("h.0.mlp", 50), ("h.1.attn", 20), ("wte", 0)]
+    assert region_times(calls, weights) == [
+        RegionTime("h.0", 3.0, 60.0, 80.0, 2),
+        RegionTime("h.1", 1.0, 20.0, 20.0, 1),
+        RegionTime("(no op)", 0.5, 10.0, 0.0, 1),
+        RegionTime("wte", 0.5, 10.0, 0.0, 1),
+    ]
+
+
 def test_offload_pays_when_device_is_faster():
     o = offload_roofline(100.0, 10.0, 1e9, 1e6, 10.0)  # 1 GB weights + 1 MB a step at 10 GB/s
     assert o.upload_ms == pytest.approx(100.0)
@@ -164,6 +180,13 @@ def test_timing_joins_every_dispatch_with_its_static_cost(capsys, tmp_path):
         assert (t.calls, t.flops, t.bytes) == (d.calls, d.flops, d.bytes_external)
         assert t.roofline is not None and t.roofline.achieved_gflops == pytest.approx(d.flops / (t.us * 1e3))
     assert report.call_ms > 0 and report.dispatch_ms > 0 and report.peak_gbps >= 1
+    # every timed call in one region: the layer IREE formed it from, or (no op) for its relayouts
+    assert {r.name for r in report.regions} <= {"fc0", "fc1", "(no op)"} and {"fc0", "fc1"} <= {
+        r.name for r in report.regions
+    }
+    assert sum(r.ms for r in report.regions) == pytest.approx(report.dispatch_ms)
+    assert sum(r.time_pct for r in report.regions) == pytest.approx(100.0)
+    assert "regions (each dispatch call by the op it was formed from" in opscope.render(report)
     assert report.peak_gflops > 1 and report.ceilings.startswith("measured on llvm-cpu through IREE: streaming")
     assert f"ceilings: {report.ceilings}" in opscope.render(report)
     for d in report.dispatches:  # every bound class read against the measured ceilings

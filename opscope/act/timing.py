@@ -3,7 +3,10 @@
 The reference's `timing` module (§3.16): a median timer, host copy-bandwidth probes (the
 measured ceiling a memory-bound kernel can reach), the roofline of one measured run
 (achieved GFLOP/s and GB/s, the share of the measured bandwidth, the bound class), when
-moving a model to a device pays off, and a region's share of a whole call. The static
+moving a model to a device pays off, and a region's share of a whole call: each dispatch
+call is attributed to the region (layer, block: `region_of`) of the op IREE formed it from
+(the `flow.dispatch`'s location; executables shared by six layers are timed once and counted
+per call), next to the region's share of the weight bytes. The static
 cost of the same work (`opscope.analysis.cost`, per dispatch) supplies the FLOPs and
 bytes; these functions turn a measured time into where the work sits on the roofline.
 """
@@ -11,9 +14,10 @@ bytes; these functions turn a measured time into where the work sits on the roof
 from __future__ import annotations
 
 import math
+import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -154,6 +158,40 @@ class RegionTime:
     ms: float
     time_pct: float
     byte_pct: float
+    calls: int = 0  # dispatch calls attributed to it
+
+
+_LAYER = re.compile(r"^(.*?(?:^|\.)[A-Za-z_]*\d+)(?:\.|$)")
+
+
+def region_of(name: str | None) -> str:
+    """The region a module path belongs to: up to its first numbered component (`model.layers.3`,
+    `layer0`, `encoder.layer.0`), else its first component (`embeddings`); `(no op)` without one
+    (a dispatch IREE added after forming them: a data-layout relayout)."""
+    if not name:
+        return "(no op)"
+    found = _LAYER.match(name)
+    return found.group(1) if found else name.split(".")[0]
+
+
+def region_times(calls: Iterable[tuple[str | None, float]], weights: Iterable[tuple[str, int]]) -> list[RegionTime]:
+    """Per region (`region_of`), in first-seen order: the measured time of the dispatch calls formed
+    from its ops (`calls`: (module path, ms) per call), its share of their sum (`region_pct`), and its
+    share of the weight bytes (`weights`: (module path, bytes) per op)."""
+    ms: dict[str, float] = {}
+    n: dict[str, int] = {}
+    for name, t in calls:
+        key = region_of(name)
+        ms[key] = ms.get(key, 0.0) + t
+        n[key] = n.get(key, 0) + 1
+    by: dict[str, int] = {}
+    for name, b in weights:
+        by[region_of(name)] = by.get(region_of(name), 0) + b
+    total_ms, total_bytes = sum(ms.values()), sum(by.values())
+    return [
+        RegionTime(key, ms[key], region_pct(ms[key], total_ms), region_pct(by.get(key, 0), total_bytes), n[key])
+        for key in ms
+    ]
 
 
 # -- a module's dispatches, measured: the static per-dispatch cost joined with IREE's own times ----------------------
@@ -185,6 +223,7 @@ class TimingReport:
     resident_ms: float | None = None  # the same call with its inputs already on the device, results left there
     peak_gflops: float | None = None  # the compute ceiling: the target's f32 matmul, measured (None: not measured)
     ceilings: str = ""  # how the ceilings were measured, one line (empty: given by the caller)
+    regions: list[RegionTime] = field(default_factory=list)  # time per named region (layer, block)
 
     @property
     def upload_ms(self) -> float | None:
@@ -212,6 +251,7 @@ class TimingReport:
             "call_ms": self.call_ms,
             "resident_ms": self.resident_ms,
             "dispatch_ms": self.dispatch_ms,
+            "regions": [asdict(r) for r in self.regions],
             "dispatches": [
                 {
                     "name": d.name,
@@ -277,6 +317,17 @@ def timing_text(report: TimingReport) -> str:
             ]
         )
     lines += table(head, rows, right=lambda i: i not in (0, 10), rule=True)
+    if report.regions:
+        lines += [
+            "",
+            "regions (each dispatch call by the op it was formed from; time that follows the weight bytes: memory-bound):",
+        ]
+        lines += table(
+            ["region", "calls", "ms", "of time", "of weight bytes"],
+            [[r.name, str(r.calls), f"{r.ms:.3f}", f"{r.time_pct:.1f}%", f"{r.byte_pct:.1f}%"] for r in report.regions],
+            right=lambda i: i > 0,
+            rule=True,
+        )
     if report.untimed:
         lines += [
             "",
@@ -309,6 +360,7 @@ def time_model(
     each dispatch on the roofline of the target's measured ceilings (`opscope.run.ceilings`; `peak_gbps`
     given: that bandwidth and the nominal ridge instead) with its static FLOPs and bytes
     (`opscope.analysis.dispatch`)."""
+    from opscope.analysis.cost import analyze
     from opscope.analysis.dispatch import analyze_dispatches
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.ir.loading import new_context, parse_module
@@ -317,7 +369,8 @@ def time_model(
     from opscope.run.runtime import load
 
     parsed = module if hasattr(module, "operation") else parse_module(module, new_context(), name)
-    static = {d.name: d for d in analyze_dispatches(parsed, target).dispatches}
+    view = analyze_dispatches(parsed, target)
+    static = {d.name: d for d in view.dispatches}
     times, compiled = timed_build(parsed, target, repetitions=repetitions, progress=progress)
     measured = measure_ceilings(target, progress) if peak_gbps is None else None
     peak, ridge, top, how = (
@@ -337,11 +390,18 @@ def time_model(
         timed.append(
             TimedDispatch(t.name, d.calls if d is not None else t.calls, t.us, flops, moved, roof, t.untimed, t.rebuilt)
         )
+    us = {t.name: t.us for t in times if t.us is not None}
+    formed = {ex for ex, _ in view.calls}
+    calls = [(src, us[ex] / 1e3) for ex, src in view.calls if ex in us]
+    calls += [
+        (None, t.us / 1e3) for t in times if t.us is not None and t.name not in formed for _ in range(t.calls or 1)
+    ]
+    regions = region_times(calls, [(c.name, c.bytes_weights or 0) for c in analyze(parsed).ops])
     loaded = load(compiled)
     function = symbol_name(function_op(parsed))
     call = median_ms(lambda: loaded.invoke(function, *args), warmup=2, runs=max(repetitions, 5))
     resident = _resident_ms(loaded, function, args, max(repetitions, 9))
-    return TimingReport(name, target, peak, timed, call, resident, top, how)
+    return TimingReport(name, target, peak, timed, call, resident, top, how, regions)
 
 
 def _resident_ms(loaded, function: str, args: list[np.ndarray], runs: int) -> float:

@@ -82,6 +82,7 @@ class DispatchReport:
 
     target: str
     dispatches: tuple[DispatchCost, ...]
+    calls: tuple[tuple[str, str | None], ...] = ()  # per `flow.dispatch`, in order: (executable, its op's name)
 
     def total(self, field: str) -> int | None:
         """Σ calls × `field` over the dispatches (None if any is unknown)."""
@@ -171,17 +172,32 @@ def flow_module(source: ir.Module | str | bytes, target: str = "llvm-cpu") -> ir
 def analyze_dispatches(source: ir.Module | str | bytes, target: str = "llvm-cpu") -> DispatchReport:
     """Costs per dispatch executable of `source` as IREE forms them for `target`."""
     flow = flow_module(source, target)
-    calls = _dispatch_calls(flow)
+    calls = dispatch_calls(flow)
     out = []
     for op in flow.body.operations:
         op = op.operation
         if op.name == "flow.executable":
             name = ir.StringAttr(op.attributes["sym_name"]).value
             out.append(_dispatch_cost(op, name, calls.get(name, 0)))
-    return DispatchReport(target, tuple(out))
+    return DispatchReport(target, tuple(out), dispatch_sites(flow))
 
 
-def _dispatch_calls(flow: ir.Module) -> dict[str, int]:
+def dispatch_sites(flow: ir.Module) -> tuple[tuple[str, str | None], ...]:
+    """(executable, the module path of the op it was formed from) of every `flow.dispatch`, in order:
+    IREE deduplicates executables (six layers, one executable), each call keeps its own location."""
+    found: list[tuple[str, str | None]] = []
+
+    def visit(op):
+        if op.name == "flow.dispatch":
+            root = str(op.attributes["entry_points"]).lstrip("[").split("::")[0].lstrip("@")
+            found.append((root, location_name(op.location)))
+        return ir.WalkResult.ADVANCE
+
+    flow.operation.walk(visit)
+    return tuple(found)
+
+
+def dispatch_calls(flow: ir.Module) -> dict[str, int]:
     """Executable symbol -> number of `flow.dispatch` ops that run it."""
     counts: dict[str, int] = {}
 

@@ -20,8 +20,10 @@ from dataclasses import asdict, dataclass, field
 from iree.compiler import ir
 
 from opscope.analysis.cost import RooflineSplit, analyze, executions, op_cost
+from opscope.analysis.traffic import TrafficSplit, traffic_split
 from opscope.ir.const_expr import memoized
 from opscope.ir.flops import ATTENTION, attention_dims
+from opscope.ir.opgraph import build_graph
 from opscope.ir.sites import find_sites
 from opscope.text.numbers import count, percent, share
 
@@ -204,6 +206,7 @@ class ShapesReport:
     total_bytes: int
     split: RooflineSplit
     histogram: ShapeHistogram
+    traffic: TrafficSplit | None = None  # weight / io / fusible bytes (`opscope.analysis.traffic`)
 
     def to_dict(self) -> dict:
         """JSON-safe: the totals, the roofline split and the histogram's rows."""
@@ -213,6 +216,7 @@ class ShapesReport:
             "total_flops": self.total_flops,
             "total_bytes": self.total_bytes,
             "roofline": asdict(self.split),
+            "traffic": self.traffic.to_dict() if self.traffic else None,
             **self.histogram.to_dict(),
         }
 
@@ -221,7 +225,8 @@ def shapes_report(module, source: str, ridge: float) -> ShapesReport:
     """`module`'s totals, roofline split at `ridge` and shape histogram; `source` is what reports call it."""
     cost = analyze(module)
     hist = shape_histogram(module, cost.total_flops)
-    return ShapesReport(source, ridge, cost.total_flops, cost.total_bytes, cost.roofline_split(ridge), hist)
+    traffic = traffic_split(build_graph(module))
+    return ShapesReport(source, ridge, cost.total_flops, cost.total_bytes, cost.roofline_split(ridge), hist, traffic)
 
 
 def shapes_report_text(report: ShapesReport, top: int = 10) -> str:
@@ -233,7 +238,19 @@ def shapes_report_text(report: ShapesReport, top: int = 10) -> str:
         f"{report.source}: {report.total_flops:,} FLOPs, {report.total_bytes:,} bytes moved (static floor), "
         f"{per_byte} FLOP/B; at ridge {report.ridge:g} FLOP/B "
         f"{share(split.compute_flops, classified) if classified else '-'} of FLOPs are in compute-bound ops\n"
+        + _traffic_line(report.traffic)
         + shapes_text(report.histogram, top)
+    )
+
+
+def _traffic_line(t: TrafficSplit | None) -> str:
+    """Where the tensor bytes go (weights, inputs and outputs, fusible intermediates), or nothing."""
+    if t is None or not t.total:
+        return ""
+    unknown = f"; {t.unknown} tensors of dynamic size not counted" if t.unknown else ""
+    return (
+        f"traffic: weights {t.weight:,} B, inputs+outputs {t.io:,} B, intermediates {t.fusible:,} B "
+        f"({share(t.fusible, t.total)} fusible at most){unknown}\n"
     )
 
 

@@ -26,10 +26,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     mo.add_argument("--min-len", type=int, default=2)
     mo.add_argument("--max-len", type=int, default=6)
     mo.add_argument("--min-count", type=int, default=2)
+    mo.add_argument("--dump", metavar="FILE", help="also write the graph mined as an edge-list dump (`flow`'s)")
     fl = _add_analysis(sub, "flow", "repeated dataflow cones (input sub-DAGs) with fusion hints: static", _cmd_flow, 12)
     fl.add_argument("--min-depth", type=int, default=2)
     fl.add_argument("--max-depth", type=int, default=6)
     fl.add_argument("--min-count", type=int, default=2)
+    fl.add_argument(
+        "--dump",
+        metavar="FILE",
+        help="also write the graph mined as the reference's edge-list dump (`idx label in0 in1 …` per line); "
+        "`opscope flow FILE.txt` mines such a dump",
+    )
 
 
 def _add_analysis(sub, name: str, help: str, fn, top: int):
@@ -75,13 +82,23 @@ def _cmd_bytes(args) -> int:
 
 def _cmd_motifs(args) -> int:
     report = opscope.motifs(
-        args.source, min_len=args.min_len, max_len=args.max_len, min_count=args.min_count, **_demo_sizes(args)
+        args.source,
+        min_len=args.min_len,
+        max_len=args.max_len,
+        min_count=args.min_count,
+        dump=args.dump,
+        **_demo_sizes(args),
     )
     return _emit(args, report, top=args.top)
 
 
 def _cmd_flow(args) -> int:
     report = opscope.flow(
-        args.source, min_depth=args.min_depth, max_depth=args.max_depth, min_count=args.min_count, **_demo_sizes(args)
+        args.source,
+        min_depth=args.min_depth,
+        max_depth=args.max_depth,
+        min_count=args.min_count,
+        dump=args.dump,
+        **_demo_sizes(args),
     )
     return _emit(args, report, top=args.top)
