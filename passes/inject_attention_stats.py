@@ -192,8 +192,17 @@ class Shadow:
             ins = f"%s, %mask : {p_ty}, {mask_ty}"
             maps = f"{ident}, {_over(self.mask_map, self.p_map, rank)}, {ident}"
             block, out = f"%x: f32, %mk: {m_elem}, %o: f32", "%y"
-            if m_elem == "i1":  # keep where true, -inf elsewhere (the fused op's boolean mask)
-                body += ["%ninf = arith.constant 0xFF800000 : f32", "%y = arith.select %mk, %y0, %ninf : f32"]
+            if m_elem == "i1":  # keep where true, -inf elsewhere (the fused op's boolean mask), read as i8
+                mask8, lines8 = _widened_mask(mask_ty)
+                lines += lines8
+                ins = f"%s, %mask8 : {p_ty}, {mask8}"
+                block = "%x: f32, %mk: i8, %o: f32"
+                body += [
+                    "%ninf = arith.constant 0xFF800000 : f32",
+                    "%c0_i8 = arith.constant 0 : i8",
+                    "%keep = arith.cmpi ne, %mk, %c0_i8 : i8",
+                    "%y = arith.select %keep, %y0, %ninf : f32",
+                ]
             else:
                 mk = _to_f32("%mk", m_elem)
                 body += mk.lines + [f"%y = arith.addf %y0, {mk.value} : f32"]
@@ -224,6 +233,30 @@ def _to_f32(name: str, elem: str) -> _F32:
     if elem == "f32":
         return _F32([], name)
     return _F32([f"{name}_f32 = arith.extf {name} : {elem} to f32"], f"{name}_f32")
+
+
+def _widened_mask(mask_ty: str) -> tuple[str, list[str]]:
+    """(the i8 type, the lines) of a boolean mask widened to i8 (1 kept, 0 hidden) behind a barrier:
+    IREE 3.13 cannot data-tile an i1 operand whose dims need padding ('linalg.pack' op expected
+    padding_value has 'i8' but got: 'i1': 5 queries over 7 keys, `tests/test_attention_refs.py`),
+    an i8 one it can; without the barrier it moves the pack through the widening onto the i1 mask.
+    The barrier is on the shadow's own copy: the model's attention reads its mask as before."""
+    shape = mask_ty[len("tensor<") : mask_ty.rindex("x")]
+    ty8 = f"tensor<{shape}xi8>"
+    rank = shape.count("x") + 1
+    loops = ", ".join(f"d{i}" for i in range(rank))
+    ident = f"affine_map<({loops}) -> ({loops})>"
+    parallel = ", ".join(['"parallel"'] * rank)
+    return ty8, [
+        f"  %mask8e = tensor.empty() : {ty8}",
+        f"  %mask8w = linalg.generic {{indexing_maps = [{ident}, {ident}], iterator_types = "
+        f"[{parallel}]}} ins(%mask : {mask_ty}) outs(%mask8e : {ty8}) {{",
+        "  ^bb0(%b1: i1, %o8: i8):",
+        "    %w = arith.extui %b1 : i1 to i8",
+        "    linalg.yield %w : i8",
+        f"  }} -> {ty8}",
+        f"  %mask8 = util.optimization_barrier %mask8w : {ty8}",  # else IREE packs the i1 source after all
+    ]
 
 
 def _elem(ty: str) -> str:

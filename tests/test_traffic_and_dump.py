@@ -126,4 +126,6 @@ def test_a_malformed_dump_is_one_line(tmp_path, capsys, text, words):
     assert str(info.value).startswith(words)
     assert main(["flow", str(path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"opscope: error: {path}:") or err[0].startswith(f"opscope: error: {path} ")
+    assert (
+        len(err) == 1 and err[0].startswith(f"opscope: error: {path}:") or err[0].startswith(f"opscope: error: {path} ")
+    )

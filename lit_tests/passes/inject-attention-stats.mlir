@@ -5,8 +5,9 @@
 
 // A fused attention (SDPA) never materializes its probabilities: the pass rebuilds them
 // beside it, softmax(Q·Kᵀ·scale + mask) from the op's own operands and maps (a boolean
-// mask keeps where true, -inf elsewhere), and taps them like an eager softmax. The fused
-// op itself is untouched.
+// mask keeps where true, -inf elsewhere; read as i8 behind a barrier: IREE 3.13 cannot
+// data-tile a padded i1 operand), and taps them like an eager softmax. The fused op itself
+// is untouched.
 
 // CHECK-LABEL: func.func @fused_attention_boolean_mask(
 // CHECK-SAME:      %[[Q:[^:]+]]: tensor<4x8x16xf32>, %[[K:[^:]+]]: tensor<4x8x16xf32>, %[[V:[^:]+]]: tensor<4x8x16xf32>, %[[M:[^:]+]]: tensor<4x8x8xi1>
@@ -22,10 +23,14 @@
 // CHECK:         %[[S:.+]] = linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%[[SQ]], %[[SK]] :
 // CHECK:           arith.mulf
 // CHECK-NEXT:      arith.addf
-// CHECK:         %[[T:.+]] = linalg.generic {{.+}} ins(%[[S]], %[[SM]] : tensor<4x8x8xf32>, tensor<4x8x8xi1>)
+// CHECK:         %[[W:.+]] = linalg.generic {{.+}} ins(%[[SM]] : tensor<4x8x8xi1>) outs(%{{.+}} : tensor<4x8x8xi8>)
+// CHECK:           arith.extui %{{.+}} : i1 to i8
+// CHECK:         %[[WB:.+]] = util.optimization_barrier %[[W]] : tensor<4x8x8xi8>
+// CHECK:         %[[T:.+]] = linalg.generic {{.+}} ins(%[[S]], %[[WB]] : tensor<4x8x8xf32>, tensor<4x8x8xi8>)
 // CHECK:           %[[X:.+]] = arith.mulf %{{.+}}, %[[SS]] : f32
 // CHECK-NEXT:      %[[NINF:.+]] = arith.constant 0xFF800000 : f32
-// CHECK-NEXT:      arith.select %{{.+}}, %[[X]], %[[NINF]] : f32
+// CHECK:           %[[KEEP:.+]] = arith.cmpi ne, %{{.+}}, %{{.+}} : i8
+// CHECK-NEXT:      arith.select %[[KEEP]], %[[X]], %[[NINF]] : f32
 // CHECK:         %[[SP:.+]] = linalg.softmax dimension(2) ins(%[[T]] : tensor<4x8x8xf32>)
 // CHECK-NEXT:    return %[[SP]]
 

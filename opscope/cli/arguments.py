@@ -11,7 +11,8 @@ import opscope
 
 SOURCES = (
     f"a zoo name ({', '.join(opscope.ZOO)}) or a model file: .mlir/.mlirbc (linalg, StableHLO or torch "
-    "dialect), .onnx, .pt2 (torch.export.save), .jaxexport"
+    "dialect), .onnx, .pt2 (torch.export.save), .jaxexport; or MNIST images (an IDX file such as "
+    "train-images-idx3-ubyte: the reference's 784→128→10 MLP fed them)"
 )
 
 

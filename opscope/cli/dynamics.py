@@ -20,6 +20,7 @@ from opscope.cli.arguments import (
 from opscope.errors import OpscopeError
 
 DYNAMICS_TAPS = "attention,routing,residual"
+DEMO = "sink-band"  # what `opscope infer` runs without a model (`opscope.models.infer_demo`)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="attention sinks and heads, expert routing, residual-block influence "
         "(tap, run, report; or re-read a run folder)",
     )
-    add_source(p, extra="a run folder or tidy CSV/Parquet already recorded (re-read, nothing runs), or ")
+    add_source(
+        p,
+        optional=True,
+        default=f"{DEMO}, the reference's sink + band attention and top-2 MoE gate",
+        extra="a run folder or tidy CSV/Parquet already recorded (re-read, nothing runs), or ",
+    )
     add_profile_run(p)
     p.add_argument(
         "--taps",
@@ -51,6 +57,8 @@ def recorded(source: str) -> bool:
 
 
 def _cmd_infer(args) -> int:
+    if args.source is None:
+        args.source = DEMO
     run = profile_run(args)
     rerun = recorded(args.source)
     given = (
@@ -86,6 +94,11 @@ def _cmd_infer(args) -> int:
         return 0
     print()
     print(opscope.render(d, heads=args.heads))
+    if args.source == DEMO:  # the reference demo prints its own numbers: so does ours, read off the run
+        from opscope.models.infer_demo import summary
+
+        print("\nthe reference demo's numbers (`opscope-infer`):")
+        print("\n".join(f"  {line}" for line in summary(opscope.read_sketches(where))))
     if not rerun:
         print(f"\nwrote {where}/ (`opscope infer {where}` re-reads it; `opscope mine {where}` for everything)")
     return 0

@@ -109,13 +109,14 @@ def _bias_add(b: _Builder, x: str, bias: str, shape: tuple[int, int], name: str)
     return r
 
 
-def digits_mlir(batch: int = BATCH, hidden_size: int = HIDDEN) -> str:
-    """The MLP as linalg on tensors: `@main(x, fc1_w, fc1_b, fc2_w, fc2_b) -> logits [batch,10]`."""
+def digits_mlir(batch: int = BATCH, hidden_size: int = HIDDEN, pixels: int = PIXELS) -> str:
+    """The MLP as linalg on tensors: `@main(x, fc1_w, fc1_b, fc2_w, fc2_b) -> logits [batch,10]`
+    (`pixels` per image: 64 for the digits, 784 for MNIST's 28×28)."""
     b = _Builder()
-    x = b.arg("x", (batch, PIXELS))
-    w1, b1 = b.arg("fc1_w", (PIXELS, hidden_size)), b.arg("fc1_b", (hidden_size,))
+    x = b.arg("x", (batch, pixels))
+    w1, b1 = b.arg("fc1_w", (pixels, hidden_size)), b.arg("fc1_b", (hidden_size,))
     w2, b2 = b.arg("fc2_w", (hidden_size, CLASSES)), b.arg("fc2_b", (CLASSES,))
-    h, hs = b.matmul(x, (batch, PIXELS), w1, (PIXELS, hidden_size), "fc1")
+    h, hs = b.matmul(x, (batch, pixels), w1, (pixels, hidden_size), "fc1")
     h = b.relu(_bias_add(b, h, b1, hs, "fc1.bias"), hs, "fc1.relu")
     y, ys = b.matmul(h, hs, w2, (hidden_size, CLASSES), "fc2")
     return b.module(_bias_add(b, y, b2, ys, "fc2.bias"), ys)

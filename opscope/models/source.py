@@ -216,8 +216,12 @@ def open_model(
         return _named(ModelSource(name or "<model>", source), progress)
     if isinstance(source, (str, Path)):
         from opscope.importers import import_source
+        from opscope.models.idx import is_idx, mnist_source
 
         path = model_path(source)
+        if is_idx(path):  # MNIST images: the reference's MNIST MLP fed them
+            module, inputs, display = mnist_source(path, steps)
+            return _named(ModelSource(name or display, module, inputs, "mnist"), progress)
         label = name or str(path)
         if progress is not None:
             progress(f"model {label}")

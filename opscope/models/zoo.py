@@ -108,6 +108,17 @@ def _gated(name: str, extra: str | None, build: Callable[..., Built]) -> Callabl
     return checked
 
 
+def _build_sink_band(steps: int, batch: int = 1) -> Built:
+    """The reference's inference-dynamics demo (`opscope.models.infer_demo`): the same call `steps` times."""
+    from opscope.models import infer_demo
+
+    name = (
+        f"sink + band attention and a top-{infer_demo.K} MoE gate ({infer_demo.T} tokens, "
+        f"{infer_demo.E} experts; the reference's `opscope-infer` demo)"
+    )
+    return infer_demo.module(), [infer_demo.inputs() for _ in range(steps)], "synthetic", name
+
+
 def _build_digits(steps: int, batch: int = DIGITS_BATCH) -> Built:
     """The digits MLP and `steps` batches of `batch` real digit images."""
     from opscope.models.digits import digits_batches, digits_model, train_digits
@@ -275,6 +286,12 @@ ZOO: dict[str, ZooEntry] = {
             "digits",
             _build_digits,
             task="classifier",
+        ),
+        _entry(
+            "sink-band",
+            "the reference's dynamics demo: a sink + band attention and a top-2 MoE gate with hot low experts",
+            None,
+            _build_sink_band,
         ),
         _entry(
             "minilm",
