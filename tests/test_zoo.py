@@ -31,11 +31,11 @@ DYNAMICS = ("softmax", "attention", "routing", "residual")  # the site kinds tha
 
 
 def test_zoo_names_and_extras():
-    assert list(ZOO) == ["digits", "minilm", "smollm2", "gpt2-tiny", "llama-tiny", "mixtral-tiny"]
+    assert list(ZOO) == ["digits", "minilm", "smollm2", "gpt2-tiny", "llama-tiny", "mixtral-tiny", "sink-band"]
     for name, entry in ZOO.items():
         assert entry.name == name and entry.description
         assert entry.extra is None or entry.extra in EXTRA_MODULES
-    assert [e.extra for e in ZOO.values()] == ["digits", "torch", "smollm2", "torch", "torch", "torch"]
+    assert [e.extra for e in ZOO.values()] == ["digits", "torch", "smollm2", "torch", "torch", "torch", None]
     assert [n for n, e in ZOO.items() if e.tokenizer is not None] == ["minilm", "smollm2"]  # profile --text
 
 
@@ -43,7 +43,7 @@ def test_unknown_name_lists_the_valid_ones():
     with pytest.raises(OpscopeError) as e:
         get_entry("resnet")
     assert str(e.value) == (
-        "no zoo model 'resnet' (choose one of: digits, minilm, smollm2, gpt2-tiny, llama-tiny, mixtral-tiny)"
+        "no zoo model 'resnet' (choose one of: digits, minilm, smollm2, gpt2-tiny, llama-tiny, mixtral-tiny, sink-band)"
     )
 
 

@@ -288,12 +288,6 @@ ZOO: dict[str, ZooEntry] = {
             task="classifier",
         ),
         _entry(
-            "sink-band",
-            "the reference's dynamics demo: a sink + band attention and a top-2 MoE gate with hot low experts",
-            None,
-            _build_sink_band,
-        ),
-        _entry(
             "minilm",
             "all-MiniLM-L6-v2 (trained, 6-layer BERT) on English sentences of the Python docs",
             "torch",
@@ -334,6 +328,12 @@ ZOO: dict[str, ZooEntry] = {
             _tiny_builder("mixtral"),
             task="causal-lm",
             program=_tiny_program("mixtral"),
+        ),
+        _entry(
+            "sink-band",
+            "the reference's dynamics demo: a sink + band attention and a top-2 MoE gate (what `opscope infer` runs without a model)",
+            None,
+            _build_sink_band,
         ),
     )
 }
