@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
     from iree.compiler import ir
 
+    from opscope.act.kernels import KernelReport
     from opscope.act.op_compare import ParityReport
     from opscope.act.specialize import KernelPlan
     from opscope.act.timing import TimingReport
@@ -106,6 +107,8 @@ __all__ = [
     "TimingReport",
     "GraphExport",
     "KernelPlan",
+    "KernelReport",
+    "kernels",
     "ProfileResult",
     "MineReport",
     "ParityReport",
@@ -138,6 +141,7 @@ _LAZY = {
     "TimingReport": "opscope.act.timing",
     "GraphExport": "opscope.explorer.export",
     "KernelPlan": "opscope.act.specialize",
+    "KernelReport": "opscope.act.kernels",
     "RunView": "opscope.mining.run_view",
     "SiteList": "opscope.ir.sites",
     "TargetTable": "opscope.run.targets",
@@ -193,6 +197,7 @@ _RENDERERS: dict[str, dict[str, str]] = {
     },
     "WhatIfReport": {"text": "opscope.act.render_whatif:whatif_text", "html": "opscope.act.whatif_html:whatif_html"},
     "KernelPlan": {"text": "opscope.act.render_plan:plan_text", "html": "opscope.act.plan_html:plan_html"},
+    "KernelReport": {"text": "opscope.act.kernels:kernels_text"},
     "TimingReport": {"text": "opscope.act.timing:timing_text", "html": "opscope.act.timing_html:timing_html"},
     "GraphExport": {"text": "opscope.explorer.export:graph_text"},
     "ProbeReport": {"text": "opscope.probe.render:probe_text", "html": "opscope.probe.probe_html:probe_html"},
@@ -1058,6 +1063,23 @@ def kernel_plan(
         progress=progress,
         parameters=parameters,
     )
+
+
+def kernels(
+    targets: Iterable[str] | None = None,
+    *,
+    quick: bool = False,
+    rounds: int = 5,
+    progress: Callable[[str], None] | None = None,
+) -> KernelReport:
+    """The reference's kernel bench through IREE (`opscope kernels`): one matmul as f32, W8A16, W4A16 in
+    groups of 128, W8A8, factored and sparse-skip, each the same module rewritten by an opscope pass,
+    timed side by side with its error against numpy, on `targets` (default every target that runs
+    here); cache against DRAM (2048² and 6144² weights streamed); the host's dot-product features
+    (`iree-cpuinfo`). `quick`: one small shape, one round."""
+    from opscope.act.kernels import kernel_bench
+
+    return kernel_bench(list(targets) if targets else None, quick=quick, rounds=rounds, progress=progress)
 
 
 def merge_live(states: Iterable[str | Path]) -> LiveReport:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import opscope
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -82,17 +84,29 @@ def quick_table(script: str, *starts: str) -> tuple[str, list[list[str]]]:
     return proc.stdout, [line.split() for line in proc.stdout.splitlines() if line.startswith(starts)]
 
 
-def test_bench_kernels_quick_runs():
-    out, rows = quick_table("bench_kernels.py", "1×", "32×")
-    variants = {" ".join(r[1:-4]) for r in rows}
-    assert variants >= {"f32", "W8A16", "W4A16", "W8A8", "sparse-skip", "sparse-skip, no guard"}, out
-    assert "not built" not in out, out
-    errors = {(r[0], " ".join(r[1:-4])): float(r[-2]) for r in rows}
-    for (shape, variant), err in errors.items():  # the exact rewrites are exact; the quantized ones are close
-        if variant.startswith(("f32", "sparse-skip")):
-            assert err < 1e-6, (shape, variant, err)
-        elif variant in ("W8A16", "W8A8"):
-            assert err < 0.02, (shape, variant, err)
+def test_opscope_kernels_quick(capsys):
+    """`opscope kernels --quick` on llvm-cpu: every variant built and run, the exact ones exact, the
+    quantized ones within their promise (numpy's product the reference), the cache rows, the host's
+    features from iree-cpuinfo (bench/bench_kernels.py is this command's bench entry point)."""
+    import json
+
+    from opscope.act.kernels import KernelRow, kernels_text
+    from opscope.cli import main
+
+    assert main(["kernels", "--quick", "--target", "llvm-cpu", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["variant"]: r for r in data["rows"]}
+    assert set(rows) == {"f32", "W8A16", "W4A16 g128", "W8A8", "factored r=48", "sparse-skip", "sparse-skip, no guard"}
+    assert data["skipped"] == [] and not any(r["wrong"] for r in data["rows"])
+    for name in ("f32", "sparse-skip", "sparse-skip, no guard"):
+        assert rows[name]["rel_error"] < 1e-6
+    assert rows["W8A16"]["rel_error"] < 0.02 and rows["W8A8"]["rel_error"] < 0.03
+    assert rows["W8A16"]["vmfb_bytes"] < rows["f32"]["vmfb_bytes"] / 2  # int8 codes, not an f32 weight
+    assert [c["n"] for c in data["cache"]] == [256, 1024] and all(c["gbps"] > 0 for c in data["cache"])
+    assert data["cpu_features"] and set(data["dot_product_features"]) == {"present", "absent"}
+    wrong = KernelRow("vulkan-spirv", "32×128×384", "W8A8", 1.0, 1.0, 1.75, 1)  # as lavapipe computes it
+    text = kernels_text(opscope.KernelReport(("x",), {}, [wrong]))
+    assert wrong.wrong and "WRONG (> 0.03)" in text and "vulkan-spirv 32×128×384 W8A8: 1.8 > 0.03" in text
 
 
 def test_bench_live_quick_runs():

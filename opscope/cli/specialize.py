@@ -1,7 +1,9 @@
 """`opscope plan`: a profile run's findings as guarded IREE rewrites, each measured; `--apply` writes them.
+`opscope kernels`: the reference's kernel bench, every specialization of one matmul through IREE.
 
 opscope plan RUN                               # per site: candidate, guard, σ, estimated vs measured, decision
 opscope plan RUN --apply -o specialized.mlir   # ... and the module with every accepted rewrite, measured whole
+opscope kernels [--target T ...] [--quick]     # f32, W8A16, W4A16 g128, W8A8, factored, sparse-skip; cache vs DRAM
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from opscope.cli.progress import progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add plan."""
+    """Add plan and kernels."""
+    _register_kernels(sub)
     p = sub.add_parser(
         "plan",
         help="a run's findings as guarded IREE rewrites of the model, each site measured "
@@ -73,4 +76,27 @@ def _cmd_plan(args) -> int:
     )
     print(opscope.render(plan, report_format(args)))
     write_html(args, plan)
+    return 0
+
+
+def _register_kernels(sub: argparse._SubParsersAction) -> None:
+    k = sub.add_parser(
+        "kernels",
+        help="the reference's kernel bench through IREE: one matmul as f32, W8A16, W4A16 g128, W8A8, factored "
+        "and sparse-skip, timed with their errors; cache vs DRAM; the host's dot-product features",
+    )
+    k.add_argument(
+        "--target",
+        action="append",
+        help="a target to bench (repeatable; default every target that runs here, `opscope targets`)",
+    )
+    k.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per variant (default 5)")
+    k.add_argument("--quick", action="store_true", help="one 32×128×384 shape, small cache sizes, one round")
+    add_format(k, "the bench as JSON")
+    k.set_defaults(fn=_cmd_kernels)
+
+
+def _cmd_kernels(args) -> int:
+    report = opscope.kernels(args.target, quick=args.quick, rounds=args.rounds, progress=progress("kernels"))
+    print(opscope.render(report, report_format(args)), end="")
     return 0
