@@ -98,3 +98,30 @@ def test_no_renewal_while_memory_stays(compiled, monkeypatch):
     for _ in range(4):
         np.testing.assert_array_equal(loaded.invoke("main", A, B)[0], A + B)
     assert loaded.renewals == 0
+
+
+def test_a_lost_gpu_device_is_dropped_and_the_call_made_again(vulkan, monkeypatch, caplog):
+    """VK_ERROR_DEVICE_LOST (a driver reset) fails every later call on IREE's cached device: the call
+    that meets it drops the device and runs once more on a fresh one (numpy's sum); lost twice, one line."""
+    from iree.runtime import system_setup
+
+    from opscope.errors import OpscopeError
+
+    loaded = load(compile_module(SOURCE, vulkan))
+    before = system_setup._GLOBAL_DEVICES_BY_URI.get("vulkan")
+    assert before is not None
+    real, failures = runtime.LoadedModule.invoke_raw, [2]
+
+    def flaky(self, function, *inputs):
+        if failures[0]:
+            failures[0] -= 1
+            raise RuntimeError("queue.c:2867: DATA_LOSS; [vkSignalSemaphore] VK_ERROR_DEVICE_LOST; while invoking")
+        return real(self, function, *inputs)
+
+    monkeypatch.setattr(runtime.LoadedModule, "invoke_raw", flaky)
+    with pytest.raises(OpscopeError, match="the vulkan device was lost twice calling main"):
+        loaded.invoke("main", A, B)
+    failures[0] = 1
+    np.testing.assert_array_equal(loaded.invoke("main", A, B)[0], A + B)
+    assert system_setup._GLOBAL_DEVICES_BY_URI.get("vulkan") is not before  # a fresh device
+    assert "the vulkan device was lost calling main; calling it again on a fresh device" in caplog.text

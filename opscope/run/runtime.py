@@ -20,6 +20,7 @@ leave the process); a later call loads the module again.
 from __future__ import annotations
 
 import gc
+import logging
 import weakref
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ _STAGED_DRIVERS = {"vulkan", "metal", "cuda", "hip"}
 _OWN_DEVICE_DRIVERS = {"local-task", "local-sync"}  # cheap to create (ms); a GPU's device is shared
 POOL_SLAB = 64 << 20  # what local-task's queue allocation pool grows by (IREE 3.13)
 _live: weakref.WeakSet[LoadedModule] = weakref.WeakSet()  # every loaded module of this process
+log = logging.getLogger("opscope")
 
 
 @dataclass(eq=False)
@@ -141,12 +143,46 @@ class LoadedModule:
         return self._once[function]
 
     def invoke(self, function: str, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Call `function` with numpy inputs and return every result as a numpy array."""
-        return self.to_numpy(self.invoke_raw(function, *inputs))
+        """Call `function` with numpy inputs and return every result as a numpy array. A GPU device
+        lost during the call (VK_ERROR_DEVICE_LOST: a driver reset) is dropped and the call made once
+        more on a fresh one; lost again, it is a one-line error."""
+        try:
+            return self.to_numpy(self.invoke_raw(function, *inputs))
+        except RuntimeError as e:
+            if not device_lost(e) or self.driver in _OWN_DEVICE_DRIVERS:
+                raise
+            forget_device(self.driver)
+            self._drop()
+            log.warning("the %s device was lost calling %s; calling it again on a fresh device", self.driver, function)
+        try:
+            return self.to_numpy(self.invoke_raw(function, *inputs))
+        except RuntimeError as e:
+            if not device_lost(e):
+                raise
+            forget_device(self.driver)
+            self._drop()
+            raise OpscopeError(
+                f"the {self.driver} device was lost twice calling {function} (a driver reset each time): "
+                f"{str(e).splitlines()[0][:200]}"
+            ) from None
 
 
-def load(compiled: CompiledModule) -> LoadedModule:
-    """Load `compiled` on its target's runtime driver (one-line error if it cannot run here)."""
+def device_lost(error: BaseException) -> bool:
+    """The runtime's error says the device was lost (a GPU driver reset, lavapipe's included)."""
+    return "DEVICE_LOST" in str(error)
+
+
+def forget_device(driver: str) -> None:
+    """Drop IREE's process-wide device of `driver`: a lost device fails every later load and call
+    (the long run's chunks 18–21: one VK_ERROR_DEVICE_LOST, then every vulkan batch of the process)."""
+    from iree.runtime import system_setup
+
+    system_setup._GLOBAL_DEVICES_BY_URI.pop(driver, None)  # IREE 3.13: the cache `rt.Config(driver)` reads
+
+
+def load(compiled: CompiledModule, retry: bool = True) -> LoadedModule:
+    """Load `compiled` on its target's runtime driver (one-line error if it cannot run here); on a
+    GPU device lost earlier, once more on a fresh device (`retry`)."""
     import iree.runtime as rt
 
     require_runnable(compiled.target)
@@ -161,6 +197,9 @@ def load(compiled: CompiledModule) -> LoadedModule:
     try:
         ctx = rt.SystemContext(config=config, vm_modules=modules)
     except (ValueError, RuntimeError) as e:
+        if device_lost(e) and driver not in _OWN_DEVICE_DRIVERS and retry:  # a device lost before
+            forget_device(driver)
+            return load(compiled, retry=False)
         explained = explain_context_error(e, compiled.parameters)
         if explained is None:
             raise
