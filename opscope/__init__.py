@@ -109,6 +109,7 @@ __all__ = [
     "KernelPlan",
     "KernelReport",
     "kernels",
+    "demo_numbers",
     "ProfileResult",
     "MineReport",
     "ParityReport",
@@ -1063,6 +1064,15 @@ def kernel_plan(
         progress=progress,
         parameters=parameters,
     )
+
+
+def demo_numbers(run: str | Path) -> list[str]:
+    """The reference's `opscope-infer` numbers, read off a run of the `sink-band` demo (what `opscope
+    infer` prints without a model): the attention's mean peak, its concentrated queries and top-4
+    keys' share, the experts' loads, the hottest against uniform, the cold ones."""
+    from opscope.models.infer_demo import summary
+
+    return summary(read_sketches(run))
 
 
 def kernels(

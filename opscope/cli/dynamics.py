@@ -95,10 +95,8 @@ def _cmd_infer(args) -> int:
     print()
     print(opscope.render(d, heads=args.heads))
     if args.source == DEMO:  # the reference demo prints its own numbers: so does ours, read off the run
-        from opscope.models.infer_demo import summary
-
         print("\nthe reference demo's numbers (`opscope-infer`):")
-        print("\n".join(f"  {line}" for line in summary(opscope.read_sketches(where))))
+        print("\n".join(f"  {line}" for line in opscope.demo_numbers(where)))
     if not rerun:
         print(f"\nwrote {where}/ (`opscope infer {where}` re-reads it; `opscope mine {where}` for everything)")
     return 0
