@@ -417,7 +417,7 @@ def test_opscope_opt_errors_are_one_line(tmp_path):
         run(opt + [str(path), "-p", "inject-matmul-stats{bogus=1}"]),
         "opscope-opt: error: inject-matmul-stats: unknown option 'bogus'",
     )
-    assert "valid options: adjacency, hist-bins" in line
+    assert "valid options: adjacency, dequantize-codes, hist-bins" in line
     assert_one_line_error(run(opt + [str(tmp_path / "nope.mlir")]), "opscope-opt: error: no such file")
 
 

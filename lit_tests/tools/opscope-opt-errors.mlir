@@ -12,7 +12,7 @@
 // UNKNOWN-PASS:      {{^}}opscope-opt: error: unknown pass or bad pipeline element 'no-such-pass': {{.*}}'no-such-pass' does not refer to a registered pass or pass pipeline{{$}}
 // UNKNOWN-PASS-NOT:  {{.}}
 
-// UNKNOWN-OPTION:      {{^}}opscope-opt: error: inject-matmul-stats: unknown option 'bins' (valid options: adjacency, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites){{$}}
+// UNKNOWN-OPTION:      {{^}}opscope-opt: error: inject-matmul-stats: unknown option 'bins' (valid options: adjacency, dequantize-codes, hist-bins, hist-max, hist-min, hist-normalize, per-channel, per-position, roles, sites){{$}}
 // UNKNOWN-OPTION-NOT:  {{.}}
 
 // UNKNOWN-OPTION-LOWER:      {{^}}opscope-opt: error: lower-opscope: unknown option 'inline' (valid options: batch, hist-counts, hoist-constants, outline, pack, row-lanes){{$}}
