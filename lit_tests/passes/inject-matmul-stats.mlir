@@ -223,7 +223,7 @@ func.func @taps_bf16_matmul_with_f32_accumulator(%a: tensor<4x8xbf16>, %b: tenso
 
 // An integer matmul of integer arguments has no float tensor behind it: each role is
 // sketched as f32 of its integers (lhs, rhs, then out), each named in a warning
-// (inject-matmul-stats-quantized.mlir: the float tensors behind a quantized site).
+// (cases/integer-sites.mlir: the float tensors behind a quantized site).
 
 // CHECK-LABEL: func.func @integer_matmul_read_as_f32(
 // CHECK:       %[[ACC:.+]] = linalg.matmul
