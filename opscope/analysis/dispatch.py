@@ -20,6 +20,7 @@ A dynamic shape anywhere in a dispatch makes its numbers unknown (None), never g
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -199,16 +200,7 @@ def dispatch_sites(flow: ir.Module) -> tuple[tuple[str, str | None], ...]:
 
 def dispatch_calls(flow: ir.Module) -> dict[str, int]:
     """Executable symbol -> number of `flow.dispatch` ops that run it."""
-    counts: dict[str, int] = {}
-
-    def visit(op):
-        if op.name == "flow.dispatch":
-            root = str(op.attributes["entry_points"]).lstrip("[").split("::")[0].lstrip("@")
-            counts[root] = counts.get(root, 0) + 1
-        return ir.WalkResult.ADVANCE
-
-    flow.operation.walk(visit)
-    return counts
+    return dict(Counter(executable for executable, _ in dispatch_sites(flow)))
 
 
 def _dispatch_cost(executable: ir.Operation, name: str, calls: int) -> DispatchCost:

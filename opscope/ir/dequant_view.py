@@ -28,6 +28,7 @@ from iree.compiler.dialects import arith, linalg, tensor
 
 from opscope.ir.build import dim_map, generic
 from opscope.ir.const_expr import is_const_expr, owner
+from opscope.ir.flops import indexing_maps
 from opscope.ir.sites import FLOAT_TYPES, ROLES, Site
 
 _TO_INT = ("arith.fptosi", "arith.fptoui")
@@ -68,7 +69,7 @@ def _same_place(op: ir.Operation, site: Site) -> bool:
 def _maps(op: ir.Operation) -> list[ir.AffineMap]:
     """A linalg op's indexing maps (none for another dialect's op: a `stablehlo.dot_general`)."""
     maps = linalg.get_indexing_maps(op) if op.name.startswith("linalg.") else None
-    return [ir.AffineMapAttr(a).value for a in maps] if maps is not None else []
+    return indexing_maps(maps) if maps is not None else []
 
 
 def _yields_integer_of_float(op: ir.Operation) -> bool:
@@ -252,12 +253,13 @@ def dequant_view(site: Site, roles: tuple[str, ...], dequantize_codes: bool) -> 
     a view adds follow the site in the order lhs, rhs, out."""
     view = DequantView()
     chain = out_chain(site)
+    lhs, groups = lhs_source(site)
     cursor = site.op  # the last op a view added (each goes after the one before)
     for role in ROLES:
         if role not in roles:
             continue
         if role == "lhs":
-            value, note = lhs_source(site)[0], ""
+            value, note = lhs, ""
             if not is_float(value):
                 value, note = as_f32(value, ir.InsertionPoint.after(cursor)), "f32 of its integers (no float source)"
                 cursor = owner(value)
@@ -275,7 +277,7 @@ def dequant_view(site: Site, roles: tuple[str, ...], dequantize_codes: bool) -> 
                     "integer codes, not tapped (the dequantize-codes option reads them through their scales)"
                 )
             else:
-                value, note = dequantized_rhs(site, chain, lhs_source(site)[1], ir.InsertionPoint.after(cursor))
+                value, note = dequantized_rhs(site, chain, groups, ir.InsertionPoint.after(cursor))
                 cursor = owner(value)
                 view.roles[role] = RoleView(value, cursor, note)
         else:

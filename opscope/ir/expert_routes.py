@@ -29,6 +29,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from opscope.ir.const_expr import owner
+from opscope.ir.flops import indexing_maps
 from opscope.ir.sites import classify
 from opscope.ir.weight_source import bank_read
 
@@ -133,7 +134,7 @@ def _masked_dispatch(op: ir.Operation) -> ExpertRoute | None:
     module docstring)."""
     if not linalg.isa_contraction_op(op) or len(op.opview.inputs) != 2:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
+    maps = indexing_maps(linalg.get_indexing_maps(op))
     batch = list(linalg.infer_contraction_dimensions(op).batch)
     if len(batch) != 1:
         return None
@@ -163,7 +164,7 @@ def _mask_of(dispatch: ir.Operation, dim: int) -> tuple[ir.Value, int, int] | No
     body = {o.name for o in _ops(dispatch.regions[0].blocks[0])}
     if not body & {"arith.mulf", "arith.muli", "arith.select"}:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(dispatch)]
+    maps = indexing_maps(linalg.get_indexing_maps(dispatch))
     expr = maps[-1].results[dim]
     if not isinstance(expr, ir.AffineDimExpr):
         return None
