@@ -1035,7 +1035,7 @@ def kernel_plan(
     rounds: int = 5,
     min_speedup: float = 1.05,
     max_error: float = 0.01,
-    kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight", "factor-weight", "memoize"),
+    kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight", "factor-weight", "sparse-weight", "memoize"),
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
 ) -> KernelPlan:
@@ -1045,7 +1045,8 @@ def kernel_plan(
     within `max_error` of the site's output, both `min_speedup` faster); `apply` writes every
     accepted rewrite to `out` and measures the whole model. `model` defaults to the one the run's
     run.json names; `kinds` picks the candidates (skip-zero-channels, quantize-weight, factor-weight,
-    memoize). `parameters`: every build maps the weights from one parameter file instead of carrying
+    sparse-weight, memoize); a recorded site whose activations stayed mostly zero is named in
+    `sparse_activations` (no IREE form skips zeros found at run time). `parameters`: every build maps the weights from one parameter file instead of carrying
     them (None: so for a model of 128 MiB or more); `apply` then writes them beside `out` (OUT.irpa)."""
     from opscope.act.specialize import kernel_plan as build
 

@@ -117,6 +117,12 @@ def _quantize_weight():
     return QuantizeWeight
 
 
+def _sparse_weight():
+    from opscope.passes.sparse_weight import SparseWeight
+
+    return SparseWeight
+
+
 def _skip_zero_channels():
     from opscope.passes.skip_zero_channels import SkipZeroChannels
 
@@ -141,6 +147,7 @@ PASSES: dict[str, Callable[[], type]] = {
     "sample-rows": _sample_rows,
     "skip-residual-blocks": _skip_residual_blocks,
     "skip-zero-channels": _skip_zero_channels,
+    "sparse-weight": _sparse_weight,
     "split-weight-stats": _split_weight_stats,
     "unfuse": _unfuse,
 }

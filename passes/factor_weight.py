@@ -36,11 +36,11 @@ from iree.compiler.dialects import arith, linalg, tensor
 from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic
 from opscope.ir.commute import Commutes
-from opscope.ir.const_expr import memoized, owner
+from opscope.ir.const_expr import memoized
 from opscope.ir.site_select import select_sites
-from opscope.ir.sites import Site, is_convolution, loop_sizes
+from opscope.ir.sites import Site
+from opscope.ir.weight_layout import WeightLayout, drop_unread, weight_layout
 from opscope.ir.weight_source import rhs_source
-from opscope.ir.weight_trace import copy_source
 from opscope.ir.weights import read_stored, resource_attr
 
 log = logging.getLogger("opscope")
@@ -104,8 +104,8 @@ class FactorWeight:
         if not plans:
             log.warning("%s: no matmul site of this module has a constant weight worth factoring", self.name)
 
-    def layout(self, site: Site) -> _Layout | str | None:
-        """How `site` reads its weight (`_Layout`), or why it is skipped (a warning), or None
+    def layout(self, site: Site) -> WeightLayout | str | None:
+        """How `site` reads its weight (`WeightLayout`), or why it is skipped (a warning), or None
         (skipped quietly: a computed rhs under the default `sites`). Raises for a rank that
         does not fit the weight and for a site `sites` names whose rhs is no constant."""
         source = rhs_source(site)
@@ -123,37 +123,15 @@ class FactorWeight:
                 "%s: skipping site '%s': its rhs is %s, not a constant weight", self.name, site.name, why
             )
             return None
-        if is_convolution(site):
-            return "a convolution (only matmul-like contractions are factored)"
-        op = site.op
-        maps = [ir.AffineMapAttr(a).value for a in linalg.get_indexing_maps(op)]
-        if not all(isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results):
-            return "its indexing maps are not plain loop dims"
-        dims = linalg.infer_contraction_dimensions(op)
-        k_loops, n_loops = sorted(dims.k), sorted(dims.n)
-        if not n_loops:
-            return "its weight has no N dim (a matrix-vector product)"
+        layout = weight_layout(site, "factored")
+        if isinstance(layout, str):
+            return layout
         if self.rank > min(site.k, site.n):
             raise OpscopeError(
                 f"{self.name}: site '{site.name}' at {site.location}: rank {self.rank} exceeds the "
                 f"weight's {site.k}×{site.n} matrix; choose rank < min(K,N) = {min(site.k, site.n)}"
             )
-        if self.rank and _no_gain(self.rank, site):  # known before reading the weight
-            return _no_gain(self.rank, site)
-        rhs_loops = {pos: ir.AffineDimExpr(e).position for pos, e in enumerate(maps[1].results)}
-        kn = {pos: loop for pos, loop in rhs_loops.items() if loop in k_loops + n_loops}
-        weight, _, chain = copy_source(op.operands[1], tuple(kn))  # a batch dim must be a broadcast: dropped
-        if ir.RankedTensorType(weight.type).rank != len(kn):
-            return "its weight has a batch dim (one matrix per batch index), not one matrix broadcast"
-        stored_dim = {}
-        for pos, loop in kn.items():
-            alone, (where,), _ = copy_source(op.operands[1], (pos,))
-            if alone != weight:
-                return "its weight is broadcast along one of its K or N dims"
-            stored_dim[loop] = where
-        order = tuple(stored_dim[loop] for loop in k_loops + n_loops)
-        sizes = loop_sizes(maps, [*op.operands])
-        return _Layout(weight, chain, order, k_loops, n_loops, sizes, maps)
+        return (self.rank and _no_gain(self.rank, site)) or layout  # known before reading the weight
 
     def factors(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(U [K, r], V [r, N]) float32 with U·V the best rank-r approximation of `w` [K, N]
@@ -182,21 +160,7 @@ def _no_gain(r: int, site: Site) -> str | None:
     return f"rank {r} saves no FLOPs on its {k}×{n} weight (r·(K+N) = {r * (k + n)} >= K·N = {k * n})"
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """How a site reads its stored weight: the stored tensor, the copies from it to the site's
-    rhs, the stored dims of the K loops then the N loops (in loop order), every loop's size."""
-
-    weight: ir.Value
-    chain: list
-    order: tuple[int, ...]
-    k_loops: list[int]
-    n_loops: list[int]
-    sizes: list[int]
-    maps: list
-
-
-def _constants(site: Site, layout: _Layout, u: np.ndarray, v: np.ndarray) -> tuple[ir.Value, ir.Value]:
+def _constants(site: Site, layout: WeightLayout, u: np.ndarray, v: np.ndarray) -> tuple[ir.Value, ir.Value]:
     """U [k sizes…, r] and V [r, n sizes…] as dense_resource constants in the weight's element type, before `site`."""
     elem = ir.RankedTensorType(layout.weight.type).element_type
     r = u.shape[1]
@@ -217,7 +181,7 @@ def _name_loc(site: Site, suffix: str) -> ir.Location:
     return ir.Location.name(f"{site.name}.{suffix}", childLoc=site.op.location)
 
 
-def _rewrite(site: Site, layout: _Layout, u: ir.Value, v: ir.Value) -> None:
+def _rewrite(site: Site, layout: WeightLayout, u: ir.Value, v: ir.Value) -> None:
     """Replace `site` by `t = lhs ×_K u` and `out = t ×_r v`, then erase it, the copies that
     fed it its weight and the weight's load or constant where nothing else reads them."""
     op = site.op
@@ -240,18 +204,10 @@ def _rewrite(site: Site, layout: _Layout, u: ir.Value, v: ir.Value) -> None:
             new = _contraction(layout, t, v, init, drop=layout.k_loops, rows=rows, first=False)
     op.results[0].replace_all_uses_with(new)
     op.erase()
-    for copy in reversed(layout.chain):  # the original copies, where nothing else reads them
-        if any(len(list(res.uses)) for res in copy.results):
-            break
-        dest = copy.operands[1]
-        copy.erase()
-        if isinstance(dest, ir.OpResult) and owner(dest).name == "tensor.empty" and not len(list(dest.uses)):
-            owner(dest).erase()
-    if isinstance(layout.weight, ir.OpResult) and not len(list(layout.weight.uses)):
-        owner(layout.weight).erase()  # the old constant or global load (the global itself stays)
+    drop_unread(layout)
 
 
-def _plain_matmul(op: ir.Operation, layout: _Layout) -> bool:
+def _plain_matmul(op: ir.Operation, layout: WeightLayout) -> bool:
     """A `linalg.matmul` whose lhs is [M, K] and out [M, N]: both contractions stay named matmuls."""
     if op.name != "linalg.matmul":
         return False
@@ -261,7 +217,7 @@ def _plain_matmul(op: ir.Operation, layout: _Layout) -> bool:
 
 
 def _contraction(
-    layout: _Layout, a: ir.Value, b: ir.Value, init: ir.Value, *, drop: list[int], rows: list[int], first: bool
+    layout: WeightLayout, a: ir.Value, b: ir.Value, init: ir.Value, *, drop: list[int], rows: list[int], first: bool
 ) -> ir.Value:
     """One `linalg.generic` contraction over the site's loops without `drop`, plus a loop r.
     first: lhs (its own map) ×_K u [K…, r] → t [rows…, r]; else t ×_r v [r, N…] → out (its own map)."""

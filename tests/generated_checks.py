@@ -504,6 +504,7 @@ REWRITES = (
     "fakequant-activations",
     "quantize-weight",
     "factor-weight",
+    "sparse-weight",
     "skip-zero-channels",
     "split-weight-stats",
     "extract-site",
@@ -802,6 +803,17 @@ def _rw_factor_weight(batch: Batch, seed: int, target: str) -> list[str]:
             half, k = _stored_type(p, fact), _weight_k(p, fact)
             rw.transform_operand(i, fact, _weight_role(fact), lambda w, k=k, t=half: truncated(w, k[0], t), "f32")
     return _checked_ops(rw, exposed, inputs)
+
+
+def _rw_sparse_weight(batch: Batch, seed: int, target: str) -> list[str]:
+    """Every stored weight of one K and one N loop stored by output channel (density=1: dense weights
+    too): the site computes the same product, its nonzero terms only, so every op is checked against
+    numpy's reference of the original (the contraction bound covers the summation order)."""
+    from opscope.passes.sparse_weight import SparseWeight
+
+    inputs = batch.inputs(seed)
+    _, exposed, _ = _run(batch, [SparseWeight(density=1.0)], inputs, target)
+    return _checked_ops(Rewritten(batch), exposed, inputs)
 
 
 def _stored_type(p: Program, fact: SiteFact) -> str:

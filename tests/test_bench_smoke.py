@@ -96,9 +96,12 @@ def test_opscope_kernels_quick(capsys):
     assert main(["kernels", "--quick", "--target", "llvm-cpu", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     rows = {r["variant"]: r for r in data["rows"]}
-    assert set(rows) == {"f32", "W8A16", "W4A16 g128", "W8A8", "factored r=48", "sparse-skip", "sparse-skip, no guard"}
+    assert set(rows) == {
+        *("f32", "W8A16", "W4A16 g128", "W8A8", "factored r=48", "sparse-skip", "sparse-skip, no guard"),
+        "sparse-weight 10%",  # W pruned to its largest 10 %, stored by output channel; numpy's product of it
+    }
     assert data["skipped"] == [] and not any(r["wrong"] for r in data["rows"])
-    for name in ("f32", "sparse-skip", "sparse-skip, no guard"):
+    for name in ("f32", "sparse-skip", "sparse-skip, no guard", "sparse-weight 10%"):
         assert rows[name]["rel_error"] < 1e-6
     assert rows["W8A16"]["rel_error"] < 0.02 and rows["W8A8"]["rel_error"] < 0.03
     assert rows["W8A16"]["vmfb_bytes"] < rows["f32"]["vmfb_bytes"] / 2  # int8 codes, not an f32 weight

@@ -9,6 +9,13 @@
   tensor the sketches see as a stationary rhs). Lossy: accepted within an output error.
 * `factor-weight` (the rank keeping 99 % of the weight's energy): the same sites, when the
   rank reveal finds fewer FLOPs. Lossy.
+* `sparse-weight` (ELLPACK by output channel, `opscope.passes.sparse_weight`): a site whose rhs
+  held fewer than half nonzeros (`nnz`, the reference's density < 0.5 sparse-GEMM trigger) in
+  every step, and is a constant weight, or a function argument that stayed the same in every
+  step (a model that takes its weights as inputs, as the built-in one does): that one is
+  measured with the recorded weight baked in as a constant, and `--apply` leaves it out (the
+  model would no longer read its argument). Estimated as 1/density. Lossy only by rounding
+  (the nonzero terms summed in K order).
 * `memoize`: a site whose input repeated an earlier step's (the miner's temporal
   `memoize` verdict: recur above 20 %), behind `Memoized`'s exact guard (hash, then a
   bitwise compare) on the host: `opscope.act.memoize.memoize_site`. Exact; not an IR rewrite,
@@ -26,8 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 SKIP, QUANT, FACTOR, MEMO = "skip-zero-channels", "quantize-weight", "factor-weight", "memoize"
-KINDS = (SKIP, QUANT, FACTOR, MEMO)
-IR_KINDS = (SKIP, QUANT, FACTOR)  # rewrites of the module (a memoized site is a host-side wrapper)
+SPARSE = "sparse-weight"
+KINDS = (SKIP, QUANT, FACTOR, SPARSE, MEMO)
+IR_KINDS = (SKIP, QUANT, FACTOR, SPARSE)  # rewrites of the module (a memoized site is a host-side wrapper)
+SPARSE_DENSITY = 0.5  # the reference's sparse-GEMM trigger: a tensor with fewer than half nonzeros
 STABLE_SIGMA = 0.02  # the reference's guard stability threshold (σ of the per-step samples)
 LOSSY = {  # label -> (kind, options)
     "W8A16": (QUANT, "bits=8"),
@@ -65,6 +74,8 @@ class Proposal:
     why: str
     guard: Guard
     repeat_rate: float = 0.0  # memoize: the share of recorded steps that repeated an earlier input
+    density: float = 1.0  # sparse-weight: the weight's largest share of nonzeros over the recorded steps
+    baked: bool = False  # sparse-weight on an argument: measured with the recorded weight as a constant
 
     @property
     def exact(self) -> bool:
@@ -110,6 +121,8 @@ def propose(tidy, sites: dict, kinds=KINDS) -> list[Proposal]:
         if SKIP in kinds:
             out += _skip(tidy, name, site)
         out += [p for p in _lossy(name, site) if p.kind in kinds]
+        if SPARSE in kinds:
+            out += _sparse(tidy, name, site)
         if name in repeats:
             out.append(_memo(name, *repeats[name]))
     return out
@@ -148,6 +161,59 @@ def _skip(tidy, name: str, site) -> list[Proposal]:
     guard = Guard(f"{name}.lhs[..., {{{channels}}}] == 0", shares, float(np.std(shares)))
     why = f"{len(skip)} of {site.k} K channels all zero in every step"
     return [Proposal(name, SKIP, f"skip {len(skip)}/{site.k}", f'channels="{channels}"', why, guard)]
+
+
+def densities(tidy, site: str, role: str) -> tuple[float, ...]:
+    """Per recorded step, the share of `site`'s `role` tensor that is nonzero (`nnz` / numel)."""
+    import polars as pl
+
+    rows = tidy.filter((pl.col("site") == site) & (pl.col("role") == role) & (pl.col("stat") == "nnz")).sort("step")
+    return tuple(float(v) / max(float(n), 1.0) for v, n in zip(rows["value"], rows["numel"]))
+
+
+def sparse_sites(tidy, sites: dict, role: str = "lhs") -> list[tuple[str, float]]:
+    """(site, its largest density) of every recorded site whose `role` tensor was below the sparse
+    trigger in every step: for activations, the sparsity no IREE form skips (the plan says so)."""
+    out = []
+    for name in sites:
+        d = densities(tidy, name, role)
+        if d and max(d) < SPARSE_DENSITY:
+            out.append((name, max(d)))
+    return out
+
+
+def _sparse(tidy, name: str, site) -> list[Proposal]:
+    """The weight stored sparse, where its rhs was below the trigger in every step and is a
+    constant weight, or an argument that never changed (baked for the measurement)."""
+    from opscope.ir.const_expr import is_weight
+    from opscope.ir.sites import is_convolution
+    from opscope.ir.weight_source import rhs_source
+
+    d = densities(tidy, name, "rhs")
+    if is_convolution(site) or not site.is_float or not d or max(d) >= SPARSE_DENSITY:
+        return []
+    constant = is_weight(site.value("rhs"))
+    if not constant and (rhs_source(site) != "argument" or not _unchanged(tidy, name)):
+        return []
+    label = f"sparse {max(d):.0%}"
+    why = f"rhs {max(d):.0%} nonzero in every step" + ("" if constant else "; an argument that never changed: baked")
+    if constant:
+        guard = Guard("weights constant", (), 0.0)
+    else:
+        guard = Guard(f"{name}.rhs == its recorded value", d, float(np.std(d)))
+    return [Proposal(name, SPARSE, label, "", why, guard, density=max(d), baked=not constant)]
+
+
+def _unchanged(tidy, site: str) -> bool:
+    """`site`'s rhs had the same l1, sumsq and extremes in every recorded step (an input that is a weight)."""
+    import polars as pl
+
+    rows = tidy.filter(
+        (pl.col("site") == site) & (pl.col("role") == "rhs") & pl.col("stat").is_in(["l1", "sumsq", "min", "max"])
+    )
+    return not rows.is_empty() and bool(
+        (rows.group_by("stat", "idx").agg(pl.col("value").n_unique())["value"] == 1).all()
+    )
 
 
 def _lossy(name: str, site) -> list[Proposal]:

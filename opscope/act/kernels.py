@@ -13,6 +13,9 @@ opscope pass and compiled by IREE for the target:
   is large: the time is the point);
 * sparse-skip: `skip-zero-channels` over the first half of K, on an x whose first half of K is zero
   (the guarded slice), and the same without its guard.
+* sparse-weight 10 %: the same W pruned to its largest 10 % by magnitude (the reference's sparse90),
+  stored by output channel by `sparse-weight` (ELLPACK: the nonzeros' K indices and values), timed
+  against the dense f32 product (pruning alone changes no dense time).
 
 Times are `iree-benchmark-module`'s on `.npy` inputs (no Python in the loop), the variants in
 alternating rounds, the minimum µs per call; errors ‖y − x·W‖ / ‖x·W‖ against numpy's float64
@@ -39,7 +42,15 @@ ROWS = (1, 32)
 CACHE_SIZES = (2048, 6144)
 QUICK_SHAPES, QUICK_ROWS, QUICK_CACHE = ((128, 384),), (32,), (256, 1024)
 # the error each variant promises against numpy's f32 product (a random weight: factored promises none)
-BOUNDS = {"f32": 1e-5, "sparse-skip": 1e-5, "sparse-skip, no guard": 1e-5, "W8A16": 0.02, "W8A8": 0.03}
+SPARSE_VARIANT, SPARSE_KEEP = "sparse-weight 10%", 0.1  # the reference's sparse90: W's largest 10 % kept
+BOUNDS = {
+    "f32": 1e-5,
+    "sparse-skip": 1e-5,
+    "sparse-skip, no guard": 1e-5,
+    "W8A16": 0.02,
+    "W8A8": 0.03,
+    SPARSE_VARIANT: 1e-5,
+}
 W4_BOUND = 0.2
 DOT_FEATURES = ("avx512vnni", "avxvnni", "avx512bf16", "avx512fp16", "amx-int8", "amx-bf16", "dotprod", "i8mm", "bf16")
 
@@ -167,11 +178,14 @@ def bench_shape(m: int, k: int, n: int, target: str, rounds: int, report: Kernel
     w = read_weights(parse_module(text, new_context(), "kernel"))[0].values.astype(np.float64)
     x = np.random.default_rng(0).standard_normal((m, k)).astype(np.float32)
     x[:, : k // 2] = 0.0  # every variant gets the same x: half of K zero, for the sparse skip
-    want = x.astype(np.float64) @ w
+    pruned_text, pruned = _pruned(text, w)
+    cases = [(name, text, pipeline, w) for name, pipeline in variants(k, n).items()]
+    cases.append((SPARSE_VARIANT, pruned_text, "sparse-weight", pruned))
     built = []
-    for name, pipeline in variants(k, n).items():
+    for name, source, pipeline, weight in cases:
+        want = x.astype(np.float64) @ weight
         try:
-            compiled = compile_module(_rewritten(text, pipeline), target)
+            compiled = compile_module(_rewritten(source, pipeline), target)
             got = load(compiled).invoke("main", x)[0].astype(np.float64)
         except OpscopeError as e:
             report.skipped.append(f"{target} {m}×{k}×{n} {name}: {str(e).splitlines()[0][:200]}")
@@ -182,6 +196,19 @@ def bench_shape(m: int, k: int, n: int, target: str, rounds: int, report: Kernel
     for (name, compiled, err), t in zip(built, times):
         speed = base / t.min_us if base else float("nan")
         report.rows.append(KernelRow(target, f"{m}×{k}×{n}", name, t.min_us, speed, err, len(compiled.vmfb)))
+
+
+def _pruned(text: str, w: np.ndarray) -> tuple[str, np.ndarray]:
+    """The module with its weight W [K, N] pruned to its largest SPARSE_KEEP by magnitude, and that W."""
+    from opscope.ir.loading import module_text, new_context, parse_module
+    from opscope.ir.weights import read_weights, replace_weights
+
+    keep = np.abs(w) >= np.quantile(np.abs(w), 1.0 - SPARSE_KEEP)
+    pruned = np.where(keep, w, 0.0)
+    module = parse_module(text, new_context(), "kernel")
+    (weight,) = read_weights(module)
+    replace_weights(module, {weight.name: np.ascontiguousarray(pruned.T, np.float32)})  # as [out, K]
+    return module_text(module, debug_info=True), pruned
 
 
 def bench_cache(n: int, target: str, rounds: int, report: KernelReport) -> None:
@@ -226,7 +253,7 @@ def kernel_bench(
         for m in QUICK_ROWS if quick else ROWS:
             for k, n in QUICK_SHAPES if quick else SHAPES:
                 if progress:
-                    progress(f"{target}: {m}×{k}×{n}, {len(variants(k, n))} variants")
+                    progress(f"{target}: {m}×{k}×{n}, {len(variants(k, n)) + 1} variants")
                 bench_shape(m, k, n, target, rounds, report)
         for n in QUICK_CACHE if quick else CACHE_SIZES:
             if progress:

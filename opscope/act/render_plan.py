@@ -30,15 +30,19 @@ def plan_text(plan: KernelPlan) -> str:
     """The plan's table and the applied module's whole-model measurement."""
     lines = [f"opscope plan: {plan.model} on {plan.target} (run {plan.run}, {plan.steps} steps)", ""]
     if not plan.candidates:
-        lines.append("no candidate: no recorded site had an lhs channel zero in every step or a constant weight")
+        lines.append(
+            "no candidate: no recorded site had an lhs channel zero in every step, a constant weight "
+            "or a mostly-zero weight that never changed"
+        )
     else:
         rows = [_row(c) for c in plan.candidates]
         lines += table(HEADER, rows)
         lines.append("")
         if any(not c.proposal.exact for c in plan.candidates):
             lines.append(
-                "lossy candidates (W8A16, W8A8, low rank) rewrite constant weights: no run-time guard, "
-                "accepted within the error bound of the site's output (rel err, relative L2)"
+                "lossy candidates (W8A16, W8A8, low rank, sparse) rewrite constant weights: no run-time guard, "
+                "accepted within the error bound of the site's output (rel err, relative L2); sparse: "
+                "the nonzero terms only, est. 1/density"
             )
         lines.append(
             "measured: the site outlined at its real shapes (extract-site) on the run's first-step tensors, "
@@ -47,11 +51,27 @@ def plan_text(plan: KernelPlan) -> str:
         )
     for c in plan.candidates:
         m = c.measured
+        if m is not None and m.baked_us is not None:
+            lines.append(
+                f"{c.site}: its weight is an argument, baked for the measurement: dense and baked "
+                f"{m.original_us / m.baked_us:.2f}×, stored sparse {m.speedup:.2f}× (the original reads the "
+                "argument); `--apply` leaves it out (store the weight as a constant to apply it)"
+            )
         if m is not None and m.unguarded_us is not None:
             lines.append(
                 f"{c.site}: the slice alone {m.original_us / m.unguarded_us:.2f}×; the guard (check, "
                 f"readback, branch) costs {m.rewritten_us - m.unguarded_us:+.1f} µs per call"
             )
+    if plan.sparse_activations:
+        shown = ", ".join(f"{s} lhs {d:.0%} nonzero" for s, d in plan.sparse_activations[:4])
+        more = len(plan.sparse_activations) - 4
+        lines.append(
+            f"mostly-zero activations at {len(plan.sparse_activations)} site(s) ({shown}"
+            + (f", {more} more" if more > 0 else "")
+            + "): no candidate; an IREE dispatch cannot skip zeros it finds only at run time (its loops "
+            "are static, a select computes both sides), and a gather of the nonzeros measured slower "
+            "than the dense matmul (docs/rewrites.md, sparse-weight)"
+        )
     a = plan.applied
     if a is not None:
         lines.append("")

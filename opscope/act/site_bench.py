@@ -17,9 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opscope.act.candidates import FACTOR, MEMO, SKIP, Proposal
+from opscope.act.candidates import FACTOR, MEMO, SKIP, SPARSE, Proposal
 
-UNCHANGED = {FACTOR: "no gain: the rank keeping 99 % of the energy saves no FLOPs"}
+UNCHANGED = {
+    FACTOR: "no gain: the rank keeping 99 % of the energy saves no FLOPs",
+    SPARSE: "no gain: its fullest output channel holds half of K or more (the padded density)",
+}
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class Measured:
     rounds: int = 0
     original_median_us: float | None = None
     rewritten_median_us: float | None = None
+    baked_us: float | None = None  # a baked argument weight, dense: what baking alone changes
 
     @property
     def speedup(self) -> float:
@@ -57,15 +61,18 @@ class SiteResult:
     skipped: str = ""  # why the rewrite did not apply to this site (it left the module unchanged)
 
 
-def measured(times) -> Measured:
-    """A Measured from `time_calls` results: original, rewritten and (optional) unguarded."""
+def measured(times, third: str = "unguarded") -> Measured:
+    """A Measured from `time_calls` results: original, rewritten and (optional) a third variant,
+    the unguarded rewrite or (`third="baked"`) the original with its argument weight baked in."""
+    extra = times[2].min_us if len(times) > 2 else None
     return Measured(
         times[0].min_us,
         times[1].min_us,
-        times[2].min_us if len(times) > 2 else None,
+        extra if third == "unguarded" else None,
         times[0].rounds,
         times[0].median_us,
         times[1].median_us,
+        extra if third == "baked" else None,
     )
 
 
@@ -125,6 +132,29 @@ def rewritten(text: str, pipeline: str) -> str:
     return _transformed(text, lambda module: run_pipeline(module, parse_pipeline(pipeline)))
 
 
+def baked(text: str, rhs: np.ndarray) -> str:
+    """The outlined site `text` with its rhs argument replaced by a constant holding `rhs` (the
+    recorded weight), the argument kept (unread) so both builds take the same inputs."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    from opscope.ir.arguments import function_op
+    from opscope.ir.sites import find_sites
+    from opscope.ir.weight_trace import copy_source
+    from opscope.ir.weights import resource_attr
+
+    def bake(module) -> None:
+        (site,) = find_sites(module.operation)
+        argument, _, _ = copy_source(site.op.operands[1], ())
+        entry = function_op(module).regions[0].blocks[0]
+        ty = ir.RankedTensorType(argument.type)
+        with site.op.location, ir.InsertionPoint.at_block_begin(entry):
+            const = arith.ConstantOp(ty, resource_attr(np.array(rhs, np.float32), ty, f"{site.name}.rhs")).result
+        argument.replace_all_uses_with(const)
+
+    return _transformed(text, bake)
+
+
 def _transformed(text: str, fn: Callable) -> str:
     import logging
 
@@ -180,11 +210,13 @@ class SiteBench:
         from opscope.run.runtime import load
 
         site = self.site(p.site)
-        new = rewritten(site, p.pipeline_for(""))  # the outlined module holds this one site
-        if new == site:
+        dense = baked(site, args[-1]) if p.baked else site  # the recorded weight as a constant
+        new = rewritten(dense, p.pipeline_for(""))  # the outlined module holds this one site
+        if new == dense:
             return SiteResult(1.0, None, "-", 0.0, skipped=UNCHANGED.get(p.kind, f"{p.kind} leaves this site as it is"))
         function = symbol_name(function_op(parse_module(site, new_context(), "site")))
         variants = [site, new] + ([rewritten(site, p.pipeline_for("", "guard=false"))] if p.kind == SKIP else [])
+        variants += [dense] if p.baked else []
         compiled = [compile_module(v, self.target) for v in variants]
         a, b = (load(m).invoke(function, *args)[0] for m in compiled[:2])
         same, rel = parity(a, b)
@@ -195,11 +227,15 @@ class SiteBench:
                     p.options if p.kind == SKIP else p.label,
                     *(f"{x.shape}{x.dtype}" for x in args),
                     _shape_key(site),
+                    _shape_key(new) if p.kind == SPARSE else "",  # its padded width L
                 ]
             ).encode()
         ).hexdigest()
         if key not in self._times:
-            self._times[key] = measured(time_calls(compiled, function, args, rounds=self.rounds))
+            times = time_calls(compiled, function, args, rounds=self.rounds)
+            self._times[key] = measured(times, "baked" if p.baked else "unguarded")
+        if p.kind == SPARSE:  # the reference's estimate: the share of the dense product left
+            return SiteResult(1.0 / max(p.density, 1e-9), self._times[key], same, rel)
         # the cost model sees no branch: a skip is priced as its slice (the check reads only the skipped columns)
         priced = rewritten(site, p.pipeline_for("", "guard=false") + ",canonicalize") if p.kind == SKIP else new
         return SiteResult(estimate(site, priced), self._times[key], same, rel)

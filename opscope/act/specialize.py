@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
 
-from opscope.act.candidates import IR_KINDS, KINDS, Proposal, propose
+from opscope.act.candidates import IR_KINDS, KINDS, SPARSE, Proposal, propose, sparse_sites
 from opscope.act.site_bench import Measured, SiteBench, measured, parity
 from opscope.errors import OpscopeError
 
@@ -75,6 +75,7 @@ class KernelPlan:
     steps: int
     candidates: list[Candidate] = field(default_factory=list)
     applied: Applied | None = None
+    sparse_activations: list[tuple[str, float]] = field(default_factory=list)  # (site, lhs density) below 0.5
 
     @property
     def accepted(self) -> list[Candidate]:
@@ -158,6 +159,7 @@ def kernel_plan(
     batches, _ = resolve_inputs(source, steps, _inputs(record))
     plan = KernelPlan(folder, source.name, target, steps)
     proposals = propose(tidy, sites, kinds)
+    plan.sparse_activations = sparse_sites(tidy, sites) if SPARSE in kinds else []
     function = symbol_name(function_op(module))
     del sites, module  # the proposals hold names and text, not IR
     if proposals:
@@ -292,6 +294,13 @@ def write_module(text: str, path: Path) -> tuple[tuple[str, Path], ...]:
     return tuple(beside.items())
 
 
+def applied_pipeline(accepted: list[Candidate]) -> str:
+    """The rewrites `--apply` builds into the module: every accepted IR rewrite but a memoized call
+    (host-side) and a weight stored sparse from an argument baked for its measurement (the model
+    would stop reading the argument)."""
+    return ",".join(c.pipeline for c in accepted if c.kind in IR_KINDS and not c.proposal.baked)
+
+
 def _apply(
     plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, progress
 ) -> Applied:
@@ -301,7 +310,7 @@ def _apply(
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
 
-    pipeline = ",".join(c.pipeline for c in plan.accepted if c.kind in IR_KINDS)
+    pipeline = applied_pipeline(plan.accepted)
     specialized = rewritten(text, pipeline) if pipeline else text
     path, kept = None, ()
     if out is not None:

@@ -476,6 +476,14 @@ def resource_attr(values: np.ndarray, ty: ir.RankedTensorType, name: str) -> ir.
     return ir.DenseResourceElementsAttr.get_from_buffer(_encode(values, str(ty.element_type)), _resource_name(name), ty)
 
 
+def elements_attr(values: np.ndarray, ty: ir.RankedTensorType) -> ir.Attribute:
+    """A `dense` attribute of type `ty` holding float32 `values` in `ty`'s element type (bf16
+    rounded to nearest even): for a constant read inside a dispatch, where IREE 3.13's llvm-cpu
+    codegen fails on a bf16 `dense_resource` ("'arith.constant' op failed to verify that all of
+    {value, result} have same type"; found by the generated-model tests through `sparse-weight`)."""
+    return ir.DenseElementsAttr.get(_encode(values, str(ty.element_type)), type=ty)
+
+
 def _encode(values: np.ndarray, element_type: str) -> np.ndarray:
     """float32 values as the little-endian elements of `element_type` (bf16: round to nearest
     even). The blob keeps the array it is given: `values` must be ours (`from_matrix`'s copy)."""
