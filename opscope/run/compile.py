@@ -312,6 +312,7 @@ def _workarounds(data_tiled: bool, spirv: bool) -> list[tuple]:
         fixes.append((tl.normalized_operands, tl.guard_normalized_operands, (b"reduction", b"linalg")))
     if spirv:
         fixes.append((tl.nchw_depthwise, tl.channels_last_depthwise, (b"depthwise_conv_2d_nchw_chw",)))
+        fixes.append((tl.contraction_broadcasts, tl.barrier_contraction_broadcasts, (b"linalg",)))
     return fixes
 
 
