@@ -30,7 +30,7 @@ from opscope.models.corpus import sentences
 from opscope.models.demo import moe_module, transformer_module
 from opscope.online.report import live_report
 from opscope.online.snapshot import load, to_dict
-from opscope.online.stream import StreamSketch
+from opscope.online.stream import StreamSketch, config_fields
 from opscope.pipeline.textual import run_pipeline
 from opscope.run.instrumented import InstrumentedModel
 
@@ -102,6 +102,53 @@ def test_tidy_snapshot_matches_numpy_on_the_sampled_inputs(demo, tmp_path):
         assert value["mean"] == pytest.approx(xs.mean(axis=(1, 2)).mean(), abs=1e-5)
     report = opscope.mine(csv)
     assert "fc0" in opscope.render(report)
+
+
+def test_more_roles_and_a_fixed_range_histogram_match_numpy(tmp_path):
+    """`--roles lhs,out --hist-bins 8`: every site's out is sketched too, and fc0's lhs (the request
+    itself) gets numpy's 8-bin histogram over [-6, 6], the period's mean over its sampled calls; the
+    state keeps the config, and a sketch recorded with other settings refuses to merge with it."""
+    module, trace = demo_trace()
+    config = StatConfig.live().replace(roles=("lhs", "out"), hist_bins=8, hist_normalize=False)
+    csv, state = tmp_path / "live.csv", tmp_path / "live.json"
+    s = LiveSampler.build(module, 5, name="demo", config=config, csv=csv, state=state, snapshot_every=10)
+    reqs = list(trace.requests())[:100]
+    for inputs, label in reqs:
+        s(*inputs, label=label)
+    s.close()
+    frame = opscope.read_sketches(csv)
+    assert set(frame["role"].unique().to_list()) == {"lhs", "out"}
+    assert sorted(frame.filter(frame["role"] == "out")["site"].unique().to_list()) == ["fc0", "fc1", "fc2", "fc3"]
+    sampled = [reqs[i][0][0] for i in range(4, 100, 5)]
+    for step in (0, 1):
+        want = np.mean([np.histogram(x, bins=8, range=(-6.0, 6.0))[0] for x in sampled[10 * step : 10 * step + 10]], 0)
+        rows = frame.filter(
+            (frame["site"] == "fc0") & (frame["role"] == "lhs") & (frame["stat"] == "hist") & (frame["step"] == step)
+        ).sort("idx")
+        np.testing.assert_allclose(rows["value"].to_numpy(), want, rtol=1e-6)  # the CSV holds float32
+    saved = load(state)
+    assert saved.config["roles"] == ["lhs", "out"] and saved.config["hist_bins"] == 8
+    with pytest.raises(OpscopeError, match=r"different sketch settings \(hist_bins, roles\)"):
+        saved.merge(StreamSketch(5, config=config_fields(StatConfig.live())))
+    with pytest.raises(OpscopeError, match="keep lhs among the roles"):
+        LiveSampler.build(module, 5, config=StatConfig.live().replace(roles=("out",)))
+
+
+def test_a_version_1_state_file_still_loads(demo, tmp_path):
+    """Sketches saved before the config was kept (version 1) load, their config unknown."""
+    from opscope.online.snapshot import from_dict
+
+    base, trace = demo
+    s = fresh(base, 5)
+    for inputs, label in list(trace.requests())[:20]:
+        s(*inputs, label=label)
+    data = to_dict(s.sketch)
+    assert data["version"] == 2
+    data["version"] = 1
+    del data["config"]
+    old = from_dict(json.loads(json.dumps(data)))
+    assert old.config is None and old.samples == 4
+    assert old.merge(s.sketch).samples == 8
 
 
 def test_concurrent_callers_count_exactly(demo):
@@ -310,6 +357,7 @@ def test_two_workers_report_the_demo_as_one_process_does():
     run = run_live(workers=2)
     assert (run.report.calls, run.report.samples) == (500, 100)
     assert run.truth()["sampled"] == pytest.approx(run.report.sites[0].sampled, abs=0.005)
+    assert run.served.sketch.config == config_fields(StatConfig.live())  # the workers' sketches say what they hold
 
 
 def test_zipf_order_and_trace_truth():
@@ -345,6 +393,9 @@ def test_cli_live_bad_input_is_one_line(tmp_path):
         (["--workers", "0"], "workers must be"),
         (["--zipf", "-1"], "Zipf"),
         (["--parquet", str(tmp_path / "y.parquet")], "--csv too"),
+        (["--roles", "out"], "keep lhs among the roles"),
+        (["--roles", "lhs,grad"], "roles must be distinct names among lhs, rhs, out"),
+        (["--hist-bins", "-1"], "hist_bins must be >= 0"),
     ):
         proc = subprocess.run([sys.executable, "-m", "opscope", "live", *argv], capture_output=True, text=True)
         assert proc.returncode == 1, argv

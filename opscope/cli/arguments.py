@@ -61,24 +61,24 @@ def parameters(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in ("parameters", "weights_dtype") if hasattr(args, name)}
 
 
-def add_sketches(parser: argparse.ArgumentParser, sites: bool = True) -> None:
+LEAN_HELP = "the cheaper sketch set (`StatConfig.lean()`: no histogram, per-position or adjacent-row sketches)"
+
+
+def add_sketches(
+    parser: argparse.ArgumentParser,
+    sites: bool = True,
+    lean: str = LEAN_HELP,
+    hist_bins: str = f"histogram bins per tensor (default {opscope.StatConfig().hist_bins}; 0: no histogram)",
+    roles: str = "default all three",
+) -> None:
     """--lean, --hist-bins, --roles, --dequantize-codes (the `StatConfig` the API takes) and, with
-    `sites`, --sites."""
-    parser.add_argument(
-        "--lean",
-        action="store_true",
-        help="the cheaper sketch set (`StatConfig.lean()`: no histogram, per-position or adjacent-row sketches)",
-    )
-    parser.add_argument(
-        "--hist-bins",
-        type=int,
-        metavar="N",
-        help=f"histogram bins per tensor (default {opscope.StatConfig().hist_bins}; 0: no histogram)",
-    )
+    `sites`, --sites; `lean`, `hist_bins` and `roles` say what they mean for this command."""
+    parser.add_argument("--lean", action="store_true", help=lean)
+    parser.add_argument("--hist-bins", type=int, metavar="N", help=hist_bins)
     parser.add_argument(
         "--roles",
         metavar="ROLES",
-        help="which operands of a matmul or convolution are sketched: some of lhs,rhs,out (default all three)",
+        help=f"which operands of a matmul or convolution are sketched: some of lhs,rhs,out ({roles})",
     )
     parser.add_argument(
         "--dequantize-codes",
@@ -94,6 +94,22 @@ def add_sketches(parser: argparse.ArgumentParser, sites: bool = True) -> None:
             help="tap only the sites whose names match this regex (every kind; `opscope sites MODEL` lists "
             "the matmul sites' names; default all)",
         )
+
+
+def live_sketch_config(args: argparse.Namespace) -> Any:
+    """Live's `StatConfig` from `add_sketches`'s options: None (`StatConfig.live()`) when none is given;
+    --hist-bins N a fixed-range histogram over the default [hist_min, hist_max] (bins of one range
+    add up across calls and workers; bins of each call's own scale would not); --lean live's own set."""
+    if not (args.lean or args.hist_bins is not None or args.roles is not None or args.dequantize_codes):
+        return None
+    changes: dict[str, Any] = {}
+    if args.hist_bins is not None:
+        changes.update(hist_bins=args.hist_bins, hist_normalize=False)
+    if args.roles is not None:
+        changes["roles"] = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+    if args.dequantize_codes:
+        changes["dequantize_codes"] = True
+    return opscope.StatConfig.live().replace(**changes)
 
 
 def sketch_config(args: argparse.Namespace) -> Any:

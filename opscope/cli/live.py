@@ -8,8 +8,10 @@ import opscope
 from opscope.cli.arguments import (
     add_format,
     add_parameters,
+    add_sketches,
     add_source,
     add_target,
+    live_sketch_config,
     parameters,
     report_format,
     write_html,
@@ -59,8 +61,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sites",
         default="",
         metavar="REGEX",
-        help="sample only the sites whose names match this regex (its fixed sketch set stays: lhs "
-        "fingerprints and loads; default all)",
+        help="sample only the sites whose names match this regex (lhs fingerprints and loads stay; default all)",
+    )
+    add_sketches(
+        lv,
+        sites=False,
+        lean="live's own lean set, the default (`StatConfig.live()`: each site's lhs, seven scalars and the "
+        "elemsig fingerprint, one read of it)",
+        hist_bins="a histogram of N fixed bins over [-6, 6] per sampled tensor (a snapshot holds the mean over its "
+        "calls; workers merge by adding them; default none)",
+        roles="default lhs; lhs must stay: the fingerprints read it",
     )
     lv.add_argument(
         "--merge",
@@ -97,6 +107,7 @@ def _cmd_live(args) -> int:
         snapshot_every=args.snapshot_every,
         force=args.force,
         sites=args.sites,
+        config=live_sketch_config(args),
         **parameters(args),
     )
     print(opscope.render(run, report_format(args)))

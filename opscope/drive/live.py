@@ -2,7 +2,8 @@
 
 Both builds are compiled once: the plain one answers N − 1 calls in N and pays nothing; the
 instrumented one (each matmul's lhs: the seven scalars and the elemsig fingerprint,
-`StatConfig.live()`, plus attention and routing taps where the model has them) answers the
+`StatConfig.live()`, or the `config` given: more roles, a fixed-range histogram; plus attention
+and routing taps where the model has them) answers the
 Nth, and its sketches fold into a `StreamSketch` (`opscope.online`). Every call's inputs are
 fingerprinted on the host (blake2b, microseconds) so the report knows how often the stream
 itself repeats. Memory does not grow with the stream; concurrent callers are safe (each
@@ -25,7 +26,7 @@ from opscope.ir.stat_config import StatConfig
 from opscope.online.hashing import fingerprint
 from opscope.online.report import LiveReport, live_report
 from opscope.online.snapshot import save
-from opscope.online.stream import StreamSketch
+from opscope.online.stream import StreamSketch, config_fields
 from opscope.record.recorder import Recorder, write_parquet, write_site_costs
 from opscope.record.tidy import SITES_SUFFIX
 from opscope.run.compile import compile_module
@@ -44,6 +45,19 @@ def check_every(every: object) -> int:
             f"live sampling: --every must be an integer >= 1 (1 call in N is instrumented), got {every!r}"
         )
     return int(every)
+
+
+def live_config(config: StatConfig | None) -> StatConfig:
+    """The sketches a sampled call records: `config`, or `StatConfig.live()`; a one-line error for a
+    config without role lhs (the fingerprints and the drift read each site's lhs) before any compile."""
+    if config is None:
+        return StatConfig.live()
+    if "lhs" not in config.roles:
+        raise OpscopeError(
+            f"live sampling fingerprints each site's lhs: keep lhs among the roles (got {','.join(config.roles)}), "
+            "e.g. --roles lhs,out"
+        )
+    return config
 
 
 def check_fingerprints(manifest: Manifest, name: str) -> None:
@@ -101,12 +115,15 @@ class LiveSampler:
         name: str = "<model>",
         taps: Sequence[str] = LIVE_TAPS,
         sites: str = "",
+        config: StatConfig | None = None,
         **options,
     ) -> LiveSampler:
-        """Compile `source` twice for `target` (plain, and tapped with `StatConfig.live()`; `sites` a regex
-        on site names, "" all) and serve it."""
+        """Compile `source` twice for `target` (plain, and tapped with `config`, default `StatConfig.live()`;
+        `sites` a regex on site names, "" all) and serve it."""
         every = check_every(every)
-        model = InstrumentedModel.build(source, target, StatConfig.live(), name, taps=tuple(taps), sites=sites)
+        config = live_config(config)
+        model = InstrumentedModel.build(source, target, config, name, taps=tuple(taps), sites=sites)
+        options.setdefault("sketch", StreamSketch(every, config=config_fields(config)))
         return cls.from_model(model, every, name=name, **options)
 
     @classmethod

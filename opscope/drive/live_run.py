@@ -11,10 +11,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from opscope.drive.live import LiveSampler, check_every
+from opscope.drive.live import LiveSampler, check_every, live_config
 from opscope.drive.serve import WORKER_SNAPSHOT, Served, serve, serve_workers
 from opscope.drive.trace import DEMO_EVERY, DEMO_POOL, DEMO_REQUESTS, DEMO_SEED, Trace, demo_trace, model_trace
 from opscope.errors import OpscopeError
+from opscope.ir.stat_config import StatConfig
 from opscope.online.report import LiveReport, live_report, live_report_text
 from opscope.online.snapshot import save
 from opscope.pipeline.taps import check_sites_regex
@@ -106,14 +107,17 @@ def run_live(
     progress: bool | None = None,
     parameters: bool | None = None,
     sites: str = "",
+    config: StatConfig | None = None,
 ) -> LiveRun:
     """Serve `source` (None: the reference's demo, 500 requests over a pool of 8, every 5th sampled) over a
     trace of `requests` drawn from a `pool` of its inputs (Zipf `zipf`), 1 call in `every` instrumented,
     in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON).
     `parameters`: both builds (and every worker) map a model's weights from one parameter file in a
     temporary folder (None: so for a model of 128 MiB or more) instead of carrying them. `sites`: a regex on
-    site names, only those tapped ("" all; checked first)."""
+    site names, only those tapped ("" all; checked first); `config` the sketches a sampled call records
+    (default `StatConfig.live()`; checked first: it must keep role lhs)."""
     check_sites_regex(sites)
+    config = live_config(config)
     demo = source is None
     every = check_every(every if every is not None else DEMO_EVERY if demo else MODEL_EVERY)
     requests = requests if requests is not None else DEMO_REQUESTS if demo else MODEL_REQUESTS
@@ -147,6 +151,7 @@ def run_live(
         state=state if single else None,
         snapshot_every=snapshot_every if single else 0,
         sites=sites,
+        config=config,
     )
     if single:
         served = serve(sampler, trace, progress)

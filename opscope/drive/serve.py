@@ -99,7 +99,7 @@ def serve_workers(
     for p, _, _ in procs:
         p.wait()
     seconds = time.perf_counter() - t0
-    merged, outcomes = StreamSketch(sampler.every), []
+    merged, outcomes = StreamSketch(sampler.every, config=sampler.sketch.config), []
     for w, (p, state, log_path) in enumerate(procs):
         share = len(trace.order[w::workers])
         saved = load_sketch(state) if state.is_file() else None
@@ -139,6 +139,7 @@ def _write_spec(sampler: LiveSampler, trace: Trace, folder: Path, snapshot_every
         "name": sampler.name,
         "snapshot_every": snapshot_every,
         "fingerprint_inputs": sampler.fingerprint_inputs,
+        "config": sampler.sketch.config,
         "arity": len(trace.pool[0]) if trace.pool else 0,
         "parameters": {
             k: [list(f) for f in m.compiled.parameters]
@@ -178,6 +179,7 @@ def _worker(spec_path: str, w: int, workers: int, state: str, crash_after: int |
         fingerprint_inputs=spec["fingerprint_inputs"],
         state=state,
         snapshot_every=spec["snapshot_every"],
+        sketch=StreamSketch(spec["every"], config=spec.get("config")),
     )
     trace = _load_trace(folder, spec["arity"])
     for n, (inputs, label) in enumerate(trace.requests(w, workers), 1):

@@ -23,7 +23,8 @@ from opscope.online.reservoir import Reservoir
 from opscope.online.site import FIELDS, Drift, SiteSketch
 from opscope.online.stream import Period, StreamSketch
 
-FORMAT, VERSION = "opscope-live", 1
+FORMAT, VERSION = "opscope-live", 2
+READS = (1, 2)  # version 1: no "config" (the sketches StatConfig.live() records)
 PERIOD_ARRAYS = ("total", "low", "high", "last")
 
 
@@ -68,6 +69,7 @@ def to_dict(sketch: StreamSketch) -> dict[str, Any]:
             **{f: getattr(sketch.period, f).tolist() for f in PERIOD_ARRAYS},
         },
         "snapshots": sketch.snapshots,
+        "config": sketch.config,
     }
 
 
@@ -98,8 +100,11 @@ def from_dict(d: Any) -> StreamSketch:
     """A sketch from `to_dict`'s data; raises ValueError, KeyError or TypeError on anything else."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ValueError(f'no \'"format": "{FORMAT}"\' field')
-    if d.get("version") != VERSION:
-        raise ValueError(f"version {d.get('version')!r}, this opscope reads version {VERSION}")
+    if d.get("version") not in READS:
+        raise ValueError(f"version {d.get('version')!r}, this opscope reads versions {', '.join(map(str, READS))}")
+    config = d.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise ValueError("its config is not an object of StatConfig fields")
     sketch = StreamSketch(
         int(d["every"]),
         int(d["calls"]),
@@ -113,6 +118,7 @@ def from_dict(d: Any) -> StreamSketch:
         {str(name): _site(s) for name, s in d["sites"].items()},
         _period(d["period"]),
         int(d["snapshots"]),
+        config,
     )
     if min(sketch.calls, sketch.samples, sketch.fingerprinted) < 0 or sketch.samples > sketch.calls:
         raise ValueError(f"counts out of range (calls {sketch.calls}, samples {sketch.samples})")

@@ -118,6 +118,13 @@ class _Layout:
         return cls(keys, lengths, signatures, moments, loads)
 
 
+def config_fields(config) -> dict:
+    """A `StatConfig` as the JSON-able fields a saved sketch keeps (its roles as a list)."""
+    from dataclasses import asdict
+
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+
+
 @dataclass
 class StreamSketch:
     """The live sampler's state: bounded in the stream's length, mergeable, saved by `opscope.online.snapshot`."""
@@ -136,6 +143,7 @@ class StreamSketch:
     sites: dict[str, SiteSketch] = field(default_factory=dict)
     period: Period = field(default_factory=Period)  # its count: sampled calls since the last snapshot
     snapshots: int = 0  # periods written so far (the next snapshot's step)
+    config: dict | None = None  # the StatConfig its sampled calls recorded (`config_fields`; None: not said)
     _layout: _Layout | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -221,6 +229,14 @@ class StreamSketch:
             raise OpscopeError(f"cannot merge live sketches sampled 1 in {self.every} and 1 in {other.every}")
         if self.sites and other.sites and not self.sites.keys() & other.sites.keys():
             raise OpscopeError("cannot merge live sketches of different models (no site in common)")
+        if self.config is not None and other.config is not None and self.config != other.config:
+            differ = sorted(
+                k for k in self.config.keys() | other.config.keys() if self.config.get(k) != other.config.get(k)
+            )
+            raise OpscopeError(
+                f"cannot merge live sketches recorded with different sketch settings ({', '.join(differ)}): "
+                "sample both with the same --roles and --hist-bins"
+            )
         hot = datasketches.frequent_strings_sketch(HOT_LG_MAP)
         hot.merge(self.hot)
         hot.merge(other.hot)
@@ -243,6 +259,7 @@ class StreamSketch:
             sites,
             period,
             max(self.snapshots, other.snapshots),
+            self.config if self.config is not None else other.config,
         )
         if len(out.labels) > LABELS:
             out._prune_labels()
