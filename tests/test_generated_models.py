@@ -4,7 +4,7 @@ driver), and the regressions that generator found, each with its bug fixed.
 
 The slice draws 200 models a run (`OPSCOPE_FUZZ_MODELS`) from a fresh seed, printed in the session
 header and in every failure (`OPSCOPE_FUZZ_SEED=S` replays it), checks them in batches of 25 and
-runs one rewrite per batch, taken in turn from the seed (8 of the 11 a run, all of them over two), and
+runs one rewrite per batch, taken in turn from the seed (8 of the 12 a run, all of them over two), and
 checks 8 of the models again as one PyTorch module through `.pt2` or ONNX (by the seed's parity)
 against PyTorch itself. Every check again on vulkan-spirv (92 s a batch on lavapipe) is the long
 run's: `python tests/fuzz_models.py` (docs/testing.md).
