@@ -39,9 +39,9 @@ from opscope.ir.commute import Commutes
 from opscope.ir.const_expr import memoized
 from opscope.ir.site_select import select_sites
 from opscope.ir.sites import Site
-from opscope.ir.weight_layout import WeightLayout, drop_unread, weight_layout
+from opscope.ir.weight_layout import WeightLayout, drop_unread, stored_layouts, weight_layout
 from opscope.ir.weight_source import rhs_source
-from opscope.ir.weights import read_stored, resource_attr
+from opscope.ir.weights import resource_attr
 
 log = logging.getLogger("opscope")
 
@@ -72,20 +72,10 @@ class FactorWeight:
                 f"Frobenius norm, got {self.energy}"
             )
         with memoized(), Commutes() as commutes:
-            found = []
-            for site in select_sites(self.name, module, self.sites, self.keep):
-                view = commutes.view(site)  # a W @ x is factored as x ×_K W (`opscope.ir.commute`)
-                layout = self.layout(view)  # every refusal before the first rewrite
-                if isinstance(layout, str):
-                    log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, layout)
-                elif layout is not None:
-                    found.append((view, layout))
-            stored = read_stored(module, [layout.weight for _, layout in found], [site.name for site, _ in found])
+            # a W @ x is factored as x ×_K W (`opscope.ir.commute`)
+            views = (commutes.view(s) for s in select_sites(self.name, module, self.sites, self.keep))
             plans, factored = [], {}
-            for (site, layout), read in zip(found, stored):
-                if isinstance(read, str):
-                    log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, read)
-                    continue
+            for site, layout, read in stored_layouts(self.name, module, views, self.layout):
                 key = (read[0], layout.order, len(layout.k_loops))  # a tied weight read the same way: factored once
                 if key not in factored:
                     factored[key] = self.factors(read[1].transpose(layout.order).reshape(site.k, site.n))

@@ -50,9 +50,9 @@ from opscope.ir.build import cast_float, dim_map, generic
 from opscope.ir.const_expr import memoized
 from opscope.ir.site_select import select_sites
 from opscope.ir.sites import Site
-from opscope.ir.weight_layout import WeightLayout, drop_unread, weight_layout
+from opscope.ir.weight_layout import WeightLayout, drop_unread, stored_layouts, weight_layout
 from opscope.ir.weight_source import rhs_source
-from opscope.ir.weights import elements_attr, read_stored
+from opscope.ir.weights import elements_attr
 
 log = logging.getLogger("opscope")
 
@@ -89,19 +89,9 @@ class SparseWeight:
                 f"fullest output channel holds at most density·K nonzeros), got {self.density}"
             )
         with memoized():
-            found = []
-            for site in select_sites(self.name, module, self.sites, self.keep):
-                layout = self.layout(site)  # every refusal before the first rewrite
-                if isinstance(layout, str):
-                    log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, layout)
-                elif layout is not None:
-                    found.append((site, layout))
-            stored = read_stored(module, [layout.weight for _, layout in found], [site.name for site, _ in found])
             plans = []
-            for (site, layout), read in zip(found, stored):
-                if isinstance(read, str):
-                    log.warning("%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, read)
-                    continue
+            sites = select_sites(self.name, module, self.sites, self.keep)
+            for site, layout, read in stored_layouts(self.name, module, sites, self.layout):
                 idx, val = ellpack(read[1].transpose(layout.order).reshape(site.k, site.n))
                 padded = idx.shape[1] / site.k
                 if padded > self.density:

@@ -10,6 +10,8 @@ old load once the rewritten site no longer reads them.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -18,6 +20,8 @@ from iree.compiler.dialects import linalg
 from opscope.ir.const_expr import owner
 from opscope.ir.sites import Site, is_convolution, loop_sizes
 from opscope.ir.weight_trace import copy_source
+
+log = logging.getLogger("opscope")
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,29 @@ def drop_unread(layout: WeightLayout) -> None:
             owner(dest).erase()
     if isinstance(layout.weight, ir.OpResult) and not len(list(layout.weight.uses)):
         owner(layout.weight).erase()
+
+
+def stored_layouts(
+    name: str, module, sites: Iterable[Site], layout_of: Callable[[Site], WeightLayout | str | None]
+) -> list[tuple[Site, WeightLayout, tuple]]:
+    """(site, its layout, (storage key, float32 values as stored)) of each site whose `layout_of` is a
+    layout and whose weight `opscope.ir.weights.read_stored` reads; the others are warned of by the
+    pass `name` (a layout of None: skipped quietly). Every refusal comes before any rewrite."""
+    from opscope.ir.weights import read_stored
+
+    found = []
+    for site in sites:
+        layout = layout_of(site)
+        if isinstance(layout, str):
+            log.warning("%s: skipping site '%s' at %s: %s", name, site.name, site.location, layout)
+        elif layout is not None:
+            found.append((site, layout))
+    out = []
+    for (site, layout), read in zip(
+        found, read_stored(module, [lay.weight for _, lay in found], [s.name for s, _ in found])
+    ):
+        if isinstance(read, str):
+            log.warning("%s: skipping site '%s' at %s: %s", name, site.name, site.location, read)
+        else:
+            out.append((site, layout, read))
+    return out

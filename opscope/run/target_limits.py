@@ -225,9 +225,14 @@ def guard_normalized_operands(module) -> int:
     contraction (`normalized_operands`), so IREE 3.13 does not fuse the two (the result is the same
     tensor; the contraction stays data-tiled); returns how many. Done on the compiler's copy only
     (`opscope.run.compile`), for targets that data-tile."""
+    return _barriers(module, normalized_operands(module))
+
+
+def _barriers(module: ir.Module, found: list[tuple[ir.Operation, int]]) -> int:
+    """An `iree_tensor_ext.compute_barrier.start` on operand i of each (op, i) of `found` (IREE fuses
+    nothing across it; the value is the same tensor); returns how many."""
     from iree.compiler.dialects import iree_tensor_ext
 
-    found = normalized_operands(module)
     with module.operation.context:
         for op, i in found:
             value = op.operands[i]
@@ -325,16 +330,7 @@ def barrier_contraction_broadcasts(module: ir.Module) -> int:
     IREE 3.13 does not fuse the broadcast into the contraction's dispatch (the result is the same
     tensor); returns how many. Done on the compiler's copy for the SPIR-V targets only
     (`opscope.run.compile`)."""
-    from iree.compiler.dialects import iree_tensor_ext
-
-    found = contraction_broadcasts(module)
-    with module.operation.context:
-        for op, i in found:
-            value = op.operands[i]
-            with op.location:
-                barrier = iree_tensor_ext.ComputeBarrierStartOp(value.type, value, [], ip=ir.InsertionPoint(op))
-            op.operands[i] = barrier.result
-    return len(found)
+    return _barriers(module, contraction_broadcasts(module))
 
 
 def _transposed(value: ir.Value, perm: list[int], tensor) -> ir.Value:
