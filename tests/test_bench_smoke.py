@@ -112,6 +112,13 @@ def test_opscope_kernels_quick(capsys):
     assert wrong.wrong and "WRONG (> 0.03)" in text and "vulkan-spirv 32×128×384 W8A8: 1.8 > 0.03" in text
 
 
+def test_bench_sparse_weight_quick_runs():
+    """Every ELLPACK form of a pruned weight equals numpy's product (the script checks) and is timed."""
+    proc = run_bench("bench_sparse_weight.py", "--quick")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert all(form in proc.stdout for form in ("dense", "ell m,n,l", "ell m,l,n", "ell xT n,l,m"))
+
+
 def test_bench_live_quick_runs():
     proc = run_bench("bench_live.py", "--quick")
     assert proc.returncode == 0, proc.stderr[-2000:]
