@@ -490,3 +490,17 @@ def test_one_site_name_whatever_the_command(tmp_path):
     proc = run([str(BIN / "opscope"), "profile", str(path), "--steps", "1", "--out", str(tmp_path / "run")])
     assert proc.returncode == 0, proc.stderr
     assert [s.name for s in Manifest.load(tmp_path / "run" / "manifest.json").sites] == ["attn/q"]
+
+
+def test_a_command_that_quiets_the_notes_quiets_them_for_itself_only(tmp_path):
+    """`mine` and `report` set opscope's logger to ERROR (their notes are the report's); called in
+    process (tests, notebooks), the next command's warnings were lost (the full suite lost a lost-device
+    warning in tests/test_loaded_module.py). `main` restores the level, on errors too."""
+    import logging
+
+    from opscope.cli import main
+
+    log = logging.getLogger("opscope")
+    before = log.level
+    assert main(["mine", str(tmp_path / "no-such.csv")]) == 1
+    assert log.level == before

@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="opscope: warning: %(message)s", level=logging.WARNING)
     if not getattr(args, "fn", None):
         args = parser.parse_args(["profile"])
-    try:
+    log = logging.getLogger("opscope")
+    level = log.level  # a command that quiets opscope's notes (mine, report) quiets them for itself only:
+    try:  # `main` called again in the same process (tests, notebooks) logs as before
         return args.fn(args)
     except OpscopeError as e:
         print(f"opscope: error: {e}", file=sys.stderr)
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `opscope ... | head`
         sys.stderr.close()
         return 0
+    finally:
+        log.setLevel(level)
 
 
 if __name__ == "__main__":
