@@ -160,7 +160,7 @@ def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: 
             raise OpscopeError(
                 f"parity: result {i} differs after injection on {target} at {int(bad.sum())} of "
                 f"{bad.size} elements (max |Δ| {off.max() if off.size else float('nan'):.3g}; first at "
-                f"{list(where)}: {y[where]:.6g} instrumented, {x[where]:.6g} as is)"
+                f"{list(where)}: {y[where]:.6g} instrumented, {x[where]:.6g} as is){WHICH}"
             )
         if eps is not None:
             finite = np.isfinite(x) & np.isfinite(y)
@@ -169,12 +169,15 @@ def compare_originals(base: list[np.ndarray], tapped: list[np.ndarray], target: 
             if rel > ROUNDING_L2 * eps:
                 raise OpscopeError(
                     f"parity: result {i} differs after injection on {target} by a relative L2 error of "
-                    f"{rel:.3g}, more than {ROUNDING_L2} roundings of its 16-bit type ({ROUNDING_L2 * eps:.3g})"
+                    f"{rel:.3g}, more than {ROUNDING_L2} roundings of its 16-bit type ({ROUNDING_L2 * eps:.3g}){WHICH}"
                 )
         worst = max(worst, float(diff.max(initial=0.0)))
     return worst
 
 
+# A tap changes what IREE fuses, and a miscompile can sit in either build: the long run's GQA attention
+# differed on vulkan-spirv because the untapped build was wrong (docs/testing.md).
+WHICH = "; either build may be the wrong one (taps change what IREE fuses): run both on llvm-cpu to tell"
 PARITY_TOL = 1e-3  # the reference's gate for a 32-bit result: |x−y| ≤ 1e-3·(1+max|·|)
 # A 16-bit float result (a bf16 or f16 model's) may differ by its type's rounding: a tap that
 # splits a fused dispatch makes IREE round an intermediate that the fused build kept in f32, and
