@@ -222,3 +222,31 @@ func.func @main(%x: tensor<8x4xbf16>) -> tensor<8x16xf32> {
     with pytest.raises(OpscopeError, match="'arith.constant' op failed to verify that all of"):
         compile_module(text, "llvm-cpu")
     compile_module(text.replace("dense_resource<w>", "dense<1.0>"), "llvm-cpu")  # the workaround's form builds
+
+
+def test_the_sparse_form_computes_numpys_product_on_vulkan(vulkan):
+    """The same gather-and-reduce generic through IREE's SPIR-V code (lavapipe here)."""
+    from opscope.ir.loading import module_text, new_context, parse_module
+    from opscope.passes.sparse_weight import SparseWeight
+    from opscope.run.compile import compile_module
+    from opscope.run.runtime import load
+
+    rng = np.random.default_rng(3)
+    w, x = _pruned(rng, (64, 48)), rng.standard_normal((8, 64)).astype(np.float32)
+    text = f"""func.func @f(%x: tensor<8x64xf32>) -> tensor<8x48xf32> {{
+  %w = arith.constant {_hex(w)} : tensor<64x48xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x48xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<8x48xf32>) -> tensor<8x48xf32>
+  %0 = linalg.matmul ins(%x, %w : tensor<8x64xf32>, tensor<64x48xf32>) outs(%c : tensor<8x48xf32>) -> tensor<8x48xf32> loc("fc")
+  return %0 : tensor<8x48xf32>
+}}"""
+    ctx = new_context()
+    module = parse_module(text, ctx, "sparse")
+    with ctx:
+        SparseWeight().apply(module)
+        rewritten = module_text(module)
+    assert "tensor.extract" in rewritten
+    got = np.asarray(load(compile_module(rewritten, vulkan)).invoke("f", x)[0])
+    ref = x.astype(np.float64) @ w
+    assert np.abs(got - ref).max() <= TOL * np.abs(ref).max()
