@@ -1,8 +1,8 @@
 """A mostly-zero constant weight: dense against ELLPACK forms of it, through IREE, side by side.
 
-x[m, K] · W[K, N], W pruned to its largest `keep` share by magnitude and stored as a constant:
-`dense` (the module as is), `ell m,n,l` (what `sparse-weight` writes: idx/val [N, L], a gather of
-x[m, idx[n, l]] reduced over l innermost), `ell m,l,n` (idx/val stored [L, N], n innermost: the
+x[m, K] · W[K, N] (`opscope kernels`' matmul), W pruned to its largest `keep` share by magnitude
+and stored as a constant: `dense` (as is), `ell m,n,l` (what `sparse-weight` writes: idx/val
+[N, L], a gather of x[m, idx[n, l]] reduced over l innermost), `ell m,l,n` (idx/val stored [L, N], n innermost: the
 gather vectorizes across output channels) and `ell xT n,l,m` (x transposed first, the gather reads
 rows of xᵀ contiguous in m). Each is checked against numpy's float64 product, then all are timed by
 `iree-benchmark-module` in alternating rounds (`opscope.run.call_timing`): the minimum µs per
@@ -31,18 +31,6 @@ QUICK = ((32, 64, 256, 0.1),)
 
 def _hex(a: np.ndarray) -> str:
     return 'dense<"0x' + np.ascontiguousarray(a).tobytes().hex().upper() + '">'
-
-
-def dense_module(m: int, k: int, n: int, w: np.ndarray) -> str:
-    return f"""
-func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
-  %w = arith.constant {_hex(w)} : tensor<{k}x{n}xf32>
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %c = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.matmul ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%c : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32> loc("fc")
-  return %r : tensor<{m}x{n}xf32>
-}}"""
 
 
 def ell_module(m: int, k: int, n: int, w: np.ndarray, order: str) -> str:
@@ -96,14 +84,19 @@ func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{{pre}
 }}"""
 
 
-def forms(m: int, k: int, n: int, w: np.ndarray) -> dict[str, str]:
-    """Form name -> module text; `ell m,n,l` is `sparse-weight`'s own rewrite of the dense module."""
+def forms(m: int, k: int, n: int, keep: float) -> tuple[dict[str, str], np.ndarray]:
+    """(form name -> module text, W [K, N]): `opscope kernels`' matmul (a constant global weight) with
+    its weight pruned to its largest `keep` share; `ell m,n,l` is `sparse-weight`'s own rewrite of it."""
+    from opscope.act.kernels import prune_weight
     from opscope.ir.loading import module_text, new_context, parse_module
+    from opscope.ir.weights import read_weights
+    from opscope.models.demo import matmul_module
     from opscope.passes.sparse_weight import SparseWeight
 
-    dense = dense_module(m, k, n, w)
     ctx = new_context()
-    module = parse_module(dense, ctx, "bench")
+    module = parse_module(matmul_module(m, k, n, weights="globals", name="fc"), ctx, "bench")
+    dense, w = prune_weight(module, read_weights(module)[0].values.astype(np.float64), keep)
+    w = w.astype(np.float32)
     with ctx:
         SparseWeight(density=1.0).apply(module)
         ell = module_text(module)
@@ -112,7 +105,7 @@ def forms(m: int, k: int, n: int, w: np.ndarray) -> dict[str, str]:
         "ell m,n,l": ell,
         "ell m,l,n": ell_module(m, k, n, w, "mln"),
         "ell xT n,l,m": ell_module(m, k, n, w, "xT"),
-    }
+    }, w
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,11 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     rng = np.random.default_rng(0)
     rows = []
     for m, k, n, keep in QUICK if args.quick else SHAPES:
-        w = rng.standard_normal((k, n)).astype(np.float32)
-        w = np.where(np.abs(w) >= np.quantile(np.abs(w), 1 - keep), w, 0.0).astype(np.float32)
+        texts, w = forms(m, k, n, keep)
         x = rng.standard_normal((m, k)).astype(np.float32)
         want = x.astype(np.float64) @ w
-        built = {name: compile_module(text, "llvm-cpu") for name, text in forms(m, k, n, w).items()}
+        built = {name: compile_module(text, "llvm-cpu") for name, text in texts.items()}
         for name, compiled in built.items():
             got = np.asarray(load(compiled).invoke("main", x)[0], np.float64)
             err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))

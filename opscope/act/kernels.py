@@ -175,10 +175,11 @@ def bench_shape(m: int, k: int, n: int, target: str, rounds: int, report: Kernel
     from opscope.run.runtime import load
 
     text = matmul_module(m, k, n, weights="globals", name="fc")
-    w = read_weights(parse_module(text, new_context(), "kernel"))[0].values.astype(np.float64)
+    module = parse_module(text, new_context(), "kernel")
+    w = read_weights(module)[0].values.astype(np.float64)
     x = np.random.default_rng(0).standard_normal((m, k)).astype(np.float32)
     x[:, : k // 2] = 0.0  # every variant gets the same x: half of K zero, for the sparse skip
-    pruned_text, pruned = _pruned(text, w)
+    pruned_text, pruned = prune_weight(module, w)
     cases = [(name, text, pipeline, w) for name, pipeline in variants(k, n).items()]
     cases.append((SPARSE_VARIANT, pruned_text, "sparse-weight", pruned))
     built = []
@@ -198,14 +199,13 @@ def bench_shape(m: int, k: int, n: int, target: str, rounds: int, report: Kernel
         report.rows.append(KernelRow(target, f"{m}×{k}×{n}", name, t.min_us, speed, err, len(compiled.vmfb)))
 
 
-def _pruned(text: str, w: np.ndarray) -> tuple[str, np.ndarray]:
-    """The module with its weight W [K, N] pruned to its largest SPARSE_KEEP by magnitude, and that W."""
-    from opscope.ir.loading import module_text, new_context, parse_module
+def prune_weight(module, w: np.ndarray, keep: float = SPARSE_KEEP) -> tuple[str, np.ndarray]:
+    """The one-weight `module` (edited in place) with its weight W [K, N] (`w`) pruned to its largest
+    `keep` share by magnitude, as text, and that pruned W."""
+    from opscope.ir.loading import module_text
     from opscope.ir.weights import read_weights, replace_weights
 
-    keep = np.abs(w) >= np.quantile(np.abs(w), 1.0 - SPARSE_KEEP)
-    pruned = np.where(keep, w, 0.0)
-    module = parse_module(text, new_context(), "kernel")
+    pruned = np.where(np.abs(w) >= np.quantile(np.abs(w), 1.0 - keep), w, 0.0)
     (weight,) = read_weights(module)
     replace_weights(module, {weight.name: np.ascontiguousarray(pruned.T, np.float32)})  # as [out, K]
     return module_text(module, debug_info=True), pruned

@@ -96,29 +96,21 @@ def add_sketches(
         )
 
 
-def live_sketch_config(args: argparse.Namespace) -> Any:
-    """Live's `StatConfig` from `add_sketches`'s options: None (`StatConfig.live()`) when none is given;
-    --hist-bins N a fixed-range histogram over the default [hist_min, hist_max] (bins of one range
-    add up across calls and workers; bins of each call's own scale would not); --lean live's own set."""
-    if not (args.lean or args.hist_bins is not None or args.roles is not None or args.dequantize_codes):
+def sketch_config(args: argparse.Namespace, live: bool = False) -> Any:
+    """The `StatConfig` of `add_sketches`'s options (default `StatConfig()`). `live`: on live's own set
+    (`StatConfig.live()`, None when no option is given; --lean names it), --hist-bins N a fixed-range
+    histogram over the default [hist_min, hist_max] (bins of one range add up across calls and
+    workers; bins of each call's own scale would not)."""
+    given = args.lean or args.hist_bins is not None or args.roles is not None or args.dequantize_codes
+    if live and not given:
         return None
-    changes: dict[str, Any] = {}
-    if args.hist_bins is not None:
-        changes.update(hist_bins=args.hist_bins, hist_normalize=False)
-    if args.roles is not None:
-        changes["roles"] = tuple(r.strip() for r in args.roles.split(",") if r.strip())
-    if args.dequantize_codes:
-        changes["dequantize_codes"] = True
-    return opscope.StatConfig.live().replace(**changes)
-
-
-def sketch_config(args: argparse.Namespace) -> Any:
-    """The `StatConfig` of `add_sketches`'s options (default `StatConfig()`)."""
-    config = opscope.StatConfig.lean() if args.lean else opscope.StatConfig()
+    config = opscope.StatConfig.live() if live else opscope.StatConfig.lean() if args.lean else opscope.StatConfig()
     changes: dict[str, Any] = {}
     if args.hist_bins is not None:
         changes["hist_bins"] = args.hist_bins
-        if args.hist_bins and not config.hist_normalize:  # lean keeps no range of its own: the default's
+        if live:
+            changes["hist_normalize"] = False
+        elif args.hist_bins and not config.hist_normalize:  # lean keeps no range of its own: the default's
             changes["hist_normalize"] = opscope.StatConfig().hist_normalize
     if args.roles is not None:
         changes["roles"] = tuple(r.strip() for r in args.roles.split(",") if r.strip())

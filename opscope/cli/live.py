@@ -11,9 +11,9 @@ from opscope.cli.arguments import (
     add_sketches,
     add_source,
     add_target,
-    live_sketch_config,
     parameters,
     report_format,
+    sketch_config,
     write_html,
 )
 
@@ -107,7 +107,7 @@ def _cmd_live(args) -> int:
         snapshot_every=args.snapshot_every,
         force=args.force,
         sites=args.sites,
-        config=live_sketch_config(args),
+        config=sketch_config(args, live=True),
         **parameters(args),
     )
     print(opscope.render(run, report_format(args)))

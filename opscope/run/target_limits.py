@@ -296,6 +296,7 @@ def contraction_broadcasts(module: ir.Module) -> list[tuple[ir.Operation, int]]:
     [2, M, N], off by O(1) or garbage; 32×64×16 and up right), where the same two ops in two
     dispatches are right (found by the generated-model tests on a GQA attention; a strict xfail
     pins it)."""
+    from opscope.ir.flops import indexing_maps
     from opscope.ir.sites import find_sites
     from opscope.ir.weight_trace import copy_source
 
@@ -306,7 +307,7 @@ def contraction_broadcasts(module: ir.Module) -> list[tuple[ir.Operation, int]]:
         if op.name == "linalg.broadcast":
             spread = [0]
         elif op.name == "linalg.generic":
-            maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+            maps = indexing_maps(op.attributes["indexing_maps"])
             iters = [str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
             spread = []
             for i in range(len(op.opview.inputs)):
