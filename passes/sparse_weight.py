@@ -89,10 +89,13 @@ class SparseWeight:
                 f"fullest output channel holds at most density·K nonzeros), got {self.density}"
             )
         with memoized():
-            plans = []
+            plans, packed = [], {}
             sites = select_sites(self.name, module, self.sites, self.keep)
             for site, layout, read in stored_layouts(self.name, module, sites, self.layout):
-                idx, val = ellpack(read[1].transpose(layout.order).reshape(site.k, site.n))
+                key = (read[0], layout.order)  # a tied weight read the same way: packed once
+                if key not in packed:
+                    packed[key] = ellpack(read[1].transpose(layout.order).reshape(site.k, site.n))
+                idx, val = packed[key]
                 padded = idx.shape[1] / site.k
                 if padded > self.density:
                     log.warning(
