@@ -125,3 +125,31 @@ def test_a_lost_gpu_device_is_dropped_and_the_call_made_again(vulkan, monkeypatc
     np.testing.assert_array_equal(loaded.invoke("main", A, B)[0], A + B)
     assert system_setup._GLOBAL_DEVICES_BY_URI.get("vulkan") is not before  # a fresh device
     assert "the vulkan device was lost calling main; calling it again on a fresh device" in caplog.text
+
+
+def test_a_shared_gpu_device_goes_with_the_last_module_that_holds_it(vulkan):
+    """IREE caches one Vulkan device per process, and an idle lavapipe device keeps a core polling:
+    the device stays while a loaded module holds it and goes with the last one released or collected
+    (no cached device left); `release_devices` gives back every module's at once; every call still
+    gives numpy's sum, a released module loading itself again."""
+    from iree.runtime import system_setup
+
+    cached = system_setup._GLOBAL_DEVICES_BY_URI
+    compiled = compile_module(SOURCE, vulkan)
+    first, second = load(compiled), load(compiled)
+    assert "vulkan" in cached
+    first.release()
+    assert "vulkan" in cached  # the second still holds it
+    np.testing.assert_array_equal(second.invoke("main", A, B)[0], A + B)
+    second.release()
+    assert "vulkan" not in cached
+    np.testing.assert_array_equal(first.invoke("main", A, B)[0], A + B)  # loads again, on a fresh device
+    assert "vulkan" in cached
+    del first
+    gc.collect()
+    assert "vulkan" not in cached  # collected without a release: the device went with it
+    np.testing.assert_array_equal(second.invoke("main", A, B)[0], A + B)
+    assert runtime.release_devices("vulkan") == 1
+    assert "vulkan" not in cached and second.context is None
+    assert runtime.release_devices("vulkan") == 0
+    np.testing.assert_array_equal(second.invoke("main", A, B)[0], A + B)
