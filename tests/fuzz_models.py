@@ -33,8 +33,6 @@ import generated_torch as gt  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 
-from opscope.run.runtime import release_devices  # noqa: E402
-
 BATCH = 25
 TORCH_BATCH = 8
 
@@ -116,6 +114,8 @@ def run_chunk(
             chunk.rewrites[name] = chunk.rewrites.get(name, 0) + outcome.checked
             chunk.problems += [f"batch {b}: {name}: {p}" for p in found]
             if name == "vulkan-spirv":  # an idle lavapipe device keeps both cores polling (opscope.run.runtime)
+                from opscope.run.runtime import release_devices
+
                 release_devices("vulkan")
     if torch_models:
         before = len(gt.IREE_FAILURES)

@@ -109,6 +109,9 @@ class InstrumentedModel:
         warning when IREE cannot compile the untapped model though it compiled the tapped
         one (an IREE limitation: the recording goes on, unchecked)."""
         untiled = (NO_DATA_TILING,) if NO_DATA_TILING in self.manifest.flags else ()  # the same kernels
+        # Its device goes before the compile: its memory, and on lavapipe the polling threads an idle
+        # Vulkan device keeps (opscope.run.runtime), which would take the compiler's cores.
+        self.loaded.release(files=False)
         try:
             with ticking(f"compile the untapped model for {self.target} (parity)"):
                 compiled = compile_module(self.base_source, self.target, untiled)
@@ -125,7 +128,6 @@ class InstrumentedModel:
                 "parity: IREE compiles the untapped model only without data tiling (the tapped one with it): "
                 "their matmul kernels differ, so the originals may differ in their last bits"
             )
-        self.loaded.release(files=False)  # its device's memory goes before the untapped build's comes
         base = load(compiled).invoke(self.function, *inputs)
         return compare_originals(base, self.original(outputs), self.target)
 
