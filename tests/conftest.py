@@ -63,6 +63,9 @@ _deselected: list = []
 # The generated-model slice (tests/test_generated_models.py): a fresh seed each run unless
 # OPSCOPE_FUZZ_SEED replays one, printed in the header; OPSCOPE_FUZZ_MODELS sets how many models.
 FUZZ_SEED = int(os.environ.get("OPSCOPE_FUZZ_SEED") or secrets.randbelow(2**31))
+# pytest-xdist's workers start after this file is read and inherit the environment: every worker
+# draws the seed the header printed.
+os.environ["OPSCOPE_FUZZ_SEED"] = str(FUZZ_SEED)
 FUZZ_MODELS = int(os.environ.get("OPSCOPE_FUZZ_MODELS") or 200)
 
 
@@ -83,6 +86,33 @@ def fuzz_models() -> int:
 def pytest_configure(config):
     if _in_ci() and config.option.durations is None:
         config.option.durations = SLOWEST_IN_CI
+    _refuse_a_distributed_deselection(config)
+
+
+DEFAULT_MARKEXPR = "not families_full and not installed_wheel"  # pyproject.toml's addopts
+
+
+def _refuse_a_distributed_deselection(config) -> None:
+    """Under CI=true with pytest-xdist workers (`-n 2`, the README's command), refuse `-k`,
+    `--deselect` or another `-m` before any worker starts: the workers collect, and a worker's
+    refusal (`pytest_collection_finish`) would reach the terminal as an xdist INTERNALERROR."""
+    if not _in_ci() or hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    markexpr = (config.option.markexpr or "").strip()
+    how = [
+        flag
+        for flag, given in (
+            ("-k", bool(config.option.keyword)),
+            ("--deselect", bool(config.option.deselect)),
+            ("-m", markexpr not in SCHEDULED and markexpr != DEFAULT_MARKEXPR),
+        )
+        if given
+    ]
+    if how:
+        raise pytest.UsageError(
+            f"CI=true: {'/'.join(how)} deselects tests that no scheduled run covers: CI runs every test; drop "
+            f"it, or mark the tests with one of {', '.join(SCHEDULED)} (each has its own run)"
+        )
 
 
 def pytest_deselected(items):
@@ -108,14 +138,33 @@ def pytest_collection_finish(session):
         )
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Say which tests the run left out on purpose, and where they run instead."""
+def _scheduled_counts(config) -> dict[str, int]:
+    """How many tests of each scheduled marker this process deselected (the run selecting none)."""
     counts: dict[str, int] = {}
-    selected = (terminalreporter.config.option.markexpr or "").strip()
+    selected = (config.option.markexpr or "").strip()
     for item in _deselected:
         marker = _scheduled_marker(item)
         if marker is not None and marker != selected:
             counts[marker] = counts.get(marker, 0) + 1
+    return counts
+
+
+_worker_counts: dict[str, int] = {}  # under pytest-xdist: what the workers deselected (each collects all)
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: tell the controller
+        session.config.workeroutput["opscope_scheduled"] = _scheduled_counts(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _worker_counts.update(getattr(node, "workeroutput", {}).get("opscope_scheduled", {}))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say which tests the run left out on purpose, and where they run instead."""
+    counts = _scheduled_counts(terminalreporter.config) or dict(_worker_counts)
     if counts:
         terminalreporter.write_line(
             "deselected by design: "

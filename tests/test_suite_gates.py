@@ -150,3 +150,23 @@ def test_the_scheduled_deselections_pass_under_ci_and_are_said():
     found = re.search(r"deselected by design: (\d+) families_full \(run by \.ci/families-full", proc.stdout)
     assert found and int(found.group(1)) >= 100, proc.stdout[-2000:]
     assert full.returncode == 0 and re.search(r"\d+/\d+ tests collected \(\d+ deselected\)", full.stdout)
+
+
+def test_the_guards_hold_on_the_readmes_two_workers():
+    """The README's command runs on pytest-xdist workers (`-n 2`), which collect in their own
+    processes: under CI=true a `-k` still stops the run before anything runs, in one line naming
+    the flag (not an xdist INTERNALERROR); the scheduled deselections are still said, from the
+    workers' counts; and every worker draws the generated models' seed the header printed."""
+    children = [
+        pytest_start("-n", "2", "tests/test_tools.py", "-k", "version", ci=True),
+        pytest_start("-n", "2", "tests/test_installed_wheel.py", ci=True),
+    ]
+    refused, scheduled = (finish(c) for c in children)
+    assert refused.returncode == 4, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "CI=true: -k deselects tests that no scheduled run covers" in refused.stderr
+    assert "INTERNALERROR" not in refused.stdout + refused.stderr
+    assert scheduled.returncode == 5, scheduled.stdout[-2000:]  # pytest's "no tests ran"
+    assert "deselected by design: 4 installed_wheel (run by .ci/run, after the suite)" in scheduled.stdout
+    import conftest
+
+    assert os.environ["OPSCOPE_FUZZ_SEED"] == str(conftest.FUZZ_SEED)  # what an xdist worker inherits
