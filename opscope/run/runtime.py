@@ -240,7 +240,8 @@ def load(compiled: CompiledModule, retry: bool = True) -> LoadedModule:
         raise explained from None
     loaded = LoadedModule(compiled, config, ctx)
     _live.add(loaded)
-    weakref.finalize(loaded, _forget_unused_device, driver)  # collected without a release: the same
+    # Collected without a release: the same; not at exit, where the process takes its devices anyway.
+    weakref.finalize(loaded, _forget_unused_device, driver).atexit = False
     return loaded
 
 
