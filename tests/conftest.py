@@ -89,7 +89,10 @@ def pytest_configure(config):
     _refuse_a_distributed_deselection(config)
 
 
-DEFAULT_MARKEXPR = "not families_full and not installed_wheel"  # pyproject.toml's addopts
+def _addopts_markexpr(config) -> str:
+    """The `-m` expression of the ini file's addopts (pyproject.toml): the default run's deselection."""
+    args = list(config.getini("addopts"))
+    return next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-m"), "").strip()
 
 
 def _refuse_a_distributed_deselection(config) -> None:
@@ -104,7 +107,7 @@ def _refuse_a_distributed_deselection(config) -> None:
         for flag, given in (
             ("-k", bool(config.option.keyword)),
             ("--deselect", bool(config.option.deselect)),
-            ("-m", markexpr not in SCHEDULED and markexpr != DEFAULT_MARKEXPR),
+            ("-m", markexpr not in SCHEDULED and markexpr != _addopts_markexpr(config)),
         )
         if given
     ]

@@ -156,7 +156,8 @@ def test_the_guards_hold_on_the_readmes_two_workers():
     """The README's command runs on pytest-xdist workers (`-n 2`), which collect in their own
     processes: under CI=true a `-k` still stops the run before anything runs, in one line naming
     the flag (not an xdist INTERNALERROR); the scheduled deselections are still said, from the
-    workers' counts; and every worker draws the generated models' seed the header printed."""
+    workers' counts; and the generated models' seed the header printed is in the environment the
+    workers inherit (so each draws it, not one of its own)."""
     children = [
         pytest_start("-n", "2", "tests/test_tools.py", "-k", "version", ci=True),
         pytest_start("-n", "2", "tests/test_installed_wheel.py", ci=True),

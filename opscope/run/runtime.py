@@ -128,13 +128,15 @@ class LoadedModule:
         self._stale, self._calls = False, {}
         return inputs
 
-    def _drop(self) -> None:
-        """Let the context, then its device, go (before a new device is made)."""
+    def _drop(self, collect: bool = True) -> None:
+        """Let the context, then its device, go (before a new device is made); without `collect`
+        the caller collects once for several modules."""
         self.context = None
         self.config = None
         _forget_unused_device(self.driver)
-        gc.collect()  # IREE's Python objects hold cycles: without a collection the old device stays
-        give_back_freed_memory()  # its buffers' memory, which the heap would otherwise keep
+        if collect:
+            gc.collect()  # IREE's Python objects hold cycles: without a collection the old device stays
+            give_back_freed_memory()  # its buffers' memory, which the heap would otherwise keep
 
     def to_numpy(self, arrays) -> list[np.ndarray]:
         """Bring device arrays to the host, as arrays of their own: `to_host()` maps the device's
@@ -205,9 +207,9 @@ def release_devices(driver: str) -> int:
 
     held = [m for m in list(_live) if m.driver == driver and m.context is not None]
     cached = driver in system_setup._GLOBAL_DEVICES_BY_URI
-    for m in held:  # `_drop` without a collection each: one below serves them all
-        m.context = m.config = None
-    forget_device(driver)
+    for m in held:
+        m._drop(collect=False)  # one collection below serves them all
+    forget_device(driver)  # cached with no module holding it
     if held or cached:
         gc.collect()
         give_back_freed_memory()
