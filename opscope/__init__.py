@@ -85,6 +85,7 @@ __all__ = [
     "graph",
     "view",
     "kernel_plan",
+    "write_calibration",
     "sweep",
     "seq",
     "replay",
@@ -1065,6 +1066,15 @@ def kernel_plan(
         progress=progress,
         parameters=parameters,
     )
+
+
+def write_calibration(run: str | Path, out: str | Path | None = None) -> Path:
+    """The calibration file `quantize-weight{smooth=α calibration=FILE}` and `static=true` read: per
+    recorded site, its lhs' max|x| per channel over every step of profile run `run`, as an .npz
+    (default `RUN/calibration.npz`); `kernel_plan` writes it itself for its SmoothQuant candidates."""
+    from opscope.act.calibration import write_calibration as write
+
+    return write(run, out)
 
 
 def demo_numbers(run: str | Path) -> list[str]:

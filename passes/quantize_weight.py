@@ -82,7 +82,8 @@ from opscope.ir.const_expr import memoized, owner
 from opscope.ir.fakequant import TINY, qmax, quantize
 from opscope.ir.site_select import select_sites
 from opscope.ir.sites import Site, is_convolution, operand_dims
-from opscope.ir.weight_source import rhs_source
+from opscope.ir.smoothing import read_calibration, smoothing_factors
+from opscope.ir.weight_source import lhs_weight, rhs_source
 from opscope.ir.weight_trace import trace_weight
 from opscope.ir.weights import read_stored
 
@@ -115,6 +116,9 @@ class QuantizeWeight:
     group: int = 0
     activations: bool = False
     sites: str = ""
+    calibration: str = ""  # an .npz of each site's lhs max|x| per K channel (`opscope.ir.smoothing`)
+    smooth: float = 0.0  # SmoothQuant's migration strength α in (0, 1]; 0: no smoothing
+    static: bool = False  # W8A8 with one activation scale calibrated offline instead of one per row at run time
     keep: Callable[[Site], bool] | None = field(default=None, compare=False, metadata={"api_only": True})
 
     def __post_init__(self) -> None:
@@ -126,7 +130,23 @@ class QuantizeWeight:
             )
 
     def check(self) -> None:
-        """Refuse a bit width IREE stores no integer type for, and W8A8 with anything but 8 bits per channel."""
+        """Refuse a bit width IREE stores no integer type for, W8A8 with anything but 8 bits per
+        channel, and smoothing or static scales without a calibration file (or the file without them)."""
+        if not 0.0 <= self.smooth <= 1.0:
+            raise OpscopeError(f"{self.name}: option 'smooth' expects α in [0, 1] (0: off), got {self.smooth:g}")
+        if self.static and not self.activations:
+            raise OpscopeError(
+                f"{self.name}: static=true calibrates the activations' int8 scale: add activations=true (W8A8)"
+            )
+        if (self.smooth or self.static) and not self.calibration:
+            raise OpscopeError(
+                f"{self.name}: {'smooth' if self.smooth else 'static'} needs the activations' recorded maxima: "
+                "add calibration=FILE.npz (opscope.write_calibration writes one from a profile run)"
+            )
+        if self.calibration and not (self.smooth or self.static):
+            raise OpscopeError(
+                f"{self.name}: calibration is read for smooth=α or static=true only: add one, or drop calibration"
+            )
         if self.bits not in BITS:
             raise OpscopeError(f"{self.name}: option 'bits' expects 4 or 8 (codes stored as i4 or i8), got {self.bits}")
         if self.activations and (self.bits != 8 or self.group):
@@ -136,9 +156,10 @@ class QuantizeWeight:
                 f"W{self.bits}A16"
             )
 
-    def plan(self, site: Site) -> _Plan | str:
+    def plan(self, site: Site, calibration: dict[str, np.ndarray] | None = None) -> _Plan | str:
         """How `site` reads its weight, or why it is skipped; raises for a site `sites` names whose
-        rhs is no constant, and for K not a multiple of `group`."""
+        rhs is no constant or that `calibration` lacks, for K not a multiple of `group`, and for a
+        calibration entry of another length than the site's K."""
         where = f"{self.name}: site '{site.name}' at {site.location}"
         source = rhs_source(site)
         if source != "constant":
@@ -176,17 +197,51 @@ class QuantizeWeight:
                 return "its lhs is indexed by a compound expression of its K loops"
             if _row_positions(site, lhs_k) is None:
                 return "its lhs rows are not indexed by plain loops the result keeps"
+        if calibration is not None:
+            why = self._calibrated(site, calibration)
+            if why:
+                if self.sites:
+                    raise OpscopeError(f"{where}: {why}: leave it out of 'sites'")
+                return why
         perm = codes_layout(len(loops), k_dims)
         return _Plan(
             site, weight, perm, tuple(loops[d] for d in perm), tuple(perm.index(d) for d in k_dims), tuple(chain)
         )
 
+    def _unsmoothed(self, site: Site, why: str) -> str:
+        """`why` a site cannot be calibrated, as a skip; raised when `sites` names it."""
+        if self.sites:
+            raise OpscopeError(f"{self.name}: site '{site.name}' at {site.location}: {why}: leave it out of 'sites'")
+        return why
+
+    def _calibrated(self, site: Site, calibration: dict[str, np.ndarray]) -> str:
+        """Why `site` cannot be smoothed or statically scaled from `calibration` ("" when it can);
+        raises for an entry of another length than the site's K (a calibration of another model)."""
+        lhs_k = operand_dims(site, "lhs")
+        rank = len(site.shape("lhs"))
+        if lhs_k != (rank - 1,):
+            return "its lhs is not contracted along its last dim alone (calibrated per last-dim channel)"
+        if site.name not in calibration:
+            return f"the calibration file {self.calibration} has no entry for it"
+        have, k = len(calibration[site.name]), site.shape("lhs")[-1]
+        if have != k:
+            raise OpscopeError(
+                f"{self.name}: site '{site.name}' at {site.location}: calibration {self.calibration} holds {have} "
+                f"channels, its lhs "
+                f"has K = {k}: calibrate on a run of this model"
+            )
+        return ""
+
     def apply(self, module) -> None:
         self.check()
+        calibration = read_calibration(self.name, self.calibration) if self.calibration else None
         with memoized(), Commutes() as commutes:
             plans: list[_Plan] = []
             for site in select_sites(self.name, module, self.sites, self.keep):
-                plan = self.plan(commutes.view(site))  # every refusal before the first rewrite
+                if calibration is not None and lhs_weight(site):  # its recorded lhs maxima are the weight's
+                    plan = self._unsmoothed(site, "its weight is its lhs (W @ x): the calibration holds no x maxima")
+                else:
+                    plan = self.plan(commutes.view(site), calibration)  # every refusal before the first rewrite
                 if isinstance(plan, str):
                     level = logging.INFO if plan.startswith("its rhs is") else logging.WARNING
                     log.log(level, "%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, plan)
@@ -195,8 +250,10 @@ class QuantizeWeight:
             for plan in plans:  # a W @ x is rewritten as x ×_K W (`opscope.ir.commute`)
                 commutes.adopt(plan.site)
         stored = read_stored(module, [p.weight for p in plans], [p.site.name for p in plans])
-        built: dict = {}  # (storage, K dims, function) -> (codes, scales): a tied weight is quantized once
+        calibrated = self._calibrations(plans, stored, calibration) if calibration is not None else {}
+        built: dict = {}  # (storage, K dims, function, lhs if smoothed) -> (codes, scales): a tied weight once
         rows: dict = {}  # (lhs, K dims) -> (i8 codes, amax): q/k/v projections of one x share it
+        divided: dict = {}  # lhs -> x·(1/s): the smoothed activation, shared by the sites that read x
         done = 0
         for plan, read in zip(plans, stored):
             site = plan.site
@@ -206,16 +263,27 @@ class QuantizeWeight:
             key, values = read
             values = np.transpose(values, plan.perm)
             ip, loc = ir.InsertionPoint(site.op), site.op.location
-            cache = (key, plan.perm, plan.k_dims, site.op.parent)
+            lhs = site.op.operands[0]
+            cal = calibrated.get(lhs)
+            cache = (key, plan.perm, plan.k_dims, site.op.parent, lhs if self.smooth else None)
             with loc:
+                if self.smooth:
+                    values = values * cal.factors.reshape(
+                        [-1 if d == plan.k_dims[0] else 1 for d in range(values.ndim)]
+                    )
+                    if lhs not in divided:
+                        divided[lhs] = _divide_channels(lhs, cal.inverse, ip)
+                    lhs = divided[lhs]
                 if cache not in built:
                     codes, scales = quantize(values, plan.k_dims, self.bits, self.group)
                     built[cache] = _constants(codes, scales, self.bits, site.name, site.op.parent, ip)
                 q, s = built[cache]
                 if self.activations:
-                    out = _w8a8(plan, q, s, rows, loc, ip)
+                    out = _w8a8(plan, lhs, q, s, rows, cal.amax if self.static else None, loc, ip)
+                elif self.group:
+                    out = _grouped(plan, lhs, q, s, self.group, loc, ip)
                 else:
-                    out = _grouped(plan, q, s, self.group, loc, ip) if self.group else _factored(plan, q, s, loc, ip)
+                    out = _factored(plan, lhs, q, s, loc, ip)
             site.op.results[0].replace_all_uses_with(out)
             site.op.erase()
             _erase_unused(
@@ -226,6 +294,42 @@ class QuantizeWeight:
             done += 1
         if not done:
             log.warning("%s: no matmul site with a constant weight to quantize in this module", self.name)
+
+    def _calibrations(self, plans: Sequence[_Plan], stored: Sequence, calibration: dict[str, np.ndarray]) -> dict:
+        """lhs -> `_Calibrated` of the sites that read it: one smoothing for all of them (SmoothQuant's
+        shared factor for q/k/v of one x: max|w_k| over every such site's weight), so the smoothed x
+        and its int8 codes are computed once; the static scale is max_k max|x_k|·(1/s_k)."""
+        by_lhs: dict = {}
+        for plan, read in zip(plans, stored):
+            if isinstance(read, str):
+                continue
+            values = np.abs(np.transpose(read[1], plan.perm))
+            kd = plan.k_dims[0]
+            w_max = values.max(axis=tuple(d for d in range(values.ndim) if d != kd))
+            x_max = calibration[plan.site.name]
+            lhs = plan.site.op.operands[0]
+            if lhs in by_lhs:
+                old_x, old_w = by_lhs[lhs]
+                by_lhs[lhs] = (np.maximum(old_x, x_max), np.maximum(old_w, w_max))
+            else:
+                by_lhs[lhs] = (x_max, w_max)
+        out = {}
+        for lhs, (x_max, w_max) in by_lhs.items():
+            factors = smoothing_factors(x_max, w_max, self.smooth) if self.smooth else np.ones_like(x_max)
+            inverse = (1.0 / factors.astype(np.float64)).astype(np.float32)
+            amax = float(np.max((x_max * inverse).astype(np.float32), initial=0.0))
+            out[lhs] = _Calibrated(factors, inverse, amax)
+        return out
+
+
+@dataclass(frozen=True)
+class _Calibrated:
+    """One lhs' smoothing: the weight's K rows multiplied by `factors`, x by `inverse` (1/s in
+    float32), and the static int8 scale's max|x·(1/s)| over the calibration."""
+
+    factors: np.ndarray
+    inverse: np.ndarray
+    amax: float
 
 
 # ------------------------------------------------------------------------------ the weight's codes
@@ -319,7 +423,9 @@ def _iterators(op: ir.Operation, n_loops: int) -> list[str]:
     return ["reduction" if d in k_loops else "parallel" for d in range(n_loops)]
 
 
-def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+def _factored(
+    plan: _Plan, lhs: ir.Value, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.InsertionPoint
+) -> ir.Value:
     """The site with its per-channel scales factored out of the K sum: a mixed-type contraction
     acc = Σ_K f32(x)·sitofp(q) (two inputs, the body a multiply-add through casts: the
     contraction IREE tiles as a matmul), then out + acc·scale, elementwise (fused into the
@@ -331,7 +437,7 @@ def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.In
     codes_map = dim_map(lhs_map.n_dims, plan.loops)
     with loc:
         acc = _mixed_contraction(
-            op.operands[0], q, [lhs_map, codes_map, out_map], _iterators(op, lhs_map.n_dims), list(out_ty.shape), ip
+            lhs, q, [lhs_map, codes_map, out_map], _iterators(op, lhs_map.n_dims), list(out_ty.shape), ip
         )
         ident = dim_map(rank, range(rank))
 
@@ -349,7 +455,9 @@ def _factored(plan: _Plan, q: ir.Value, s: ir.Value, loc: ir.Location, ip: ir.In
         )
 
 
-def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+def _grouped(
+    plan: _Plan, x: ir.Value, q: ir.Value, s: ir.Value, group: int, loc: ir.Location, ip: ir.InsertionPoint
+) -> ir.Value:
     """The site with per-group scales: K split into [K/g, g] loops, a mixed-type contraction
     sums each group into p[K/g, out…] (the group loop a batch loop, outermost: 2× faster at
     M=32 than after the site's loops), p·scale elementwise (fused into its dispatch), then
@@ -371,8 +479,8 @@ def _grouped(plan: _Plan, q: ir.Value, s: ir.Value, group: int, loc: ir.Location
     new = {old: i + 1 for i, old in enumerate(x for x in range(n) if x != k)}
     kg, j = 0, n
     pos = _lhs_position(site, k)
-    shape = list(ir.RankedTensorType(op.operands[0].type).shape)
-    lhs = _expand(op.operands[0], shape[:pos] + [shape[pos] // group, group] + shape[pos + 1 :], pos, loc, ip)
+    shape = list(ir.RankedTensorType(x.type).shape)
+    lhs = _expand(x, shape[:pos] + [shape[pos] // group, group] + shape[pos + 1 :], pos, loc, ip)
     lhs_loops = [new[ir.AffineDimExpr(e).position] for e in lhs_map.results if ir.AffineDimExpr(e).position != k]
     maps = [
         dim_map(n + 1, [*lhs_loops[:pos], kg, j, *lhs_loops[pos:]]),
@@ -437,18 +545,33 @@ def _scale_dims(plan: _Plan) -> list[int]:
     return [out_loops.index(loop) for d, loop in enumerate(plan.loops) if d not in plan.k_dims]
 
 
-def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:
+def _w8a8(
+    plan: _Plan,
+    lhs: ir.Value,
+    q: ir.Value,
+    s: ir.Value,
+    rows: dict,
+    static: float | None,
+    loc: ir.Location,
+    ip: ir.InsertionPoint,
+) -> ir.Value:
     """The site as an i8 x i8 -> i32 contraction of the row-quantized lhs with the codes, then
-    out + f32(acc)·(amax_x·(1/127))·scale, elementwise (IREE fuses it into the matmul's dispatch)."""
+    out + f32(acc)·(amax_x·(1/127))·scale, elementwise (IREE fuses it into the matmul's dispatch);
+    `static`: every row's amax_x is that calibrated constant. The result is read through an
+    `iree_tensor_ext.compute_barrier.start`: without it IREE 3.13 fuses a consumer that reshapes
+    and permutes the output (a key projection split into heads) into the contraction's dispatch
+    and then does not data-tile it (MiniLM: 1,090 µs a call against 264 for its q projection);
+    measured on MiniLM 8×48, every projection W8A8: 0.99× the f32 build without the barrier,
+    1.12–1.31× with it (its other consumers, a bias add or GELU, become their own dispatches)."""
     op, site = plan.site.op, plan.site
     maps = _maps(op)
     n = maps[0].n_dims
-    lhs, init = op.operands[0], op.operands[2]
+    init = op.operands[2]
     lhs_k = operand_dims(site, "lhs")
     key = (lhs, tuple(lhs_k))
     with loc:
         if key not in rows:
-            rows[key] = _quantize_rows(lhs, lhs_k, ip)
+            rows[key] = _quantize_rows(lhs, lhs_k, ip, static)
         xq, amax = rows[key]
         i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
         out_ty = ir.RankedTensorType(op.results[0].type)
@@ -473,14 +596,21 @@ def _w8a8(plan: _Plan, q: ir.Value, s: ir.Value, rows: dict, loc: ir.Location, i
             sx = arith.mulf(ax, arith.constant(f32, inv_q))
             return arith.addf(o, cast_float(arith.mulf(arith.mulf(arith.sitofp(f32, c), sx), sw), elem))
 
-        return generic(
+        out = generic(
             out_ty, [acc, amax, s], init, [ident, row_map, scale_map, ident], ["parallel"] * rank, rescale, ip
         )
+        return iree_tensor_ext.ComputeBarrierStartOp(out_ty, out, [], ip=ip).result
 
 
-def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) -> tuple[ir.Value, ir.Value]:
-    """(i8 codes of `x`, f32 amax per row: over its dims `k_dims`), with `fakequant-activations`'
-    per-token numerics: round((x·(1/amax))·127) half away from zero, clamped to ±127."""
+def _quantize_rows(
+    x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint, static: float | None = None
+) -> tuple[ir.Value, ir.Value]:
+    """(i8 codes of `x`, f32 amax per row: over its dims `k_dims`, or the calibrated `static` for
+    every row), with `fakequant-activations`' per-token numerics: round((x·(1/amax))·127) half
+    away from zero, clamped to ±127 (a value beyond a static amax clamps). A static scale reads x
+    through an `iree_tensor_ext.compute_barrier.start`: without it IREE 3.13 fuses the codes into
+    the dispatch of x's producer (a layer norm's reduction) together with data tiling's packing of
+    both, and LLVM takes minutes on that dispatch (MiniLM, every projection: >200 s against 11 s)."""
     ty = ir.RankedTensorType(x.type)
     rank = ty.rank
     kept = [d for d in range(rank) if d not in k_dims]
@@ -492,9 +622,14 @@ def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) ->
         init = linalg.fill(zero.result, outs=[empty.result])
     amax_ty = ir.RankedTensorType.get([ty.shape[d] for d in kept], f32)
     iters = ["reduction" if d in k_dims else "parallel" for d in range(rank)]
-    amax = generic(
-        amax_ty, [x], init, [ident, row_map], iters, lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip
-    )
+    if static is None:
+        amax = generic(
+            amax_ty, [x], init, [ident, row_map], iters, lambda v, acc: arith.maximumf(acc, math.absf(to_f32(v))), ip
+        )
+    else:
+        splat = ir.DenseElementsAttr.get_splat(amax_ty, ir.FloatAttr.get(f32, float(np.float32(static))))
+        amax = arith.ConstantOp(amax_ty, splat, ip=ip).result
+        x = iree_tensor_ext.ComputeBarrierStartOp(x.type, x, [], ip=ip).result
     q = float(qmax(8))
 
     def codes(v, m, _out):
@@ -514,6 +649,26 @@ def _quantize_rows(x: ir.Value, k_dims: Sequence[int], ip: ir.InsertionPoint) ->
         ip,
     )
     return xq, amax
+
+
+def _divide_channels(x: ir.Value, inverse: np.ndarray, ip: ir.InsertionPoint) -> ir.Value:
+    """x·(1/s) per channel of its last dim, in f32 (SmoothQuant's smoothed activation; IREE fuses
+    it into the dispatch that reads it)."""
+    ty = ir.RankedTensorType(x.type)
+    rank, f32 = ty.rank, ir.F32Type.get()
+    inv = arith.ConstantOp(
+        ir.RankedTensorType.get([len(inverse)], f32), ir.DenseElementsAttr.get(np.ascontiguousarray(inverse)), ip=ip
+    ).result
+    out = tensor.EmptyOp(list(ty.shape), f32, ip=ip).result
+    return generic(
+        ir.RankedTensorType.get(list(ty.shape), f32),
+        [x, inv],
+        out,
+        [dim_map(rank, range(rank)), dim_map(rank, [rank - 1]), dim_map(rank, range(rank))],
+        ["parallel"] * rank,
+        lambda v, i, _o: arith.mulf(to_f32(v), i),
+        ip,
+    )
 
 
 def _expand(v: ir.Value, shape: list[int], pos: int, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:

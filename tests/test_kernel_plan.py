@@ -92,6 +92,39 @@ def _judged(exact: bool, parity: str, rel: float, floor: float, median: float) -
     return decide(Candidate(p, 1.0, m, parity, rel), MIN_SPEEDUP, 0.01)
 
 
+def test_calibration_is_each_channels_largest_input_over_every_step(run):
+    """`write_calibration`: fc1's lhs (the images) max|x| per pixel over the four recorded steps,
+    as numpy takes it from the same images; fc2's is as wide as its K."""
+    images = np.concatenate([b[0] for b in digits_batches(BATCH, STEPS)])
+    path = opscope.write_calibration(run, run.parent / "cal.npz")
+    with np.load(path) as cal:
+        assert sorted(cal.files) == ["fc1", "fc2"]
+        np.testing.assert_array_equal(cal["fc1"], np.abs(images).max(axis=0).astype(np.float32))
+        assert cal["fc2"].shape == (64,) and cal["fc2"].dtype == np.float32 and cal["fc2"].max() > 0
+
+
+def test_of_equally_fast_rewrites_the_one_that_loses_least_is_kept():
+    """Within `min_speedup` of the fastest (noise), the smallest error wins; a clearly faster one wins outright."""
+    from opscope.act.candidates import Proposal
+    from opscope.act.site_bench import Measured
+    from opscope.act.specialize import ACCEPT, Candidate, keep_fastest
+
+    def cand(label, speedup, err):
+        p = Proposal("fc", "quantize-weight", label, "", "", Guard("weights constant", (), 0.0))
+        return Candidate(p, 1.0, Measured(100.0, 100.0 / speedup), "max |Δ| 1", err, ACCEPT)
+
+    kept = keep_fastest([cand("W8A8", 2.00, 0.02), cand("W8A8 SQ 0.5", 1.97, 0.005), cand("W8A16", 1.2, 0.004)])
+    assert [c.decision for c in kept] == [
+        "accept, but W8A8 SQ 0.5 is as fast with less error (0.005)",
+        ACCEPT,
+        "accept, but W8A8 SQ 0.5 is faster (1.97×)",
+    ]
+    kept = keep_fastest([cand("W8A8", 2.5, 0.02), cand("W8A8 SQ 0.5", 1.97, 0.005)])
+    assert [c.decision for c in kept] == [ACCEPT, "accept, but W8A8 is faster (2.50×)"]
+    kept = keep_fastest([cand("W8A8", 2.5, 0.02), cand("W8A8 SQ 0.5", 1.97, 0.005)], min_speedup=0.0)
+    assert kept[0].accepted  # min_speedup 0 (take anything): ties are exact ties
+
+
 def test_the_decision_follows_the_measurement_and_the_promise():
     assert _judged(True, "bit-identical", 0.0, 1.5, 1.4) == "accept"
     assert _judged(True, "bit-identical", 0.0, 0.44, 0.5) == "no gain (measured 0.44×)"
@@ -176,11 +209,15 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
         out=tmp_path / "q.mlir",
     )
     by = {(c.site, c.proposal.label): c for c in plan.candidates}
-    assert set(by) == {(s, label) for s in ("fc0", "fc1") for label in ("W8A16", "W8A8", "low rank")}
+    smoothed = ("W8A8 SQ 0.5", "W8A8 SQ 0.8", "W8A8 static SQ 0.8")  # from the run's chan_maxabs
+    assert set(by) == {(s, label) for s in ("fc0", "fc1") for label in ("W8A16", "W8A8", "low rank", *smoothed)}
+    assert (constant_run / "calibration.npz").is_file()
     for site in ("fc0", "fc1"):
         w8 = by[site, "W8A16"]
         assert w8.parity.startswith("max |Δ|") and 0 < w8.rel_error < 0.02  # int8 per channel: ~0.5 % of the output
         assert by[site, "W8A8"].rel_error < 0.03
+        for label in smoothed:  # measured, each on its own rewrite (no outliers here: no better than plain W8A8)
+            assert 0 < by[site, label].rel_error < 0.05 and f'calibration="{constant_run}' in by[site, label].pipeline
         # a random 64x64 weight keeps 99 % of its energy only near full rank: no FLOPs to save, nothing rewritten
         assert by[site, "low rank"].decision == "no gain: the rank keeping 99 % of the energy saves no FLOPs"
         kept = [c for c in plan.candidates if c.site == site and c.accepted]

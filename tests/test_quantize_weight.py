@@ -30,6 +30,7 @@ from errors import one_line
 from opscope.errors import OpscopeError
 from opscope.ir.fakequant import quantize
 from opscope.ir.loading import module_text, new_context, parse_module
+from opscope.ir.smoothing import smoothing_factors
 from opscope.passes.quantize_weight import QuantizeWeight
 from opscope.pipeline.textual import parse_pipeline, run_pipeline
 
@@ -41,6 +42,11 @@ W8[5] = 0.0  # an all-zero output channel: zero codes, scale 0, exact zeros out
 WF[:] = W8
 X = rng.standard_normal((M, K)).astype(F32)
 XB = rng.standard_normal((2, M, K)).astype(F32)
+WS, WS2, WT, WW = (rng.standard_normal((N, K)).astype(F32) for _ in range(4))
+XO = rng.standard_normal((M, K)).astype(F32)
+XO[:, [3, 17, 40]] *= 60  # outlier channels, as LLM activations have (SmoothQuant's case)
+CALIBRATION = {n: np.abs(XO).max(axis=0) for n in ("sm", "sm2", "sw")}
+CALIBRATION["st"] = np.abs(XO).max(axis=0) * F32(0.8)  # held-out values beyond the calibration: codes clamp
 PLAIN = ("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu")
 
 
@@ -73,11 +79,11 @@ def linear(name: str, weight: str, x: str = "%x") -> str:
 
 
 OUT = f"tensor<{M}x{N}xf32>"
-WEIGHTS = {"w8": W8, "w4": W4, "wg": WG, "wa": WA, "wf": WF, "wb": WB}
+WEIGHTS = {"w8": W8, "w4": W4, "wg": WG, "wa": WA, "wf": WF, "wb": WB, "ws": WS, "ws2": WS2, "wt": WT, "ww": WW}
 SOURCE = f"""
 module {{
-func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>)
-    -> ({OUT}, {OUT}, {OUT}, {OUT}, tensor<2x{M}x{N}xf32>, {OUT}) {{
+func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>, %xo: tensor<{M}x{K}xf32>)
+    -> ({OUT}, {OUT}, {OUT}, {OUT}, tensor<2x{M}x{N}xf32>, {OUT}, {OUT}, {OUT}, {OUT}, {OUT}) {{
   %zero = arith.constant 0.0 : f32
   %w8 = arith.constant dense_resource<w8> : tensor<{N}x{K}xf32>
   %w4 = arith.constant dense_resource<w4> : tensor<{N}x{K}xf32>
@@ -85,6 +91,10 @@ func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>)
   %wa = arith.constant dense_resource<wa> : tensor<{N}x{K}xf32>
   %wf = arith.constant dense_resource<wf> : tensor<{N}x{K}xf32>
   %wb = util.global.load @wb : tensor<{N}x{K}xf32>
+  %ws = arith.constant dense_resource<ws> : tensor<{N}x{K}xf32>
+  %ws2 = arith.constant dense_resource<ws2> : tensor<{N}x{K}xf32>
+  %wt = arith.constant dense_resource<wt> : tensor<{N}x{K}xf32>
+  %ww = arith.constant dense_resource<ww> : tensor<{N}x{K}xf32>
   %et = tensor.empty() : tensor<{K}x{N}xf32>
   %e = tensor.empty() : {OUT}
   %init = linalg.fill ins(%zero : f32) outs(%e : {OUT}) -> {OUT}
@@ -93,6 +103,10 @@ func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>)
   {linear("grp", "wg")}
   {linear("a8", "wa")}
   {linear("fq", "wf")}
+  {linear("sm", "ws", "%xo")}
+  {linear("sm2", "ws2", "%xo")}
+  {linear("st", "wt", "%xo")}
+  {linear("sw", "ww", "%xo")}
   %bt = linalg.transpose ins(%wb : tensor<{N}x{K}xf32>) outs(%et : tensor<{K}x{N}xf32>) permutation = [1, 0]
   %ebb = tensor.empty() : tensor<2x{K}x{N}xf32>
   %bb = linalg.broadcast ins(%bt : tensor<{K}x{N}xf32>) outs(%ebb : tensor<2x{K}x{N}xf32>) dimensions = [0]
@@ -100,7 +114,8 @@ func.func @main(%x: tensor<{M}x{K}xf32>, %xb: tensor<2x{M}x{K}xf32>)
   %initb = linalg.fill ins(%zero : f32) outs(%eb : tensor<2x{M}x{N}xf32>) -> tensor<2x{M}x{N}xf32>
   %bmm = linalg.batch_matmul ins(%xb, %bb : tensor<2x{M}x{K}xf32>, tensor<2x{K}x{N}xf32>)
       outs(%initb : tensor<2x{M}x{N}xf32>) -> tensor<2x{M}x{N}xf32> loc("bmm")
-  return %w8s, %w4s, %grp, %a8, %bmm, %fq : {OUT}, {OUT}, {OUT}, {OUT}, tensor<2x{M}x{N}xf32>, {OUT}
+  return %w8s, %w4s, %grp, %a8, %bmm, %fq, %sm, %sm2, %st, %sw
+      : {OUT}, {OUT}, {OUT}, {OUT}, tensor<2x{M}x{N}xf32>, {OUT}, {OUT}, {OUT}, {OUT}, {OUT}
 }}
 util.global private @wb = dense_resource<wb> : tensor<{N}x{K}xf32>
 }}
@@ -108,16 +123,32 @@ util.global private @wb = dense_resource<wb> : tensor<{N}x{K}xf32>
   dialect_resources: {{ builtin: {{ {", ".join(resource(n, w) for n, w in WEIGHTS.items())} }} }}
 #-}}
 """
-PIPELINE = (
-    "quantize-weight{sites='^(w8s|bmm)$'},quantize-weight{bits=4 sites=^w4s$},"
-    "quantize-weight{bits=4 group=16 sites=^grp$},quantize-weight{activations=true sites=^a8$},"
-    "fakequant-weights{sites=^fq$}"
-)
+ALPHA = 0.5
+
+
+def pipeline(calibration: str) -> str:
+    """Every variant, each on its own sites; the smoothed ones read `calibration`."""
+    return (
+        "quantize-weight{sites='^(w8s|bmm)$'},quantize-weight{bits=4 sites=^w4s$},"
+        "quantize-weight{bits=4 group=16 sites=^grp$},quantize-weight{activations=true sites=^a8$},"
+        "fakequant-weights{sites=^fq$},"
+        f"quantize-weight{{activations=true smooth={ALPHA} calibration={calibration} sites='^(sm|sm2)$'}},"
+        f"quantize-weight{{activations=true smooth={ALPHA} static=true calibration={calibration} sites=^st$}},"
+        f"quantize-weight{{smooth={ALPHA} calibration={calibration} sites=^sw$}}"
+    )
 
 
 @pytest.fixture(scope="module")
-def outs(modules):
-    return modules.build(SOURCE, "llvm-cpu", inject=False, pipeline=PIPELINE)(X, XB)
+def calibration(tmp_path_factory) -> str:
+    """The calibration file of the smoothed sites (each site's max|x| per K channel)."""
+    path = tmp_path_factory.mktemp("calibration") / "calibration.npz"
+    np.savez(path, **CALIBRATION)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def outs(modules, calibration):
+    return modules.build(SOURCE, "llvm-cpu", inject=False, pipeline=pipeline(calibration))(X, XB, XO)
 
 
 def assert_close_to_scale(got, want, tol):
@@ -125,13 +156,17 @@ def assert_close_to_scale(got, want, tol):
     assert np.abs(got - want).max() <= tol * np.abs(want).max()
 
 
-def test_the_pipeline_rewrites_every_site_into_integer_codes():
+def test_the_pipeline_rewrites_every_site_into_integer_codes(calibration):
     """Codes stored [K, N] (a matmul rhs' layout, whatever the weight's), each site one mixed
     f32 x int contraction reading them; grouped: [K/16, 16, N] codes, per-group sums into
-    [K/16, M, N] behind IREE's compute barrier, summed after scaling."""
+    [K/16, M, N] behind IREE's compute barrier, summed after scaling. Smoothed: x·(1/s) once
+    per lhs a pass smooths (sm and sm2 share one, and its int8 codes), static: no row amax."""
     module = parse_module(SOURCE, new_context())
-    run_pipeline(module, PIPELINE)
+    run_pipeline(module, pipeline(calibration))
     text = module_text(module)
+    i8_rows = re.findall(rf"-> tensor<{M}x{K}xi8>", text)
+    assert len(i8_rows) == 3  # a8's, sm and sm2's shared one, st's
+    assert text.count(f": tensor<{M}x{K}xf32>, tensor<{K}xf32>)") == 3  # x·(1/s): sm and sm2's, st's, sw's
     assert "linalg.matmul" in text and text.count("linalg.matmul") == 1  # only fakequant's site is left
     assert "linalg.batch_matmul" not in text and "linalg.transpose ins(%" in text  # fq keeps its transpose
     for codes in (f"tensor<{K}x{N}xi8>", f"tensor<{K}x{N}xi4>", f"tensor<4x16x{N}xi4>"):
@@ -143,7 +178,7 @@ def test_the_pipeline_rewrites_every_site_into_integer_codes():
         (f"tensor<2x{M}x{K}xf32>, tensor<{K}x{N}xi8>", f"tensor<2x{M}x{N}xf32>"),
     ):
         assert re.search(re.escape(f"{ins}) outs(%") + r"\w+" + re.escape(f" : {out})"), text), (ins, out)
-    assert text.count("iree_tensor_ext.compute_barrier.start") == 1
+    assert text.count("iree_tensor_ext.compute_barrier.start") == 6  # the grouped sum's; st's x; each W8A8 result
     assert f"-> tensor<{M}x{N}xi32>" in text
 
 
@@ -181,6 +216,67 @@ def test_w8a8_accumulates_exact_integers(outs):
 def test_batch_matmul_with_a_broadcast_global_weight(outs):
     want = np.einsum("bmk,nk->bmn", XB.astype(np.float64), fq_weight(WB, 1, 8))
     assert_close_to_scale(outs[4], want, 1e-5)
+
+
+def smoothed(weights: list[np.ndarray], calibration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SmoothQuant's (s, 1/s) in the pass's float32: s from the calibration and max|w_k| over every
+    weight that reads the same x (W [N, K]: the max over N of each K column)."""
+    w_max = np.max([np.abs(w).max(axis=0) for w in weights], axis=0)
+    s = smoothing_factors(calibration, w_max, ALPHA)
+    assert np.allclose(s, np.maximum(calibration, 1e-5) ** ALPHA / np.maximum(w_max, 1e-5) ** (1 - ALPHA), rtol=1e-6)
+    return s, (1.0 / s.astype(np.float64)).astype(F32)
+
+
+def w8a8_reference(x: np.ndarray, w: np.ndarray, amax_x: np.ndarray | None = None) -> np.ndarray:
+    """`test_w8a8_accumulates_exact_integers`' reference; `amax_x` [M, 1]: a static scale for every row."""
+    if amax_x is None:
+        xc, xa = fq_codes(x, 1, 8)
+    else:
+        xa = amax_x.astype(F32)
+        t = ((x * (F32(1) / xa).astype(F32)).astype(F32) * F32(127)).astype(F32).astype(np.float64)
+        xc = np.clip(np.sign(t) * np.floor(np.abs(t) + 0.5), -127, 127)
+    wc, wa = fq_codes(w, 1, 8)
+    acc = xc.astype(np.int64) @ wc.astype(np.int64).T
+    sx = (xa * F32(1 / 127)).astype(F32)
+    sw = (wa[:, 0] * F32(1 / 127)).astype(F32)
+    return ((acc.astype(F32) * sx).astype(F32) * sw).astype(F32)
+
+
+def rel_l2(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def test_smoothed_w8a8_equals_its_reference_and_loses_less(outs):
+    """SmoothQuant (α = 0.5): x·(1/s) and W·diag(s) through the same exact-integer W8A8 as numpy
+    computes it (float rounding of the scaling only), s shared by sm and sm2 (one x); on x with
+    60× outlier channels its error against the float product is well under plain W8A8's."""
+    s, inv = smoothed([WS, WS2], CALIBRATION["sm"])
+    xs = (XO * inv).astype(F32)
+    for got, w in ((outs[6], WS), (outs[7], WS2)):
+        want = w8a8_reference(xs, (w * s).astype(F32))
+        np.testing.assert_allclose(got, want, rtol=2.0**-21, atol=1e-7 * np.abs(want).max())
+        exact = XO.astype(np.float64) @ w.T.astype(np.float64)
+        plain = rel_l2(w8a8_reference(XO, w), exact)
+        assert rel_l2(got, exact) < plain / 2, (rel_l2(got, exact), plain)  # measured: 0.004-0.005 against 0.017-0.021
+
+
+def test_static_w8a8_uses_the_calibrated_scale_and_clamps_beyond_it(outs):
+    """static=true: every row quantized with max_k cal_k·(1/s_k), the calibration 0.8× the real
+    max, so the largest values clamp to ±127 as the reference clamps them."""
+    s, inv = smoothed([WT], CALIBRATION["st"])
+    xs = (XO * inv).astype(F32)
+    amax = F32((CALIBRATION["st"] * inv).astype(F32).max())
+    assert np.abs(xs).max() > amax  # some codes clamp
+    want = w8a8_reference(xs, (WT * s).astype(F32), np.full((M, 1), amax, F32))
+    np.testing.assert_allclose(outs[8], want, rtol=2.0**-21, atol=1e-7 * np.abs(want).max())
+
+
+def test_smoothed_w8a16_is_the_smoothed_weights_round_trip(outs):
+    """Weight-only with smoothing (AWQ's form: the salient input channels' weights scaled up before
+    rounding): x·(1/s) times the round trip of W·diag(s)."""
+    s, inv = smoothed([WW], CALIBRATION["sw"])
+    xs = (XO * inv).astype(F32).astype(np.float64)
+    assert_close_to_scale(outs[9], xs @ fq_weight((WW * s).astype(F32), 1, 8).T, 1e-5)
 
 
 def test_quantize_matches_the_fake_quant_codes():

@@ -4,6 +4,9 @@
 // RUN: opscope-opt %s -p 'quantize-weight{activations=true}' --split-input-file | filecheck %s --check-prefix=W8A8
 // RUN: opscope-opt %s -p quantize-weight --split-input-file --print-debuginfo | filecheck %s --check-prefix=LOC
 // RUN: opscope-opt %s -p quantize-weight --split-input-file -o %t 2>&1 | filecheck %s --check-prefix=WARN
+// RUN: %PYTHON -c "import numpy as n; n.savez('%t.npz', fc1=n.array([4, 1, 1, 1, 1, 1, 1, 64], 'f4'))"
+// RUN: opscope-opt %s -p 'quantize-weight{activations=true smooth=0.5 calibration=%t.npz}' --split-input-file | filecheck %s --check-prefix=SMOOTH
+// RUN: opscope-opt %s -p 'quantize-weight{activations=true static=true calibration=%t.npz}' --split-input-file | filecheck %s --check-prefix=STATIC
 
 // An importer's Linear: W [N, K] = [4, 8] fed to a matmul as its transpose. W is stored as
 // i8 codes [K, N] = [8, 4], transposed on the host (a matmul rhs' layout, which IREE's
@@ -82,7 +85,8 @@
 // activations=true (W8A8): x quantized per row at run time (amax over K, the same round and
 // clamp as fakequant-activations, then fptosi to i8), an i8 x i8 -> i32 contraction with the
 // codes, and one elementwise generic that scales the i32 sums back into the original outs:
-// out + f32(acc)·(amax_x·(1/127))·scale.
+// out + f32(acc)·(amax_x·(1/127))·scale, read through a compute barrier (a consumer that
+// permutes the output, fused into the contraction's dispatch, keeps IREE from data-tiling it).
 // W8A8-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
 // W8A8-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
 // W8A8:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8>
@@ -99,12 +103,41 @@
 // W8A8-NEXT:    arith.extsi
 // W8A8-NEXT:    arith.muli
 // W8A8-NEXT:    arith.addi
-// W8A8:       linalg.generic {{{.+}} iterator_types = ["parallel", "parallel"]} ins(%[[ACC]], %[[AMAX]], %[[S]] : tensor<3x4xi32>, tensor<3xf32>, tensor<4xf32>) outs(%[[C]] : tensor<3x4xf32>)
+// W8A8:       %[[R:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel"]} ins(%[[ACC]], %[[AMAX]], %[[S]] : tensor<3x4xi32>, tensor<3xf32>, tensor<4xf32>) outs(%[[C]] : tensor<3x4xf32>)
 // W8A8:         arith.constant 0.00787401571 : f32
 // W8A8:         arith.sitofp %{{.+}} : i32 to f32
 // W8A8-NEXT:    arith.mulf
 // W8A8-NEXT:    arith.mulf
 // W8A8-NEXT:    arith.addf
+// W8A8:       %[[RB:.+]] = iree_tensor_ext.compute_barrier.start %[[R]] : tensor<3x4xf32> -> tensor<3x4xf32>
+// W8A8-NEXT:  return %[[RB]]
+
+// smooth=0.5 with a calibration (max|x| per K channel: 4, 1, ..., 1, 64): SmoothQuant's
+// s_k = sqrt(max|x_k|) / sqrt(max|w_k|) (max|w_k| over W's rows: 1, 2, 3, 4, 1, 2, 3, 4.5).
+// The weight's K rows are multiplied by s before its codes are taken; x is multiplied by
+// 1/s (0.5 for channel 0, 1/3.77 = 0.265 for the outlier channel 7) in one elementwise
+// generic that the row quantization reads.
+// SMOOTH-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
+// SMOOTH-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
+// SMOOTH:       %[[INV:.+]] = arith.constant dense<[5.000000e-01, 1.41421354, 1.7320509, 2.000000e+00, 1.000000e+00, 1.41421354, 1.7320509, 0.265165031]> : tensor<8xf32>
+// SMOOTH:       %[[XS:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[INV]] : tensor<3x8xf32>, tensor<8xf32>) outs(%{{.+}} : tensor<3x8xf32>)
+// SMOOTH-NEXT:  ^bb0(%{{.+}}: f32, %{{.+}}: f32, %{{.+}}: f32):
+// SMOOTH-NEXT:    arith.mulf
+// SMOOTH:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8>
+// SMOOTH:       %[[AMAX:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "reduction"]} ins(%[[XS]] : tensor<3x8xf32>) outs(%{{.+}} : tensor<3xf32>)
+// SMOOTH:       linalg.generic {{{.+}}} ins(%[[XS]], %[[AMAX]] : tensor<3x8xf32>, tensor<3xf32>) outs(%{{.+}} : tensor<3x8xi8>)
+
+// static=true (without smoothing): every row's int8 scale is the calibration's max|x| (64), a
+// constant; no reduction over the row runs. x is read through a compute barrier: without it
+// IREE 3.13 fuses the codes into the dispatch of x's producer (a layer norm) with its data
+// tiling's packing, and LLVM takes minutes on that dispatch (MiniLM: >200 s against 11 s).
+// STATIC-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
+// STATIC-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
+// STATIC-NOT:   iterator_types = ["parallel", "reduction"]
+// STATIC:       %[[AMAX:.+]] = arith.constant dense<6.400000e+01> : tensor<3xf32>
+// STATIC-NEXT:  %[[B:.+]] = iree_tensor_ext.compute_barrier.start %[[X]] : tensor<3x8xf32> -> tensor<3x8xf32>
+// STATIC-NEXT:  %{{.+}} = tensor.empty() : tensor<3x8xi8>
+// STATIC-NEXT:  linalg.generic {{{.+}}} ins(%[[B]], %[[AMAX]] : tensor<3x8xf32>, tensor<3xf32>) outs(%{{.+}} : tensor<3x8xi8>)
 
 // The new ops keep the site's location (its name survives).
 // LOC:         [[FC1:#loc[0-9]+]] = loc("fc1")

@@ -43,6 +43,22 @@ LOSSY = {  # label -> (kind, options)
     "W8A8": (QUANT, "bits=8 activations=true"),
     "low rank": (FACTOR, "energy=0.99"),
 }
+SMOOTH_ALPHAS = (0.5, 0.8)  # SmoothQuant's migration strengths tried per site (the paper's 0.5; 0.8 for large outliers)
+STATIC_ALPHA = (
+    0.8  # the strength a static activation scale is tried with (measured on MiniLM: best of 0, 0.5, 0.7, 0.85)
+)
+
+
+def calibrated(calibration: str) -> dict[str, tuple[str, str]]:
+    """The lossy candidates a calibration file adds (label -> (kind, options)): W8A8 smoothed at
+    each of SMOOTH_ALPHAS (per-token scales), and smoothed with one static scale."""
+    cal = f'calibration="{calibration}"'
+    out = {f"W8A8 SQ {a:g}": (QUANT, f"bits=8 activations=true smooth={a:g} {cal}") for a in SMOOTH_ALPHAS}
+    out[f"W8A8 static SQ {STATIC_ALPHA:g}"] = (
+        QUANT,
+        f"bits=8 activations=true smooth={STATIC_ALPHA:g} static=true {cal}",
+    )
+    return out
 
 
 @dataclass(frozen=True)
@@ -113,14 +129,19 @@ def zero_channels(tidy, site: str) -> tuple[tuple[int, ...], int, tuple[float, .
     return tuple(int(i) for i in np.flatnonzero(zero)), width, tuple(shares)
 
 
-def propose(tidy, sites: dict, kinds=KINDS) -> list[Proposal]:
-    """The candidates of every recorded site (`sites`: name -> opscope.ir.sites.Site), in site order."""
+def propose(
+    tidy, sites: dict, kinds=KINDS, calibration: dict[str, np.ndarray] | None = None, path: str = ""
+) -> list[Proposal]:
+    """The candidates of every recorded site (`sites`: name -> opscope.ir.sites.Site), in site order;
+    with the run's `calibration` (written to `path`), smoothed and statically scaled W8A8 too, for
+    each site whose lhs it calibrates along K (the last lhs dim)."""
     repeats = _repeats(tidy) if MEMO in kinds else {}
     out = []
     for name, site in sites.items():
         if SKIP in kinds:
             out += _skip(tidy, name, site)
-        out += [p for p in _lossy(name, site) if p.kind in kinds]
+        smooth = calibration is not None and _calibrates(site, calibration.get(name))
+        out += [p for p in _lossy(name, site, calibrated(path) if smooth else {}) if p.kind in kinds]
         if SPARSE in kinds:
             out += _sparse(tidy, name, site)
         if name in repeats:
@@ -216,7 +237,18 @@ def _unchanged(tidy, site: str) -> bool:
     )
 
 
-def _lossy(name: str, site) -> list[Proposal]:
+def _calibrates(site, maxima: np.ndarray | None) -> bool:
+    """The calibration holds `site`'s lhs channels along its only K dim, the last (what smoothing reads)."""
+    from opscope.ir.sites import is_convolution, operand_dims
+    from opscope.ir.weight_source import lhs_weight
+
+    if maxima is None or is_convolution(site) or lhs_weight(site):  # W @ x: the recorded lhs is the weight
+        return False
+    rank = len(site.shape("lhs"))
+    return operand_dims(site, "lhs") == (rank - 1,) and site.shape("lhs")[-1] == len(maxima)
+
+
+def _lossy(name: str, site, extra: dict[str, tuple[str, str]]) -> list[Proposal]:
     from opscope.ir.const_expr import is_weight
     from opscope.ir.sites import is_convolution
     from opscope.ir.weight_source import lhs_weight
@@ -225,5 +257,6 @@ def _lossy(name: str, site) -> list[Proposal]:
         return []
     guard = Guard("weights constant", (), 0.0)
     return [
-        Proposal(name, kind, label, options, "a constant weight", guard) for label, (kind, options) in LOSSY.items()
+        Proposal(name, kind, label, options, "a constant weight", guard)
+        for label, (kind, options) in {**LOSSY, **extra}.items()
     ]

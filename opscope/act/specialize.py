@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
 
-from opscope.act.candidates import IR_KINDS, KINDS, SPARSE, Proposal, propose, sparse_sites
+from opscope.act.candidates import IR_KINDS, KINDS, QUANT, SPARSE, Proposal, propose, sparse_sites
 from opscope.act.site_bench import Measured, SiteBench, measured, parity
 from opscope.errors import OpscopeError
 
@@ -158,7 +158,8 @@ def kernel_plan(
         progress(f"{source.name} on {target} ({folder})")
     batches, _ = resolve_inputs(source, steps, _inputs(record))
     plan = KernelPlan(folder, source.name, target, steps)
-    proposals = propose(tidy, sites, kinds)
+    maxima, path = _calibration(tidy, folder) if QUANT in kinds else ({}, "")
+    proposals = propose(tidy, sites, kinds, maxima or None, path)
     plan.sparse_activations = sparse_sites(tidy, sites) if SPARSE in kinds else []
     function = symbol_name(function_op(module))
     del sites, module  # the proposals hold names and text, not IR
@@ -173,11 +174,23 @@ def kernel_plan(
             r = bench.measure(p, tensors[p.site])
             c = Candidate(p, r.estimated, r.measured, r.parity, r.rel_error)
             plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
-        plan.candidates = keep_fastest(plan.candidates)
+        plan.candidates = keep_fastest(plan.candidates, min_speedup)
     if apply:
         plan.applied = _apply(plan, text, function, batches, target, rounds, out, progress)
     del held  # the temporary parameter file, if any, goes now that nothing builds from it
     return plan
+
+
+def _calibration(tidy, folder: Path) -> tuple[dict, str]:
+    """The run's lhs maxima per site and the calibration file they are written to (the run folder's
+    `calibration.npz`), for the smoothed and statically scaled W8A8 candidates; none when the run
+    kept no chan_maxabs."""
+    from opscope.act.calibration import CALIBRATION_NAME, save_calibration, site_maxima
+
+    maxima = site_maxima(tidy)
+    if not maxima:
+        return {}, ""
+    return maxima, str(save_calibration(maxima, folder.resolve() / CALIBRATION_NAME))
 
 
 def _model(model, steps: int, tidy, folder: Path, parameters: bool | None, weights_dtype: str | None):
@@ -247,17 +260,36 @@ def decide(c: Candidate, min_speedup: float, max_error: float) -> str:
     return ACCEPT
 
 
-def keep_fastest(candidates: list[Candidate]) -> list[Candidate]:
-    """One rewrite per site: its fastest accepted candidate stays accepted, the others say which won."""
+def keep_fastest(candidates: list[Candidate], min_speedup: float = MIN_SPEEDUP) -> list[Candidate]:
+    """One rewrite per site: its fastest accepted candidate stays accepted, the others say which won.
+    Candidates within `min_speedup` of the fastest are as fast as it (the machine's noise): of
+    those the one with the smallest output error wins (an exact rewrite, or the SmoothQuant
+    strength that loses least)."""
+    noise = max(min_speedup, 1.0)
+    fastest: dict[str, float] = {}
+    for c in candidates:
+        if c.accepted:
+            fastest[c.site] = max(fastest.get(c.site, 0.0), c.measured.speedup)
     best: dict[str, Candidate] = {}
     for c in candidates:
-        if c.accepted and (c.site not in best or c.measured.speedup > best[c.site].measured.speedup):
+        if not c.accepted or c.measured.speedup * noise < fastest[c.site]:
+            continue
+        if c.site not in best or (c.rel_error, -c.measured.speedup) < (
+            best[c.site].rel_error,
+            -best[c.site].measured.speedup,
+        ):
             best[c.site] = c
     return [
         c
         if not c.accepted or best[c.site] is c
         else replace(
-            c, decision=f"accept, but {best[c.site].proposal.label} is faster ({best[c.site].measured.speedup:.2f}×)"
+            c,
+            decision=f"accept, but {best[c.site].proposal.label} is "
+            + (
+                f"faster ({best[c.site].measured.speedup:.2f}×)"
+                if c.measured.speedup * noise < best[c.site].measured.speedup
+                else f"as fast with less error ({best[c.site].rel_error:.2g})"
+            ),
         )
         for c in candidates
     ]

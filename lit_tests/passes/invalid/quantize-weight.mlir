@@ -5,6 +5,15 @@
 // RUN: not opscope-opt %s -p 'quantize-weight{activations=true bits=4}' 2>&1 | filecheck %s --check-prefix=W8A8
 // RUN: not opscope-opt %s -p 'quantize-weight{activations=true group=4}' 2>&1 | filecheck %s --check-prefix=W8A8G
 // RUN: not opscope-opt %s -p 'quantize-weight{group=-1}' 2>&1 | filecheck %s --check-prefix=NEG
+// RUN: not opscope-opt %s -p 'quantize-weight{smooth=1.5 calibration=c.npz}' 2>&1 | filecheck %s --check-prefix=ALPHA
+// RUN: not opscope-opt %s -p 'quantize-weight{smooth=0.5}' 2>&1 | filecheck %s --check-prefix=NOCAL
+// RUN: not opscope-opt %s -p 'quantize-weight{static=true calibration=c.npz}' 2>&1 | filecheck %s --check-prefix=STATIC
+// RUN: not opscope-opt %s -p 'quantize-weight{calibration=c.npz}' 2>&1 | filecheck %s --check-prefix=UNUSED
+// RUN: not opscope-opt %s -p 'quantize-weight{smooth=0.5 calibration=%t.missing.npz}' 2>&1 | filecheck %s --check-prefix=MISSING
+// RUN: echo garbage > %t.bad.npz
+// RUN: not opscope-opt %s -p 'quantize-weight{smooth=0.5 calibration=%t.bad.npz}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: %PYTHON -c "import numpy as n; n.savez('%t.npz', fc1=n.ones(6, 'f4'))"
+// RUN: not opscope-opt %s -p 'quantize-weight{smooth=0.5 calibration=%t.npz}' 2>&1 | filecheck %s --check-prefix=LENGTH
 
 // Refusals of quantize-weight, each before anything is rewritten. As IR: groups of g
 // consecutive K elements need K % g == 0; a site the `sites` regex names must read a stored
@@ -15,6 +24,17 @@
 // W8A8: opscope-opt: error: quantize-weight: activations=true (W8A8, an i8 x i8 -> i32 contraction) takes bits=8 group=0 only, got bits=4 group=0: drop activations for W4A16
 // W8A8G: opscope-opt: error: quantize-weight: activations=true (W8A8, an i8 x i8 -> i32 contraction) takes bits=8 group=0 only, got bits=8 group=4: drop activations for W8A16
 // NEG: opscope-opt: error: quantize-weight: option 'group' expects a group size >= 0 (0: one scale per output channel), got -1
+
+// SmoothQuant and static scales: α in [0, 1], a calibration file for either (and neither
+// without one), static only for W8A8; the file is read before anything is rewritten, and an
+// entry of another length than the site's K is a calibration of another model.
+// ALPHA: opscope-opt: error: quantize-weight: option 'smooth' expects α in [0, 1] (0: off), got 1.5
+// NOCAL: opscope-opt: error: quantize-weight: smooth needs the activations' recorded maxima: add calibration=FILE.npz (opscope.write_calibration writes one from a profile run)
+// STATIC: opscope-opt: error: quantize-weight: static=true calibrates the activations' int8 scale: add activations=true (W8A8)
+// UNUSED: opscope-opt: error: quantize-weight: calibration is read for smooth=α or static=true only: add one, or drop calibration
+// MISSING: opscope-opt: error: quantize-weight: no calibration file {{.+}}.missing.npz (write one from a profile run: opscope.write_calibration)
+// BAD: opscope-opt: error: quantize-weight: calibration file {{.+}}.bad.npz is not a readable .npz
+// LENGTH: opscope-opt: error: quantize-weight: site 'fc1' at loc("fc1"): calibration {{.+}}.npz holds 6 channels, its lhs has K = 8: calibrate on a run of this model
 
 func.func @k_not_a_multiple_of_group(%x: tensor<3x8xf32>, %c: tensor<3x4xf32>) -> tensor<3x4xf32> {
   %w = arith.constant dense<[[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0],
