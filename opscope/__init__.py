@@ -1035,10 +1035,11 @@ def kernel_plan(
     out: str | Path | None = None,
     rounds: int = 5,
     min_speedup: float = 1.05,
-    max_error: float = 0.01,
+    max_error: float | None = None,
     kinds: Iterable[str] = ("skip-zero-channels", "quantize-weight", "factor-weight", "sparse-weight", "memoize"),
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
+    quality: str | float | None = None,
 ) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
     guard's stability over the recorded steps, the estimated and the measured speedup of the site
@@ -1048,7 +1049,12 @@ def kernel_plan(
     run.json names; `kinds` picks the candidates (skip-zero-channels, quantize-weight, factor-weight,
     sparse-weight, memoize); a recorded site whose activations stayed mostly zero is named in
     `sparse_activations` (no IREE form skips zeros found at run time). `parameters`: every build maps the weights from one parameter file instead of carrying
-    them (None: so for a model of 128 MiB or more); `apply` then writes them beside `out` (OUT.irpa)."""
+    them (None: so for a model of 128 MiB or more); `apply` then writes them beside `out` (OUT.irpa).
+    `max_error` None: 0.01. `quality` (with `apply`): an end-to-end budget on the model's evaluation set
+    (the zoo's held-out data): a share Q of the task's headline metric to lose, or gates such as
+    "cosine_mean>=0.999,nn_agreement>=0.98" or "top1_agreement>=0.97,perplexity<=1.02x"; the applied
+    module keeps the lossy rewrites, least site error first, as far as its build stays within it
+    (`applied.quality` says what it measured), and sites are then not held to `max_error` unless given."""
     from opscope.act.specialize import kernel_plan as build
 
     if rounds < 1:
@@ -1065,6 +1071,7 @@ def kernel_plan(
         kinds=kinds,
         progress=progress,
         parameters=parameters,
+        quality=quality,
     )
 
 

@@ -79,6 +79,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.build import cast_float, dim_map, generic, to_f32
 from opscope.ir.commute import Commutes
 from opscope.ir.const_expr import memoized, owner
+from opscope.ir.dequant_view import SMOOTHING
 from opscope.ir.fakequant import TINY, qmax, quantize
 from opscope.ir.site_select import select_sites
 from opscope.ir.sites import Site, is_convolution, operand_dims
@@ -653,14 +654,15 @@ def _quantize_rows(
 
 def _divide_channels(x: ir.Value, inverse: np.ndarray, ip: ir.InsertionPoint) -> ir.Value:
     """x·(1/s) per channel of its last dim, in f32 (SmoothQuant's smoothed activation; IREE fuses
-    it into the dispatch that reads it)."""
+    it into the dispatch that reads it), marked `opscope.smoothing` so a quantized site's taps
+    read x (`opscope.ir.dequant_view`)."""
     ty = ir.RankedTensorType(x.type)
     rank, f32 = ty.rank, ir.F32Type.get()
     inv = arith.ConstantOp(
         ir.RankedTensorType.get([len(inverse)], f32), ir.DenseElementsAttr.get(np.ascontiguousarray(inverse)), ip=ip
     ).result
     out = tensor.EmptyOp(list(ty.shape), f32, ip=ip).result
-    return generic(
+    divided = generic(
         ir.RankedTensorType.get(list(ty.shape), f32),
         [x, inv],
         out,
@@ -669,6 +671,8 @@ def _divide_channels(x: ir.Value, inverse: np.ndarray, ip: ir.InsertionPoint) ->
         lambda v, i, _o: arith.mulf(to_f32(v), i),
         ip,
     )
+    owner(divided).attributes[SMOOTHING] = ir.UnitAttr.get()  # the taps read x, not x·(1/s)
+    return divided
 
 
 def _expand(v: ir.Value, shape: list[int], pos: int, loc: ir.Location, ip: ir.InsertionPoint) -> ir.Value:

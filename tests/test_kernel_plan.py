@@ -200,6 +200,9 @@ def constant_run(tmp_path_factory):
 
 
 def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_run, tmp_path):
+    """Every lossy candidate measured at its site; --apply under a quality budget (the model's
+    outputs within 5 % relative L2 on its evaluation set) keeps one per site, and the quality it
+    reports is numpy's relative L2 of the written module's outputs against the original's."""
     plan = opscope.kernel_plan(
         constant_run,
         rounds=1,
@@ -207,6 +210,7 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
         kinds=["quantize-weight", "factor-weight"],
         apply=True,
         out=tmp_path / "q.mlir",
+        quality="rel_l2_max<=0.05",
     )
     by = {(c.site, c.proposal.label): c for c in plan.candidates}
     smoothed = ("W8A8 SQ 0.5", "W8A8 SQ 0.8", "W8A8 static SQ 0.8")  # from the run's chan_maxabs
@@ -227,6 +231,20 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
     a = plan.applied
     assert a.pipeline.count("quantize-weight") == 2 and a.parity.startswith("max |Δ|") and 0 < a.rel_error < 0.05
     assert "i8" in (tmp_path / "q.mlir").read_text()
+    q = a.quality
+    assert q["passed"] and q["lossy_kept"] == 2 and q["left_out"] == [] and q["builds"] == 1
+    assert q["shared_examples"] == [4 * 16, 4 * 16]  # the run's generated inputs are the evaluation's: said
+    text = opscope.render(plan)
+    assert "quality budget rel_l2_max<=0.05 on 4 batches of" in text and "not held out: 64 of the run's 64" in text
+    from opscope.act.evalset import eval_set
+
+    batches = eval_set(str(constant_run.parent / "mlp.mlir")).batches
+    built = [opscope.load(opscope.compile(m)) for m in (bias_mlp_module(2, 64, 16), (tmp_path / "q.mlir").read_text())]
+    rel = []
+    for batch in batches:
+        want, got = (np.asarray(m.invoke("main", *batch)[0], np.float64) for m in built)
+        rel.append(np.linalg.norm(got - want) / np.linalg.norm(want))
+    assert q["metrics"]["rel_l2_max"] == pytest.approx(max(rel), rel=1e-5)
 
     # the specialized module profiled again: its integer sites tapped at lhs and out (the codes are
     # not), fc0's lhs the same input as the original run's, bit for bit (test_quantized_sites: numerics)

@@ -116,11 +116,12 @@
 // s_k = sqrt(max|x_k|) / sqrt(max|w_k|) (max|w_k| over W's rows: 1, 2, 3, 4, 1, 2, 3, 4.5).
 // The weight's K rows are multiplied by s before its codes are taken; x is multiplied by
 // 1/s (0.5 for channel 0, 1/3.77 = 0.265 for the outlier channel 7) in one elementwise
-// generic that the row quantization reads.
+// generic that the row quantization reads, marked opscope.smoothing (a profile of the
+// quantized model taps x, before it, as the site's lhs).
 // SMOOTH-LABEL: func.func @per_channel_codes_of_a_transposed_weight(
 // SMOOTH-SAME:      %[[X:.+]]: tensor<3x8xf32>, %[[C:.+]]: tensor<3x4xf32>)
 // SMOOTH:       %[[INV:.+]] = arith.constant dense<[5.000000e-01, 1.41421354, 1.7320509, 2.000000e+00, 1.000000e+00, 1.41421354, 1.7320509, 0.265165031]> : tensor<8xf32>
-// SMOOTH:       %[[XS:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[INV]] : tensor<3x8xf32>, tensor<8xf32>) outs(%{{.+}} : tensor<3x8xf32>)
+// SMOOTH:       %[[XS:.+]] = linalg.generic {{{.+}} iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[INV]] : tensor<3x8xf32>, tensor<8xf32>) outs(%{{.+}} : tensor<3x8xf32>) attrs = {opscope.smoothing}
 // SMOOTH-NEXT:  ^bb0(%{{.+}}: f32, %{{.+}}: f32, %{{.+}}: f32):
 // SMOOTH-NEXT:    arith.mulf
 // SMOOTH:       %[[Q:.+]] = arith.constant dense_resource<opscope.fc1.codes> : tensor<8x4xi8>

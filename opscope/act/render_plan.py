@@ -78,6 +78,8 @@ def plan_text(plan: KernelPlan) -> str:
         lines.append(
             f"applied: {a.pipeline}" if a.pipeline else "applied: no rewrite accepted; the module is the original"
         )
+        if a.quality is not None:
+            lines += _quality_lines(a.quality)
         if a.measured is not None:
             agreement = a.parity if a.parity == "bit-identical" else f"{a.parity}, rel err {a.rel_error:.2g}"
             lines.append(
@@ -103,6 +105,31 @@ def plan_text(plan: KernelPlan) -> str:
                 f"opscope.act.memoize.memoize_site(model, {c.site!r}, {plan.target!r})"
             )
     return "\n".join(lines)
+
+
+def _quality_lines(q: dict) -> list[str]:
+    """The budget, what the kept build measured against it on held-out data, what stayed out."""
+    from opscope.text.numbers import percent
+
+    shown = {k: v for k, v in q["metrics"].items() if k not in ("tokens", "sentences", "examples")}
+    lines = [
+        f"quality budget {', '.join(q['gates'])} on {q['data']}: "
+        + ("met" if q["passed"] else "not met even without lossy rewrites")
+        + f" with {q['lossy_kept']} lossy rewrite(s) ({q['builds']} whole-model build(s) measured): "
+        + ", ".join(f"{k} {v:.4g}" for k, v in shown.items())
+        + "".join(f" (original {k} {v:.4g})" for k, v in q["own"].items())
+    ]
+    if q["left_out"]:
+        out = ", ".join(f"{site} ({label}, site error {err:.2g})" for site, label, err in q["left_out"][:6])
+        more = f" and {len(q['left_out']) - 6} more" if len(q["left_out"]) > 6 else ""
+        lines.append(f"left as they were for quality: {out}{more}")
+    shared, total = q["shared_examples"]
+    if shared:
+        lines.append(
+            f"not held out: {shared} of the run's {total} calibration examples are in the evaluation set "
+            f"({percent(shared / total)}); profile on other data (--text, --inputs) for a held-out check"
+        )
+    return lines
 
 
 def _row(c) -> tuple[str, ...]:

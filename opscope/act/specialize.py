@@ -63,6 +63,7 @@ class Applied:
     rel_error: float
     steps: int
     weights: tuple[tuple[str, Path], ...] = ()  # (scope, file) of the parameter files written beside it
+    quality: dict | None = None  # with a quality budget: `quality_summary` of what `assemble` kept and measured
 
 
 @dataclass
@@ -127,20 +128,29 @@ def kernel_plan(
     out: str | Path | None = None,
     rounds: int = 5,
     min_speedup: float = MIN_SPEEDUP,
-    max_error: float = MAX_ERROR,
+    max_error: float | None = None,
     kinds=KINDS,
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
+    quality: str | float | None = None,
 ) -> KernelPlan:
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
     write the specialized module to `out` and measure the whole model. `parameters`: the model's
     weights are mapped from one parameter file (in a temporary folder; None: so for a model of
-    128 MiB or more, `opscope.models.source.open_apart`) by every build instead of carried in it."""
+    128 MiB or more, `opscope.models.source.open_apart`) by every build instead of carried in it.
+    `quality` (with `apply`): the end-to-end budget on the model's evaluation set
+    (`opscope.act.quality_gate`); the applied module is the most lossy rewrites that stay within
+    it (`opscope.act.assemble`), and a lossy rewrite is no longer held to `max_error` at its site
+    unless `max_error` is given. `max_error` None: MAX_ERROR (without `quality`)."""
     from opscope.drive.profile import CSV_NAME, resolve_inputs
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.record.tidy import read_tidy
 
     kinds = check_kinds(kinds)
+    if quality is not None and not apply:
+        raise OpscopeError("quality is the budget --apply assembles the specialized model against: add --apply")
+    if max_error is None:
+        max_error = float("inf") if quality is not None else MAX_ERROR
     folder, record = read_run(run)
     if model is None and "source" not in record:
         raise OpscopeError(
@@ -157,6 +167,7 @@ def kernel_plan(
     if progress is not None:
         progress(f"{source.name} on {target} ({folder})")
     batches, _ = resolve_inputs(source, steps, _inputs(record))
+    judge = _judge(model if model is not None else record["source"], quality, target, progress) if quality else None
     plan = KernelPlan(folder, source.name, target, steps)
     maxima, path = _calibration(tidy, folder) if QUANT in kinds else ({}, "")
     proposals = propose(tidy, sites, kinds, maxima or None, path)
@@ -176,9 +187,44 @@ def kernel_plan(
             plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
         plan.candidates = keep_fastest(plan.candidates, min_speedup)
     if apply:
-        plan.applied = _apply(plan, text, function, batches, target, rounds, out, progress)
+        assembled = None
+        if judge is not None:
+            bench, gates = judge
+            from opscope.act.assemble import assemble, shared_examples
+
+            found = assemble(plan.accepted, bench, gates, applied_pipeline, progress)
+            assembled = (found, shared_examples(batches, bench.evalset.batches))
+        plan.applied = _apply(plan, text, function, batches, target, rounds, out, progress, assembled)
     del held  # the temporary parameter file, if any, goes now that nothing builds from it
     return plan
+
+
+def _judge(source, quality, target: str, progress):
+    """(a `Bench` of `source`'s evaluation set, the gates `quality` states for its task), built
+    before any candidate is measured: a bad budget is a one-line error at once."""
+    from opscope.act.evalset import eval_set
+    from opscope.act.quality_gate import parse_quality
+    from opscope.act.whatif import Bench
+
+    evalset = eval_set(source, progress=progress)
+    gates = parse_quality(quality, evalset.task)
+    return Bench(evalset, target, progress), gates
+
+
+def quality_summary(found, shared: tuple[int, int]) -> dict:
+    """What `assemble` found, as plain data for the plan's JSON and text."""
+    return {
+        "gates": [str(g) for g in found.gates],
+        "passed": found.passed,
+        "metrics": found.metrics,
+        "own": found.own,
+        "data": found.data,
+        "lossy_kept": sum(1 for c in found.kept if not c.proposal.exact),
+        "left_out": [list(x) for x in found.left_out],
+        "builds": found.builds,
+        "tried": [[k, m, list(f)] for k, m, f in found.tried],
+        "shared_examples": list(shared),
+    }
 
 
 def _calibration(tidy, folder: Path) -> tuple[dict, str]:
@@ -334,15 +380,17 @@ def applied_pipeline(accepted: list[Candidate]) -> str:
 
 
 def _apply(
-    plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, progress
+    plan: KernelPlan, text: str, function: str, batches: list, target: str, rounds: int, out, progress, assembled=None
 ) -> Applied:
-    """The module with every accepted rewrite, written to `out`, timed and compared with the original."""
+    """The module with every accepted rewrite (or, with a quality budget, those `assemble` kept),
+    written to `out`, timed and compared with the original."""
     from opscope.act.site_bench import rewritten
     from opscope.run.call_timing import time_calls
     from opscope.run.compile import compile_module
     from opscope.run.runtime import load
 
-    pipeline = applied_pipeline(plan.accepted)
+    pipeline = applied_pipeline(list(assembled[0].kept) if assembled else plan.accepted)
+    summary = quality_summary(*assembled) if assembled else None
     specialized = rewritten(text, pipeline) if pipeline else text
     path, kept = None, ()
     if out is not None:
@@ -353,7 +401,7 @@ def _apply(
                 f"wrote {path} ({pipeline.count('{')} rewrite(s))" + "".join(f", its weights {f}" for _, f in kept)
             )
     if not pipeline:
-        return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches), kept)
+        return Applied(path, pipeline, None, "bit-identical", 0.0, len(batches), kept, summary)
     compiled = [compile_module(text, target), compile_module(specialized, target)]
     loaded = [load(m) for m in compiled]
     worst, worst_rel = "bit-identical", 0.0
@@ -364,4 +412,4 @@ def _apply(
             if same != "bit-identical" and rel >= worst_rel:
                 worst, worst_rel = same, rel
     times = time_calls(compiled, function, batches[0], rounds=rounds)
-    return Applied(path, pipeline, measured(times), worst, worst_rel, len(batches), kept)
+    return Applied(path, pipeline, measured(times), worst, worst_rel, len(batches), kept, summary)

@@ -3,6 +3,7 @@
 
 opscope plan RUN                               # per site: candidate, guard, σ, estimated vs measured, decision
 opscope plan RUN --apply -o specialized.mlir   # ... and the module with every accepted rewrite, measured whole
+opscope plan RUN --apply --quality 'cosine_mean>=0.999' -o s.mlir   # the lossy rewrites the model's quality allows
 opscope kernels [--target T ...] [--quick]     # f32, W8A16, W4A16 g128, W8A8, factored, sparse-skip; cache vs DRAM
 """
 
@@ -42,8 +43,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-error",
         type=float,
-        default=opscope.MAX_ERROR,
-        help=f"a lossy rewrite's relative error of the site's output, at most (default {opscope.MAX_ERROR})",
+        default=None,
+        help=f"a lossy rewrite's relative error of the site's output, at most (default {opscope.MAX_ERROR}; "
+        "none with --quality)",
+    )
+    p.add_argument(
+        "--quality",
+        metavar="Q",
+        help="with --apply: the end-to-end budget on the model's held-out evaluation set: a share of the "
+        "task's headline metric to lose (0.001), or gates: 'cosine_mean>=0.999,nn_agreement>=0.98', "
+        "'top1_agreement>=0.97,perplexity<=1.02x'; --apply then keeps the lossy rewrites, least site error "
+        "first, as far as the model stays within it",
     )
     p.add_argument(
         "--kinds",
@@ -71,6 +81,7 @@ def _cmd_plan(args) -> int:
         min_speedup=args.min_speedup,
         max_error=args.max_error,
         kinds=[k.strip() for k in args.kinds.split(",") if k.strip()],
+        quality=args.quality,
         progress=progress("plan"),
         **parameters(args),
     )

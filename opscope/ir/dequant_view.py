@@ -7,7 +7,9 @@ the original, site by site, its taps read what the site stands for (the referenc
 DequantMatMul taps lhs and out and skips the packed weight):
 
 - lhs: the float activation before the ops of the site's own location that quantized or
-  regrouped it (`tensor.expand_shape`, a float-to-integer `linalg.generic`);
+  regrouped it (`tensor.expand_shape`, a float-to-integer `linalg.generic`, a static scale's
+  compute barrier) and before a SmoothQuant division x·(1/s) (marked `opscope.smoothing`,
+  shared by the sites that read x); the codes read through their scales are then W·diag(s);
 - out: the float result after the ops of the site's own location that scale the accumulator
   back (per-channel scales, the groups' sum behind a compute barrier);
 - rhs: integer codes read through their scales, sitofp(q)·s, in the original weight's shape
@@ -32,6 +34,7 @@ from opscope.ir.flops import indexing_maps
 from opscope.ir.sites import FLOAT_TYPES, ROLES, Site
 
 _TO_INT = ("arith.fptosi", "arith.fptoui")
+SMOOTHING = "opscope.smoothing"  # the unit attribute on quantize-weight's x·(1/s) (SmoothQuant)
 
 
 @dataclass
@@ -87,13 +90,18 @@ def lhs_source(site: Site) -> tuple[ir.Value, tuple[list[int], ...] | None]:
     (each original dim's dims in the contraction's lhs) when one was undone."""
     value = site.value("lhs")
     groups = None
-    for _ in range(4):  # a quantizer and an expand_shape at most, in either order
+    for _ in range(6):  # a quantizer and an expand_shape, or a smoothing, a barrier and a quantizer
         if isinstance(value, ir.BlockArgument):
             break
         op = owner(value)
+        if SMOOTHING in op.attributes:  # x·(1/s), shared by the sites that read x: x is what they stand for
+            value = op.operands[0]
+            continue
         if not _same_place(op, site):
             break
-        if op.name == "tensor.expand_shape":
+        if op.name.startswith("iree_tensor_ext.compute_barrier"):  # a static W8A8 scale's barrier
+            value = op.operands[0]
+        elif op.name == "tensor.expand_shape":
             groups = tuple([ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(op.attributes["reassociation"]))
             value = op.operands[0]
         elif _yields_integer_of_float(op):
