@@ -45,7 +45,7 @@ def site_maxima(tidy) -> dict[str, np.ndarray]:
 def write_calibration(run: str | Path, out: str | Path | None = None) -> Path:
     """Write the calibration file of profile run folder `run` (default `RUN/calibration.npz`),
     atomically; a one-line error when the run recorded no lhs `chan_maxabs`."""
-    from opscope.act.specialize import read_run
+    from opscope.act.run_folder import read_run
     from opscope.drive.profile import CSV_NAME
     from opscope.record.tidy import read_tidy
 

@@ -21,6 +21,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from opscope.act.candidates import IR_KINDS, KINDS, QUANT, SPARSE, Proposal, propose, sparse_sites
+from opscope.act.run_folder import read_run
 from opscope.act.site_bench import Measured, SiteBench, measured, parity
 from opscope.errors import OpscopeError
 
@@ -95,19 +96,6 @@ class KernelPlan:
             if c.measured is not None:
                 cd["measured"]["speedup"] = c.measured.speedup
         return d
-
-
-def read_run(run: str | Path) -> tuple[Path, dict]:
-    """The run folder and its `run.json` (what was profiled); one-line errors for what is missing."""
-    from opscope.drive.profile import CSV_NAME
-    from opscope.record.run_record import read_run_record
-
-    folder = Path(run)
-    if not folder.is_dir():
-        raise OpscopeError(f"no such run folder: {folder} (give the folder `opscope profile --out` wrote)")
-    if not (folder / CSV_NAME).exists():
-        raise OpscopeError(f"{folder} holds no {CSV_NAME}: not a profile run folder")
-    return folder, read_run_record(folder)
 
 
 def check_kinds(kinds) -> tuple[str, ...]:

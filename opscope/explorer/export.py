@@ -161,7 +161,7 @@ def _run_folder(source) -> Path | None:
 
 def _model_of(folder: Path | None, source, model):
     """The model to draw: `model`, else the run's model (its run.json; None: the built-in model), else `source`."""
-    from opscope.act.specialize import read_run
+    from opscope.act.run_folder import read_run
 
     if model is not None or folder is None:
         return source if model is None else model
