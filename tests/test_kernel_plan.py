@@ -258,6 +258,29 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
     assert lhs[0].height > 0 and lhs[0]["value"].to_list() == lhs[1]["value"].to_list()
 
 
+def test_a_run_fed_text_is_planned_on_that_text(run, tmp_path, monkeypatch):
+    """The sites are measured (and a quality budget's calibration examples compared) on what the run
+    read: its text through its tokenizer, not the model's own inputs (before: the zoo's sentences)."""
+    import shutil
+
+    import opscope.drive.profile as profile_module
+
+    folder = tmp_path / "text-run"
+    shutil.copytree(run, folder)
+    record = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**record, "text": ["one sentence.", "two."], "tokenizer": "tok"}))
+    seen = []
+
+    def resolve(model, steps, inputs=None, text=None, tokenizer=None):
+        seen.append((inputs, text, tokenizer))
+        raise OpscopeError("stop here")
+
+    monkeypatch.setattr(profile_module, "resolve_inputs", resolve)
+    with pytest.raises(OpscopeError, match="stop here"):
+        opscope.kernel_plan(folder)
+    assert seen == [(None, ["one sentence.", "two."], "tok")]
+
+
 def test_unknown_kind_is_a_one_line_error(run):
     with pytest.raises(OpscopeError, match="unknown candidate kind prune: choose from skip-zero-channels, "):
         opscope.kernel_plan(run, kinds=["prune"])

@@ -117,7 +117,9 @@ def _quality_lines(q: dict) -> list[str]:
         + ("met" if q["passed"] else "not met even without lossy rewrites")
         + f" with {q['lossy_kept']} lossy rewrite(s) ({q['builds']} whole-model build(s) measured): "
         + ", ".join(f"{k} {v:.4g}" for k, v in shown.items())
-        + "".join(f" (original {k} {v:.4g})" for k, v in q["own"].items())
+        + "".join(
+            f" (original {k} {v:.4g})" for k, v in q["own"].items() if k not in ("tokens", "sentences", "examples")
+        )
     ]
     if q["left_out"]:
         out = ", ".join(f"{site} ({label}, site error {err:.2g})" for site, label, err in q["left_out"][:6])

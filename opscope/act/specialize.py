@@ -154,7 +154,7 @@ def kernel_plan(
     )
     if progress is not None:
         progress(f"{source.name} on {target} ({folder})")
-    batches, _ = resolve_inputs(source, steps, _inputs(record))
+    batches, _ = resolve_inputs(source, steps, _inputs(record), record.get("text"), record.get("tokenizer"))
     judge = _judge(model if model is not None else record["source"], quality, target, progress) if quality else None
     plan = KernelPlan(folder, source.name, target, steps)
     maxima, path = _calibration(tidy, folder) if QUANT in kinds else ({}, "")
