@@ -201,15 +201,13 @@ class QuantizeWeight:
         if calibration is not None:
             why = self._calibrated(site, calibration)
             if why:
-                if self.sites:
-                    raise OpscopeError(f"{where}: {why}: leave it out of 'sites'")
-                return why
+                return self._uncalibrated(site, why)
         perm = codes_layout(len(loops), k_dims)
         return _Plan(
             site, weight, perm, tuple(loops[d] for d in perm), tuple(perm.index(d) for d in k_dims), tuple(chain)
         )
 
-    def _unsmoothed(self, site: Site, why: str) -> str:
+    def _uncalibrated(self, site: Site, why: str) -> str:
         """`why` a site cannot be calibrated, as a skip; raised when `sites` names it."""
         if self.sites:
             raise OpscopeError(f"{self.name}: site '{site.name}' at {site.location}: {why}: leave it out of 'sites'")
@@ -227,9 +225,8 @@ class QuantizeWeight:
         have, k = len(calibration[site.name]), site.shape("lhs")[-1]
         if have != k:
             raise OpscopeError(
-                f"{self.name}: site '{site.name}' at {site.location}: calibration {self.calibration} holds {have} "
-                f"channels, its lhs "
-                f"has K = {k}: calibrate on a run of this model"
+                f"{self.name}: site '{site.name}' at {site.location}: calibration {self.calibration} holds "
+                f"{have} channels, its lhs has K = {k}: calibrate on a run of this model"
             )
         return ""
 
@@ -240,7 +237,7 @@ class QuantizeWeight:
             plans: list[_Plan] = []
             for site in select_sites(self.name, module, self.sites, self.keep):
                 if calibration is not None and lhs_weight(site):  # its recorded lhs maxima are the weight's
-                    plan = self._unsmoothed(site, "its weight is its lhs (W @ x): the calibration holds no x maxima")
+                    plan = self._uncalibrated(site, "its weight is its lhs (W @ x): the calibration holds no x maxima")
                 else:
                     plan = self.plan(commutes.view(site), calibration)  # every refusal before the first rewrite
                 if isinstance(plan, str):

@@ -177,11 +177,11 @@ def kernel_plan(
     if apply:
         assembled = None
         if judge is not None:
-            bench, gates = judge
             from opscope.act.assemble import assemble, shared_examples
 
-            found = assemble(plan.accepted, bench, gates, applied_pipeline, progress)
-            assembled = (found, shared_examples(batches, bench.evalset.batches))
+            evaluator, gates = judge
+            found = assemble(plan.accepted, evaluator, gates, applied_pipeline, progress)
+            assembled = (found, shared_examples(batches, evaluator.evalset.batches))
         plan.applied = _apply(plan, text, function, batches, target, rounds, out, progress, assembled)
     del held  # the temporary parameter file, if any, goes now that nothing builds from it
     return plan
