@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import opscope
     from opscope.act.evalset import eval_set
-    from opscope.act.quality import compare, headline
+    from opscope.act.quality import compare, headline, own
     from opscope.act.whatif import Bench, Variant
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.ir.loading import new_context, parse_module
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             run_pipeline(modules[label], pipeline)
         if args.specialized:
             modules["plan --apply"] = parse_module(Path(args.specialized).read_text(), new_context())
-        metrics = {"f32": {}}
+        metrics = {"f32": own(bench.reference)}  # its own perplexity, accuracy (agreements are against it)
         for label, pipeline in chosen.items():
             metrics[label] = bench.measure(Variant(label, pipeline)).metrics
         if args.specialized:
