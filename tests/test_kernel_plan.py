@@ -220,8 +220,10 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
         w8 = by[site, "W8A16"]
         assert w8.parity.startswith("max |Δ|") and 0 < w8.rel_error < 0.02  # int8 per channel: ~0.5 % of the output
         assert by[site, "W8A8"].rel_error < 0.03
-        for label in smoothed:  # measured, each on its own rewrite (no outliers here: no better than plain W8A8)
-            assert 0 < by[site, label].rel_error < 0.05 and f'calibration="{constant_run}' in by[site, label].pipeline
+        for label in smoothed:  # measured on step 0, calibrated on steps 1-3 (held out from the measurement)
+            assert by[site, label].rel_error > 0 and f'calibration="{constant_run}' in by[site, label].pipeline
+        for label in smoothed[:2]:  # per-token scales hold on unseen data (no outliers here: no better than plain)
+            assert by[site, label].rel_error < 0.05
         # a random 64x64 weight keeps 99 % of its energy only near full rank: no FLOPs to save, nothing rewritten
         assert by[site, "low rank"].decision == "no gain: the rank keeping 99 % of the energy saves no FLOPs"
         kept = [c for c in plan.candidates if c.site == site and c.accepted]

@@ -49,15 +49,18 @@ STATIC_ALPHA = (
 )
 
 
-def calibrated(calibration: str) -> dict[str, tuple[str, str]]:
+def calibrated(calibration: str, static: bool) -> dict[str, tuple[str, str]]:
     """The lossy candidates a calibration file adds (label -> (kind, options)): W8A8 smoothed at
-    each of SMOOTH_ALPHAS (per-token scales), and smoothed with one static scale."""
+    each of SMOOTH_ALPHAS (per-token scales) and, with `static`, smoothed with one static scale: a
+    static scale is calibrated on the very tensors its site is measured on, so only an end-to-end
+    check on held-out data (a quality budget) can say it holds; without one it is not proposed."""
     cal = f'calibration="{calibration}"'
     out = {f"W8A8 SQ {a:g}": (QUANT, f"bits=8 activations=true smooth={a:g} {cal}") for a in SMOOTH_ALPHAS}
-    out[f"W8A8 static SQ {STATIC_ALPHA:g}"] = (
-        QUANT,
-        f"bits=8 activations=true smooth={STATIC_ALPHA:g} static=true {cal}",
-    )
+    if static:
+        out[f"W8A8 static SQ {STATIC_ALPHA:g}"] = (
+            QUANT,
+            f"bits=8 activations=true smooth={STATIC_ALPHA:g} static=true {cal}",
+        )
     return out
 
 
@@ -130,18 +133,23 @@ def zero_channels(tidy, site: str) -> tuple[tuple[int, ...], int, tuple[float, .
 
 
 def propose(
-    tidy, sites: dict, kinds=KINDS, calibration: dict[str, np.ndarray] | None = None, path: str = ""
+    tidy,
+    sites: dict,
+    kinds=KINDS,
+    calibration: dict[str, np.ndarray] | None = None,
+    path: str = "",
+    static: bool = False,
 ) -> list[Proposal]:
     """The candidates of every recorded site (`sites`: name -> opscope.ir.sites.Site), in site order;
-    with the run's `calibration` (written to `path`), smoothed and statically scaled W8A8 too, for
-    each site whose lhs it calibrates along K (the last lhs dim)."""
+    with the run's `calibration` (written to `path`), smoothed W8A8 too (and, with `static`, statically
+    scaled: `calibrated`), for each site whose lhs it calibrates along K (the last lhs dim)."""
     repeats = _repeats(tidy) if MEMO in kinds else {}
     out = []
     for name, site in sites.items():
         if SKIP in kinds:
             out += _skip(tidy, name, site)
         smooth = calibration is not None and _calibrates(site, calibration.get(name))
-        out += [p for p in _lossy(name, site, calibrated(path) if smooth else {}) if p.kind in kinds]
+        out += [p for p in _lossy(name, site, calibrated(path, static) if smooth else {}) if p.kind in kinds]
         if SPARSE in kinds:
             out += _sparse(tidy, name, site)
         if name in repeats:

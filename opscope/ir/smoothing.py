@@ -21,6 +21,7 @@ import numpy as np
 from opscope.errors import OpscopeError
 
 FLOOR = 1e-5  # SmoothQuant's clamp of both maxima: a dead channel gets a finite factor
+SEEN = 0.01  # a channel's calibrated max|x| is taken as at least this share of the median channel's
 
 
 def read_calibration(pass_name: str, path: str | Path) -> dict[str, np.ndarray]:
@@ -46,8 +47,13 @@ def read_calibration(pass_name: str, path: str | Path) -> dict[str, np.ndarray]:
 
 
 def smoothing_factors(x_max: np.ndarray, w_max: np.ndarray, alpha: float) -> np.ndarray:
-    """SmoothQuant's s_k = max(x_max_k, FLOOR)^α / max(w_max_k, FLOOR)^(1−α), in float32 (computed
-    in float64): x is divided by s, the weight's K row k multiplied by it."""
-    x = np.maximum(np.asarray(x_max, np.float64), FLOOR)
+    """SmoothQuant's s_k = x_k^α / max(w_max_k, FLOOR)^(1−α), in float32 (computed in float64): x
+    is divided by s, the weight's K row k multiplied by it. x_k is the calibration's max|x_k|, but
+    at least SEEN × the median channel's (and FLOOR): a channel the calibration barely saw (a ReLU
+    unit dead on its few inputs: max 0) would otherwise be multiplied by up to 1/FLOOR^α and, where
+    it fires on other data, take the whole row's int8 range (measured on a torch MLP: the plan's
+    W8A8 smoothed at 0.5 ran 1.5× off on a held-out input until this floor)."""
+    x = np.asarray(x_max, np.float64)
+    x = np.maximum(x, max(FLOOR, SEEN * float(np.median(x)) if x.size else FLOOR))
     w = np.maximum(np.asarray(w_max, np.float64), FLOOR)
     return (x**alpha / w ** (1.0 - alpha)).astype(np.float32)
