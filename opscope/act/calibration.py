@@ -9,8 +9,6 @@ A run that sketched one row in K (`sample-rows`) recorded a lower bound of each 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -61,13 +59,8 @@ def write_calibration(run: str | Path, out: str | Path | None = None) -> Path:
 
 def save_calibration(maxima: dict[str, np.ndarray], path: Path) -> Path:
     """Write `maxima` (site -> max|x| per lhs channel) to `path` as an .npz, atomically (a reader
-    never sees half a file; an existing one is replaced whole)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **maxima)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    never sees half a file; an existing one is replaced whole: `opscope.probe.tensors.atomic_write`)."""
+    from opscope.probe.tensors import atomic_write
+
+    atomic_write(path, lambda f: np.savez(f, **maxima))
     return path

@@ -51,7 +51,7 @@ def save_tensor(path: str | os.PathLike, x: np.ndarray) -> None:
     path = Path(path)
     suffix = _suffix(path)
     data = _storable(path, x, suffix)
-    _atomic_write(path, lambda f: _write(f, suffix, {path.stem: data}))
+    atomic_write(path, lambda f: _write(f, suffix, {path.stem: data}))
 
 
 def save_tensors(directory: str | os.PathLike, tensors: Mapping[str, np.ndarray], fmt: str = "tensor") -> list[Path]:
@@ -83,7 +83,7 @@ def save_tensors(directory: str | os.PathLike, tensors: Mapping[str, np.ndarray]
             jobs.append((target, {target.stem: _storable(target, x, suffix, str(name))}))
     directory.mkdir(parents=True, exist_ok=True)
     for target, data in jobs:
-        _atomic_write(target, lambda f, data=data: _write(f, suffix, data))
+        atomic_write(target, lambda f, data=data: _write(f, suffix, data))
     return [target for target, _ in jobs]
 
 
@@ -138,7 +138,7 @@ def _write_reference(f: BinaryIO, x: np.ndarray) -> None:
     f.write(x.tobytes(order="C"))
 
 
-def _atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Run `write` on a temporary file next to `path`, then move it over `path`; on any
     failure the temporary file is removed and `path` is left as it was."""
     tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
