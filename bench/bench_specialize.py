@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import opscope
     from opscope.act.evalset import eval_set
-    from opscope.act.quality import compare, headline, own
+    from opscope.act.quality import COUNTS, compare, headline, own
     from opscope.act.whatif import Bench, Variant
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.ir.loading import new_context, parse_module
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         compiled = [compile_module(m, "llvm-cpu") for m in modules.values()]
         times = time_calls(compiled, function, ev.batches[0], rounds=1 if args.quick else args.rounds)
     base = times[0]
-    names = sorted({k for m in metrics.values() for k in m if k not in ("tokens", "sentences", "examples")})
+    names = sorted({k for m in metrics.values() for k in m if k not in COUNTS})
     rows = []
     for (label, _), t in zip(modules.items(), times):
         rows.append(

@@ -29,6 +29,7 @@ import numpy as np
 from opscope.errors import OpscopeError
 
 TASKS = ("causal-lm", "encoder", "classifier", "outputs")
+COUNTS = ("tokens", "sentences", "examples")  # what a comparison counted, not a quality: left out of quality lines
 HEADLINE = {
     "causal-lm": "top1_agreement",
     "encoder": "cosine_mean",

@@ -109,17 +109,15 @@ def plan_text(plan: KernelPlan) -> str:
 
 def _quality_lines(q: dict) -> list[str]:
     """The budget, what the kept build measured against it on held-out data, what stayed out."""
+    from opscope.act.quality import COUNTS
     from opscope.text.numbers import percent
 
-    shown = {k: v for k, v in q["metrics"].items() if k not in ("tokens", "sentences", "examples")}
     lines = [
         f"quality budget {', '.join(q['gates'])} on {q['data']}: "
         + ("met" if q["passed"] else "not met even without lossy rewrites")
         + f" with {q['lossy_kept']} lossy rewrite(s) ({q['builds']} whole-model build(s) measured): "
-        + ", ".join(f"{k} {v:.4g}" for k, v in shown.items())
-        + "".join(
-            f" (original {k} {v:.4g})" for k, v in q["own"].items() if k not in ("tokens", "sentences", "examples")
-        )
+        + ", ".join(f"{k} {v:.4g}" for k, v in q["metrics"].items() if k not in COUNTS)
+        + "".join(f" (original {k} {v:.4g})" for k, v in q["own"].items() if k not in COUNTS)
     ]
     if q["left_out"]:
         out = ", ".join(f"{site} ({label}, site error {err:.2g})" for site, label, err in q["left_out"][:6])
