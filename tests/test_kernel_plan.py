@@ -211,7 +211,8 @@ def test_constant_weights_get_lossy_candidates_judged_by_their_error(constant_ru
         apply=True,
         out=tmp_path / "q.mlir",
         quality="rel_l2_max<=0.05",
-    )
+        max_error=0.03,  # given, it still holds under a budget: the static scale (8 % off on held-out step 0) is
+    )  # rejected at its site, so which rewrite each site keeps (the fastest, timed once) cannot break the budget
     by = {(c.site, c.proposal.label): c for c in plan.candidates}
     smoothed = ("W8A8 SQ 0.5", "W8A8 SQ 0.8", "W8A8 static SQ 0.8")  # from the run's chan_maxabs
     assert set(by) == {(s, label) for s in ("fc0", "fc1") for label in ("W8A16", "W8A8", "low rank", *smoothed)}
