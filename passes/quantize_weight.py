@@ -83,8 +83,8 @@ from opscope.ir.dequant_view import SMOOTHING
 from opscope.ir.fakequant import TINY, qmax, quantize
 from opscope.ir.site_select import select_sites
 from opscope.ir.sites import Site, is_convolution, operand_dims
-from opscope.ir.smoothing import read_calibration, smoothing_factors
-from opscope.ir.weight_source import lhs_weight, rhs_source
+from opscope.ir.smoothing import read_calibration, smoothing_factors, uncalibrated
+from opscope.ir.weight_source import rhs_source
 from opscope.ir.weight_trace import trace_weight
 from opscope.ir.weights import read_stored
 
@@ -157,10 +157,11 @@ class QuantizeWeight:
                 f"W{self.bits}A16"
             )
 
-    def plan(self, site: Site, calibration: dict[str, np.ndarray] | None = None) -> _Plan | str:
+    def plan(self, site: Site, calibration: dict[str, np.ndarray] | None = None, uncalibrated: str = "") -> _Plan | str:
         """How `site` reads its weight, or why it is skipped; raises for a site `sites` names whose
-        rhs is no constant or that `calibration` lacks, for K not a multiple of `group`, and for a
-        calibration entry of another length than the site's K."""
+        rhs is no constant or that `calibration` lacks or cannot calibrate (`uncalibrated`: why, as
+        `opscope.ir.smoothing.uncalibrated` says of the site before it was commuted), for K not a
+        multiple of `group`, and for a calibration entry of another length than the site's K."""
         where = f"{self.name}: site '{site.name}' at {site.location}"
         source = rhs_source(site)
         if source != "constant":
@@ -199,7 +200,7 @@ class QuantizeWeight:
             if _row_positions(site, lhs_k) is None:
                 return "its lhs rows are not indexed by plain loops the result keeps"
         if calibration is not None:
-            why = self._calibrated(site, calibration)
+            why = uncalibrated or self._calibrated(site, calibration)
             if why:
                 return self._uncalibrated(site, why)
         perm = codes_layout(len(loops), k_dims)
@@ -214,12 +215,8 @@ class QuantizeWeight:
         return why
 
     def _calibrated(self, site: Site, calibration: dict[str, np.ndarray]) -> str:
-        """Why `site` cannot be smoothed or statically scaled from `calibration` ("" when it can);
-        raises for an entry of another length than the site's K (a calibration of another model)."""
-        lhs_k = operand_dims(site, "lhs")
-        rank = len(site.shape("lhs"))
-        if lhs_k != (rank - 1,):
-            return "its lhs is not contracted along its last dim alone (calibrated per last-dim channel)"
+        """Why `calibration` cannot smooth or statically scale `site` ("" when it can): it has no
+        entry for it; raises for an entry of another length than the site's K (another model's)."""
         if site.name not in calibration:
             return f"the calibration file {self.calibration} has no entry for it"
         have, k = len(calibration[site.name]), site.shape("lhs")[-1]
@@ -236,10 +233,8 @@ class QuantizeWeight:
         with memoized(), Commutes() as commutes:
             plans: list[_Plan] = []
             for site in select_sites(self.name, module, self.sites, self.keep):
-                if calibration is not None and lhs_weight(site):  # its recorded lhs maxima are the weight's
-                    plan = self._uncalibrated(site, "its weight is its lhs (W @ x): the calibration holds no x maxima")
-                else:
-                    plan = self.plan(commutes.view(site), calibration)  # every refusal before the first rewrite
+                why = uncalibrated(site) if calibration is not None else ""  # before W @ x is commuted
+                plan = self.plan(commutes.view(site), calibration, why)  # every refusal before the first rewrite
                 if isinstance(plan, str):
                     level = logging.INFO if plan.startswith("its rhs is") else logging.WARNING
                     log.log(level, "%s: skipping site '%s' at %s: %s", self.name, site.name, site.location, plan)

@@ -541,3 +541,29 @@ func.func @main(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %c: tensor<3x4xf32>) -
     module = parse_module(source, new_context())
     QuantizeWeight().apply(module)  # the default regex skips it (info log) and changes nothing
     assert "linalg.matmul" in module_text(module)
+
+
+def test_a_weight_on_the_lhs_is_not_smoothed_by_its_own_maxima(tmp_path, caplog):
+    """W @ x: the lhs maxima a run records are the weight's, not x's: skipped with a warning under a
+    calibration (refused when `sites` names it), as the plan leaves it out of its SmoothQuant candidates."""
+    source = """func.func @main(%x: tensor<8x3xf32>) -> tensor<4x3xf32> {
+  %w = arith.constant dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+                             [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]> : tensor<4x8xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x3xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
+  %a = linalg.matmul ins(%w, %x : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("wx")
+  return %a : tensor<4x3xf32>
+}"""
+    path = tmp_path / "wx.npz"
+    np.savez(path, wx=np.ones(8, F32))  # the length of the weight's K: it would be taken for x's
+    module = parse_module(source, new_context())
+    QuantizeWeight(activations=True, smooth=0.5, calibration=str(path)).apply(module)
+    assert "linalg.matmul" in module_text(module)
+    why = "its weight is its lhs (W @ x): the calibration holds no x maxima"
+    assert f"skipping site 'wx' at loc(\"wx\"): {why}" in caplog.text
+    with pytest.raises(OpscopeError) as e:
+        QuantizeWeight(activations=True, smooth=0.5, calibration=str(path), sites="^wx$").apply(
+            parse_module(source, new_context())
+        )
+    assert one_line(e) == f"quantize-weight: site 'wx' at loc(\"wx\"): {why}: leave it out of 'sites'"

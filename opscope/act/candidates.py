@@ -246,14 +246,14 @@ def _unchanged(tidy, site: str) -> bool:
 
 
 def _calibrates(site, maxima: np.ndarray | None) -> bool:
-    """The calibration holds `site`'s lhs channels along its only K dim, the last (what smoothing reads)."""
-    from opscope.ir.sites import is_convolution, operand_dims
-    from opscope.ir.weight_source import lhs_weight
+    """The calibration holds `site`'s lhs channels along its only K dim, the last: what
+    `quantize-weight` smooths by (`opscope.ir.smoothing.uncalibrated`)."""
+    from opscope.ir.sites import is_convolution
+    from opscope.ir.smoothing import uncalibrated
 
-    if maxima is None or is_convolution(site) or lhs_weight(site):  # W @ x: the recorded lhs is the weight
+    if maxima is None or is_convolution(site) or uncalibrated(site):
         return False
-    rank = len(site.shape("lhs"))
-    return operand_dims(site, "lhs") == (rank - 1,) and site.shape("lhs")[-1] == len(maxima)
+    return site.shape("lhs")[-1] == len(maxima)
 
 
 def _lossy(name: str, site, extra: dict[str, tuple[str, str]]) -> list[Proposal]:

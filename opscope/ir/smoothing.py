@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from opscope.errors import OpscopeError
+from opscope.ir.sites import Site, operand_dims
+from opscope.ir.weight_source import lhs_weight
 
 FLOOR = 1e-5  # SmoothQuant's clamp of both maxima: a dead channel gets a finite factor
 SEEN = 0.01  # a channel's calibrated max|x| is taken as at least this share of the median channel's
@@ -57,3 +59,15 @@ def smoothing_factors(x_max: np.ndarray, w_max: np.ndarray, alpha: float) -> np.
     x = np.maximum(x, max(FLOOR, SEEN * float(np.median(x)) if x.size else FLOOR))
     w = np.maximum(np.asarray(w_max, np.float64), FLOOR)
     return (x**alpha / w ** (1.0 - alpha)).astype(np.float32)
+
+
+def uncalibrated(site: Site) -> str:
+    """Why a calibration of `site`'s lhs cannot smooth or scale it ("" when it can): its weight is
+    its lhs (W @ x: the lhs maxima a run records are the weight's), or its K is not the lhs' last
+    dim alone (the dim a calibration's channels, `chan_maxabs`, index). The plan proposes and
+    `quantize-weight` rewrites by this one rule."""
+    if lhs_weight(site):
+        return "its weight is its lhs (W @ x): the calibration holds no x maxima"
+    if operand_dims(site, "lhs") != (len(site.shape("lhs")) - 1,):
+        return "its lhs is not contracted along its last dim alone (calibrated per last-dim channel)"
+    return ""
