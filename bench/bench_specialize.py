@@ -53,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     import opscope
     from opscope.act.evalset import eval_set
     from opscope.act.quality import COUNTS, compare, headline, own
-    from opscope.act.whatif import Bench, Variant
+    from opscope.act.whatif import Bench
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.ir.loading import new_context, parse_module
     from opscope.models.corpus import sentences
     from opscope.pipeline.textual import run_pipeline
     from opscope.run.call_timing import time_calls
     from opscope.run.compile import compile_module
+    from opscope.run.runtime import load
 
     ev = eval_set(args.model)
     bench = Bench(ev)
@@ -69,24 +70,23 @@ def main(argv: list[str] | None = None) -> int:
         run = opscope.profile(args.model, text=text, steps=len(text) // batch, out=Path(tmp) / "run")
         calibration = str(opscope.write_calibration(run.out_dir))
         chosen = variants(calibration, args.quick)
-        modules = {"f32": parse_module(ev.module, new_context())}
-        for label, pipeline in chosen.items():
-            modules[label] = parse_module(ev.module, new_context())
-            run_pipeline(modules[label], pipeline)
-        if args.specialized:
-            modules["plan --apply"] = parse_module(Path(args.specialized).read_text(), new_context())
+        compiled = {"f32": compile_module(ev.module, "llvm-cpu")}  # each build compiled once, for both measures
         metrics = {"f32": own(bench.reference)}  # its own perplexity, accuracy (agreements are against it)
-        for label, pipeline in chosen.items():
-            metrics[label] = bench.measure(Variant(label, pipeline)).metrics
-        if args.specialized:
-            metrics["plan --apply"] = compare(bench.reference, bench.run(modules["plan --apply"], "the plan's module"))
-        function = symbol_name(function_op(modules["f32"]))
-        compiled = [compile_module(m, "llvm-cpu") for m in modules.values()]
-        times = time_calls(compiled, function, ev.batches[0], rounds=1 if args.quick else args.rounds)
+        for label, pipeline in [*chosen.items(), *([("plan --apply", "")] if args.specialized else [])]:
+            module = parse_module(Path(args.specialized).read_text() if not pipeline else ev.module, new_context())
+            if pipeline:
+                run_pipeline(module, pipeline)
+            compiled[label] = compile_module(module, "llvm-cpu")
+            del module  # one parsed model at a time
+            loaded = load(compiled[label])
+            metrics[label] = compare(bench.reference, bench.summarize(loaded, label))
+            loaded.release()
+        function = symbol_name(function_op(parse_module(ev.module, new_context())))
+        times = time_calls(list(compiled.values()), function, ev.batches[0], rounds=1 if args.quick else args.rounds)
     base = times[0]
     names = sorted({k for m in metrics.values() for k in m if k not in COUNTS})
     rows = []
-    for (label, _), t in zip(modules.items(), times):
+    for label, t in zip(compiled, times):
         rows.append(
             [
                 label,
