@@ -540,6 +540,44 @@ def test_iree_still_computes_a_broadcast_matmul_result_wrong_on_spirv(vulkan):
     assert _broadcast_error(_compile(MATMUL_BROADCAST.encode(), tgt, tgt.flags, False)) < 1e-5
 
 
+def conv_into_unit_conv() -> Program:
+    """The long run's chunk 46 (seed 1000049, its model m11 on vulkan-spirv), shrunk by hand: a
+    convolution into one channel, a ReLU, then a 1x1 convolution of that one channel into two (IREE
+    makes it a broadcast of the first one's result, fused into its dispatch)."""
+    p = Program("@@", 0)
+    y = p.conv(p.arg((2, 1, 11, 4)), 1, (2, 1), stride=2)
+    p.output(p.conv(p.unary(y, "relu"), 2, (1, 1)))
+    return p
+
+
+def test_a_unit_convolution_of_a_convolution_is_right_on_vulkan(vulkan):
+    """IREE 3.13's SPIR-V code for that fusion is wrong (28 of 40 outputs off by O(1) or garbage on
+    lavapipe; batch 1, or two channels out of the first convolution, are right): the long run found it
+    as an untapped build that differed from its tapped one. opscope puts the 1x1 convolution's input
+    behind a compute barrier, through the ReLU (`target_limits.contraction_broadcasts`): numpy's result,
+    the tapped build equal to the untapped one."""
+    from opscope.run.target_limits import contraction_broadcasts
+
+    p = conv_into_unit_conv()
+    found = contraction_broadcasts(parse_module(Batch([p]).module(), new_context()))
+    assert [(op.name, i) for op, i in found] == [("linalg.conv_2d_nchw_fchw", 0)]
+    assert _max_error(p, lambda text: compile_module(text, vulkan, use_cache=False)) < 1e-5
+    outcome = check_batch(Batch([p]), 0, vulkan)
+    assert outcome.checked == 1 and not outcome.problems
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="IREE 3.13: SPIR-V conv fused with a 1x1 conv wrong")
+def test_iree_still_computes_a_unit_convolution_of_a_convolution_wrong_on_spirv(vulkan):
+    """Pins the IREE miscompile (no workaround): when an upgrade fixes it this passes, the strict xfail
+    fails, and the workaround can go."""
+    from opscope.run.compile import _compile
+    from opscope.run.targets import get_target
+
+    tgt = get_target(vulkan)
+    p = conv_into_unit_conv()
+    assert _max_error(p, lambda text: _compile(text.encode(), tgt, tgt.flags, False)) < 1e-5
+
+
 def test_an_iree_failure_naming_no_op_is_pinned_on_its_model():
     """IREE's SPIR-V fails on a bf16 64x128 matmul with a line that names no op of the batch: the batch
     check found no model to take out and the whole vulkan-spirv check raised (the long run's first

@@ -288,17 +288,17 @@ def channels_last_depthwise(module: ir.Module) -> int:
 
 
 def contraction_broadcasts(module: ir.Module) -> list[tuple[ir.Operation, int]]:
-    """(op, input index) of each linalg op that broadcasts an input (a `linalg.broadcast`, or a
-    generic whose input map leaves out a parallel loop) holding a contraction's result, through pure
-    copies (`opscope.ir.weight_trace.copy_source`: reshapes, transposes): GQA's repeat_kv of the k and
-    v projections. IREE 3.13's SPIR-V code for a matmul fused with a broadcast along a new outer dim
+    """(op, input index) of each linalg op that broadcasts an input (a `linalg.broadcast`, a generic
+    whose input map leaves out a parallel loop, or a 1x1 convolution of one input channel:
+    `_unit_reduction_broadcasts`) holding a contraction's or convolution's result, through pure copies
+    (`opscope.ir.weight_trace.copy_source`: reshapes, transposes) and elementwise ops
+    (`_reads_contraction`): GQA's repeat_kv of the k and v projections. IREE 3.13's SPIR-V code for a matmul fused with a broadcast along a new outer dim
     comes back wrong on small shapes (on lavapipe: 30 of 45 shapes of M 2-16, K 2-8, N 1-8 into
     [2, M, N], off by O(1) or garbage; 32×64×16 and up right), where the same two ops in two
     dispatches are right (found by the generated-model tests on a GQA attention; a strict xfail
     pins it)."""
     from opscope.ir.flops import indexing_maps
     from opscope.ir.sites import find_sites
-    from opscope.ir.weight_trace import copy_source
 
     results = {site.op.results[0] for site in find_sites(module) if len(site.op.results) == 1}
     found: list[tuple[ir.Operation, int]] = []
@@ -314,16 +314,65 @@ def contraction_broadcasts(module: ir.Module) -> list[tuple[ir.Operation, int]]:
                 used = {ir.AffineDimExpr(e).position for e in maps[i].results if isinstance(e, ir.AffineDimExpr)}
                 if any("parallel" in iters[d] and d not in used for d in range(maps[i].n_dims)):
                     spread.append(i)
+        elif op.name.startswith("linalg."):
+            spread = _unit_reduction_broadcasts(op)
         else:
             return ir.WalkResult.ADVANCE
         for i in spread:
-            source, _, _ = copy_source(op.operands[i], ())
-            if source in results:
+            if _reads_contraction(op.operands[i], results):
                 found.append((op, i))
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     return found
+
+
+def _reads_contraction(value: ir.Value, results: set[ir.Value]) -> bool:
+    """Whether `value` is one of `results` through pure copies and elementwise generics (all loops
+    parallel, followed through the inputs indexed as the result is: a ReLU or a bias add on the
+    contraction's result, which IREE fuses into its dispatch with the broadcast after it)."""
+    from opscope.ir.flops import indexing_maps
+    from opscope.ir.weight_trace import copy_source
+
+    seen: set[ir.Value] = set()
+    todo = [value]
+    while todo:
+        source, _, _ = copy_source(todo.pop(), ())
+        if source in results:
+            return True
+        if source in seen or not isinstance(source, ir.OpResult):
+            continue
+        seen.add(source)
+        op = source.owner.operation if hasattr(source.owner, "operation") else source.owner
+        if op.name != "linalg.generic" or len(op.results) != 1:
+            continue
+        iters = [str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
+        maps = indexing_maps(op.attributes["indexing_maps"])
+        if all("parallel" in it for it in iters):
+            todo += [x for x, m in zip(op.opview.inputs, maps) if m == maps[-1]]
+    return False
+
+
+def _unit_reduction_broadcasts(op: ir.Operation) -> list[int]:
+    """The inputs of a named linalg op whose reduction loops all have size 1 (an elementwise op
+    written as a convolution or contraction: a 1x1 convolution of one input channel into F) that
+    leave out a parallel loop of size > 1: what IREE turns into a broadcast of that input (found by
+    the generated-model tests: a convolution into one channel, then a 1x1 one into two, on SPIR-V)."""
+    maps_attr = linalg.get_indexing_maps(op)
+    if maps_attr is None or len(op.results) != 1:
+        return []
+    maps = [ir.AffineMapAttr(a).value for a in maps_attr]
+    sizes = loop_sizes(maps, list(op.operands))
+    out = maps[-1]
+    parallel = {ir.AffineDimExpr(e).position for e in out.results if isinstance(e, ir.AffineDimExpr)}
+    if any(sizes[d] != 1 for d in range(out.n_dims) if d not in parallel):
+        return []
+    spread = []
+    for i in range(len(maps) - 1):  # one result: every map but the last is an input's
+        used = set().union(*(_dims_of(e) for e in maps[i].results))  # through strides and windows too
+        if any(d not in used and sizes[d] not in (1, None) for d in parallel):
+            spread.append(i)
+    return spread
 
 
 def barrier_contraction_broadcasts(module: ir.Module) -> int:
