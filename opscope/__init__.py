@@ -1053,7 +1053,7 @@ def kernel_plan(
     `max_error` None: 0.01. `quality` (with `apply`): an end-to-end budget on the model's evaluation set
     (the zoo's held-out data): a share Q of the task's headline metric to lose, or gates such as
     "cosine_mean>=0.999,nn_agreement>=0.98" or "top1_agreement>=0.97,perplexity<=1.02x"; the applied
-    module keeps the lossy rewrites, least site error first, as far as its build stays within it
+    module keeps the lossy rewrites, least site error per µs saved first, as far as its build stays within it
     (`applied.quality` says what it measured), and sites are then not held to `max_error` unless given."""
     from opscope.act.specialize import kernel_plan as build
 

@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --apply: the end-to-end budget on the model's held-out evaluation set: a share of the "
         "task's headline metric to lose (0.001), or gates: 'cosine_mean>=0.999,nn_agreement>=0.98', "
         "'top1_agreement>=0.97,perplexity<=1.02x'; --apply then keeps the lossy rewrites, least site error "
-        "first, as far as the model stays within it",
+        "per µs saved first, as far as the model stays within it",
     )
     p.add_argument(
         "--kinds",
