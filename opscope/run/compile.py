@@ -307,6 +307,7 @@ def _workarounds(data_tiled: bool, spirv: bool) -> list[tuple]:
     fixes = [
         (tl.unit_k_contractions, tl.elementwise_unit_k, (b"linalg",)),  # tiled or not (its docstring)
         (index_remainders, plain_indices, (b"rem", b"linalg")),  # arith.remsi / remui
+        (tl.padded_convolutions, tl.barrier_padded_convolutions, (b"insert_slice", b"linalg")),
     ]
     if data_tiled:
         fixes.append((tl.normalized_operands, tl.guard_normalized_operands, (b"reduction", b"linalg")))

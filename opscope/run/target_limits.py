@@ -11,10 +11,11 @@ is wrong there, an int8 weight dequantized in the graph reads as zeros in its st
 by the generated-model tests) and a bf16 one (a bf16 matmul with an odd dim is wrong there, found
 by the same tests).
 
-Three silent miscompiles are worked around instead, on the compiler's copy of a module
-(`opscope.run.compile`): llvm-cpu's data tiling of softmax · v (`guard_normalized_operands`), the
-SPIR-V targets' channels-first 2-D depthwise convolution (`channels_last_depthwise`) and their
-matmul fused with a broadcast of its result (`barrier_contraction_broadcasts`).
+Four silent miscompiles are worked around instead, on the compiler's copy of a module
+(`opscope.run.compile`): llvm-cpu's data tiling of softmax · v (`guard_normalized_operands`), a
+convolution's result with a unit dim padded by an insert into zeros (`barrier_padded_convolutions`),
+the SPIR-V targets' channels-first 2-D depthwise convolution (`channels_last_depthwise`) and their
+contraction fused with a broadcast of its result (`barrier_contraction_broadcasts`).
 """
 
 from __future__ import annotations
@@ -351,6 +352,38 @@ def _reads_contraction(value: ir.Value, results: set[ir.Value]) -> bool:
         if all("parallel" in it for it in iters):
             todo += [x for x, m in zip(op.opview.inputs, maps) if m == maps[-1]]
     return False
+
+
+def padded_convolutions(module: ir.Module) -> list[tuple[ir.Operation, int]]:
+    """(op, 0) of each `tensor.insert_slice` of a convolution's result (through copies and elementwise
+    ops: `_reads_contraction`) with a unit dim into a filled tensor: the result padded. IREE 3.13
+    fuses the convolution into the padding's dispatch and computes it wrong on llvm-cpu when a batch
+    of 1 has one output row or column (a [1, F, 1, W'] result padded on both sides of a dim: off by
+    O(1); a batch of 2, one channel or `tensor.pad` are right; found by the generated-model tests, a
+    transposed convolution's spread after a convolution). Measured on llvm-cpu; done on every target."""
+    from opscope.ir.sites import find_sites, is_convolution
+
+    results = {site.op.results[0] for site in find_sites(module) if is_convolution(site) and len(site.op.results) == 1}
+    found: list[tuple[ir.Operation, int]] = []
+
+    def visit(op):
+        if op.name == "tensor.insert_slice":
+            source, dest = op.operands[0], op.operands[1]
+            filled = isinstance(dest, ir.OpResult) and dest.owner.name == "linalg.fill"
+            shape = ir.RankedTensorType(source.type).shape
+            if filled and 1 in shape and _reads_contraction(source, results):
+                found.append((op, 0))
+        return ir.WalkResult.ADVANCE
+
+    if results:
+        module.operation.walk(visit)
+    return found
+
+
+def barrier_padded_convolutions(module: ir.Module) -> int:
+    """A compute barrier before each `padded_convolutions` source (IREE then pads the convolution's
+    result in a dispatch of its own); returns how many. The compiler's copy only (`opscope.run.compile`)."""
+    return _barriers(module, padded_convolutions(module))
 
 
 def _unit_reduction_broadcasts(op: ir.Operation) -> list[int]:
