@@ -523,17 +523,24 @@ def sweep(
     force: bool = False,
     parquet: bool = False,
     config: StatConfig | None = None,
+    dask: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """The reference's sweep: one matmul per (M, K, N) of `shapes` (default its three) × the seven
     input distributions × `seeds` (default 1, 2, 3), each a run recorded into the tidy CSV `out`;
     `resume` continues an interrupted sweep there, `force` overwrites it, `parquet` also writes
     `out` as Parquet beside it; `config` picks the sketches (default `StatConfig()`; a resumed sweep
-    keeps the one it was recorded with, `<out>.config.json`). Returns a `SweepResult` (runs recorded
-    and skipped, parity per shape)."""
+    keeps the one it was recorded with, `<out>.config.json`). `dask`: the runs as jobs on "local:N"
+    worker processes or a Dask scheduler's "tcp://HOST:PORT" (the file the same, byte for byte;
+    needs the `dask` extra), `progress` told of each job's end. Returns a `SweepResult` (runs
+    recorded and skipped, parity per shape)."""
     from opscope.drive.sweep import SEEDS, SHAPES
     from opscope.drive.sweep import sweep as run_sweep
     from opscope.ir.stat_config import StatConfig
+    from opscope.jobs.executor import check_spec
 
+    if dask is not None:
+        check_spec(dask)  # a bad option or a missing extra: one line before anything is written
     if not resume:
         _fresh(out, force)
     res = run_sweep(
@@ -543,6 +550,8 @@ def sweep(
         seeds=SEEDS if seeds is None else tuple(seeds),
         resume=resume,
         config=config or StatConfig(),
+        dask=dask,
+        say=progress,
     )
     _parquet(out, parquet)
     return res
