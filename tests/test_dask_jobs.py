@@ -1,6 +1,7 @@
 """--dask: opscope's jobs on a real `dask.distributed.LocalCluster` of 2 worker processes.
 
-A sweep's runs as jobs give the serial file byte for byte; a worker killed mid-run (its process
+A sweep's runs as jobs give the serial file byte for byte, a per-layer what-if sweep the serial
+report; a worker killed mid-run (its process
 terminated from the test) loses and duplicates nothing; a client killed mid-run leaves its finished
 shards, which `resume` appends without running them again. 2 shapes × 7 distributions × 2 seeds
 (28 runs of an 8x8x8 and a 4x16x8 matmul), the smallest sweep with jobs still queued on both
@@ -136,6 +137,26 @@ def test_resume_after_a_killed_client_appends_its_shards_without_running_them(cl
     assert res.skipped == recorded and res.from_shards  # finished shards appended, not run again
     assert sorted(res.skipped + res.recorded) == list(range(RUNS))
     assert not Path(str(out) + ".shards").exists()
+
+
+def test_a_per_layer_whatif_sweep_on_two_workers_is_the_serial_report(cluster):
+    """llama-tiny's W8A8 one layer at a time: the original, the whole model and its 2 layers as jobs
+    (each worker builds the original once for its variants), the report the serial one, field for field."""
+    from opscope.act.evalset import eval_set
+    from opscope.act.whatif import sweep_layers
+
+    evalset = eval_set("llama-tiny", tokens=60)
+    serial = sweep_layers(evalset, "w8a8")
+    lines: list[str] = []
+    spread = sweep_layers(evalset, "w8a8", dask=cluster.scheduler_address, progress=lines.append)
+    assert spread.to_dict() == serial.to_dict() and len(spread.layers) == 2
+    assert lines[0] == f"3 builds on {cluster.scheduler_address} (2 workers)" and lines[-1].startswith("4/4 jobs done")
+
+
+def test_dask_is_refused_where_it_does_not_apply_yet():
+    with pytest.raises(OpscopeError) as e:
+        opscope.whatif("no-such-model.onnx", fakequant=["w8a8"], dask="local:2")
+    assert one_line(e).startswith("--dask spreads --sweep-layers' builds over workers (sweep_layers)")
 
 
 def test_a_job_id_is_its_parameters():

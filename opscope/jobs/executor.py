@@ -95,13 +95,20 @@ def open_pool(spec: str | None) -> Iterator[Pool]:
     level = chatter.level
     chatter.setLevel(logging.ERROR)  # its INFO lines (workers registered, comms closed) are not the user's
     if kind == "local":
-        cluster = LocalCluster(
-            n_workers=int(value),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            silence_logs=logging.ERROR,
-        )
+        try:
+            cluster = LocalCluster(
+                n_workers=int(value),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            )
+        except RuntimeError as e:  # spawned workers import the caller's script: its calls need a main guard
+            chatter.setLevel(level)
+            raise OpscopeError(
+                f"--dask local:{value}: Dask's worker processes failed to start ({e}); a script that calls opscope "
+                "with dask='local:N' must do so under `if __name__ == \"__main__\":` (each worker imports the script)"
+            ) from None
         client = Client(cluster)
         where = f"{value} local worker process{'es' if value != 1 else ''}"
     else:
