@@ -141,23 +141,12 @@ class Recorder:
         """Run ids with at least one journaled `record` call (for sequences see `completed_steps`)."""
         return {r for r, _ in self.completed_steps}
 
-    def record(
-        self,
-        run_id: int,
-        step: int,
-        backend: str,
-        dist: str,
-        m: int | None,
-        k: int | None,
-        n: int | None,
-        manifest: Manifest,
-        outputs: list[np.ndarray],
-    ) -> int:
-        """Write one run's statistics, decoded from its outputs by `manifest`; returns rows written.
-
-        M/K/N are the driver's (the reference's sweep passes its matmul's); `None` writes each
-        site's own M/K/N from the manifest (a model's sites differ), batch dims aside."""
-        return self.record_bytes(run_id, step, *run_rows(run_id, step, backend, dist, m, k, n, manifest, outputs))
+    def record(self, run_id: int, step: int, *fields: Any) -> int:
+        """Write one run's statistics, `run_rows(run_id, step, backend, dist, m, k, n, manifest, outputs)`:
+        decoded from its outputs by `manifest`; returns rows written. M/K/N are the driver's (the
+        reference's sweep passes its matmul's); `None` writes each site's own M/K/N from the manifest
+        (a model's sites differ), batch dims aside."""
+        return self.record_bytes(run_id, step, *run_rows(run_id, step, *fields))
 
     def record_values(self, run_id: int, step: int, *fields: Any, **options: Any) -> int:
         """Write one run: `format_rows(run_id, step, backend, dist, m, k, n, values, numel, site_dims)`,
