@@ -523,17 +523,24 @@ def sweep(
     force: bool = False,
     parquet: bool = False,
     config: StatConfig | None = None,
+    dask: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """The reference's sweep: one matmul per (M, K, N) of `shapes` (default its three) × the seven
     input distributions × `seeds` (default 1, 2, 3), each a run recorded into the tidy CSV `out`;
     `resume` continues an interrupted sweep there, `force` overwrites it, `parquet` also writes
     `out` as Parquet beside it; `config` picks the sketches (default `StatConfig()`; a resumed sweep
-    keeps the one it was recorded with, `<out>.config.json`). Returns a `SweepResult` (runs recorded
-    and skipped, parity per shape)."""
+    keeps the one it was recorded with, `<out>.config.json`). `dask`: the runs as jobs on "local:N"
+    worker processes or a Dask scheduler's "tcp://HOST:PORT" (the file the same, byte for byte;
+    needs the `dask` extra), `progress` told of each job's end. Returns a `SweepResult` (runs
+    recorded and skipped, parity per shape)."""
     from opscope.drive.sweep import SEEDS, SHAPES
     from opscope.drive.sweep import sweep as run_sweep
     from opscope.ir.stat_config import StatConfig
+    from opscope.jobs.executor import check_spec
 
+    if dask is not None:
+        check_spec(dask)  # a bad option or a missing extra: one line before anything is written
     if not resume:
         _fresh(out, force)
     res = run_sweep(
@@ -543,6 +550,8 @@ def sweep(
         seeds=SEEDS if seeds is None else tuple(seeds),
         resume=resume,
         config=config or StatConfig(),
+        dask=dask,
+        say=progress,
     )
     _parquet(out, parquet)
     return res
@@ -773,6 +782,7 @@ def whatif(
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     weights_dtype: str | None = None,
+    dask: str | None = None,
 ) -> WhatIfReport:
     """Measure rewrites end to end on real data: the original and each variant compiled and run on
     the same inputs, compared by what the model does (top-1 agreement and perplexity for a causal
@@ -790,13 +800,23 @@ def whatif(
     `inputs` / `text` + `tokenizer` / generated; `task` says what the first result is. `parameters`:
     every build maps the weights from one parameter file in a temporary folder instead of carrying
     them (None: so for a model of 128 MiB or more), float32 ones stored as `weights_dtype` (bf16,
-    f16). Bad requests are one-line errors before the model is read.
+    f16). `dask` (with `sweep_layers`): each build a job on "local:N" worker processes or a Dask
+    scheduler's "tcp://HOST:PORT" (the same report; needs the `dask` extra). Bad requests are
+    one-line errors before the model is read.
     Returns a `WhatIfReport` (`.to_dict()`; `render(report)`)."""
     from opscope.act.evalset import eval_set
     from opscope.act.whatif import check_request, measure, variants_of
+    from opscope.jobs.executor import check_spec
 
     variants = variants_of(skip, skip_lowest, None if run is None else str(run), fakequant, pipelines)
     check_request(variants, sweep, sweep_layers, keep, floor)
+    if dask is not None:
+        if not sweep_layers:
+            raise OpscopeError(
+                "--dask spreads --sweep-layers' builds over workers (sweep_layers); the other what-if "
+                "requests run in this process: drop --dask"
+            )
+        check_spec(dask)
     evalset = eval_set(
         source,
         task=task,
@@ -820,6 +840,7 @@ def whatif(
         verify=verify,
         target=target,
         progress=progress,
+        dask=dask,
     )
 
 

@@ -369,10 +369,16 @@ def layer_prefixes(evalset: EvalSet) -> list[str]:
 
 
 def sweep_layers(
-    evalset: EvalSet, scheme: str, *, target: str = "llvm-cpu", progress: Callable[[str], None] | None = None
+    evalset: EvalSet,
+    scheme: str,
+    *,
+    target: str = "llvm-cpu",
+    progress: Callable[[str], None] | None = None,
+    dask: str | None = None,
 ) -> WhatIfReport:
     """Fake-quant `scheme` (`FAKEQUANT`) on one layer at a time (its sites, by name prefix), plus the whole
-    model: which layers a quantization hurts most. One build per layer."""
+    model: which layers a quantization hurts most. One build per layer; with `dask`
+    (`opscope.jobs.executor`), each a job on a worker (`measure_jobs`), the same report."""
     import re
 
     what, pipeline = fakequant(scheme).what, fakequant(scheme).pipeline
@@ -382,12 +388,87 @@ def sweep_layers(
         for layer in layers
     ]
     check_variants(evalset, [pipeline] + [per_layer[0].pipeline])
-    bench = Bench(evalset, target, progress)
-    bench.measure(Variant(what, pipeline))
-    outcomes = [bench.measure(v) for v in per_layer]
-    bench.report.outcomes = bench.report.outcomes[:1]
-    bench.report.layers = sorted(outcomes, key=lambda o: o.metrics.get(bench.report.headline, 0.0))
-    return bench.report
+    if dask is not None:
+        report, outcomes = measure_jobs(evalset, [Variant(what, pipeline), *per_layer], target, dask, progress)
+        report.outcomes = outcomes[:1]
+        outcomes = outcomes[1:]
+    else:
+        bench = Bench(evalset, target, progress)
+        bench.measure(Variant(what, pipeline))
+        outcomes = [bench.measure(v) for v in per_layer]
+        report = bench.report
+        report.outcomes = report.outcomes[:1]
+    report.layers = sorted(outcomes, key=lambda o: o.metrics.get(report.headline, 0.0))
+    return report
+
+
+_BENCHES: dict[tuple[str, str], Bench] = {}  # a worker's original builds, by evaluation set and target
+
+
+def measure_jobs(
+    evalset: EvalSet, variants: Sequence[Variant], target: str, dask: str, progress: Callable[[str], None] | None
+) -> tuple[WhatIfReport, list[Outcome]]:
+    """Each variant measured as a job on the `dask` pool, and the report of the original (a job too):
+    each worker compiles and runs the original once (`_worker_bench`) for every variant it measures.
+    The evaluation set travels to the workers without its parameter file's folder, which stays
+    this process's: workers on this machine map that one file (a cluster elsewhere needs the
+    folder on a file system it shares)."""
+    import dataclasses
+    import hashlib
+
+    from opscope.jobs.executor import open_pool
+    from opscope.jobs.run import Job, run_jobs
+    from opscope.jobs.shards import job_id
+
+    shipped = dataclasses.replace(evalset, weights=None)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(evalset.module if isinstance(evalset.module, bytes) else evalset.module.encode())
+    for batch in evalset.batches:
+        for a in batch:
+            digest.update(np.ascontiguousarray(a).tobytes())
+    key = digest.hexdigest()
+    base = Job(
+        job_id("whatif-original", {"set": key, "target": target}), "the original", report_job, (shipped, key, target)
+    )
+    jobs = [base] + [
+        Job(
+            job_id("whatif", {"set": key, "target": target, "pipeline": v.pipeline}),
+            v.what,
+            measure_job,
+            (shipped, key, target, v),
+        )
+        for v in variants
+    ]
+    results: dict[str, object] = {}
+    with open_pool(dask) as pool:
+        if progress is not None:
+            progress(
+                f"{len(variants)} builds on {pool.where}" + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
+            )
+        run_jobs(pool, jobs, lambda job, result: results.__setitem__(job.id, result), progress)
+    return results[base.id], [results[job.id] for job in jobs[1:]]
+
+
+def _worker_bench(evalset: EvalSet, key: str, target: str) -> Bench:
+    """This process's `Bench` of the evaluation set `key` names (the original compiled and run once)."""
+    if (key, target) not in _BENCHES:
+        _BENCHES[(key, target)] = Bench(evalset, target)
+    return _BENCHES[(key, target)]
+
+
+def report_job(evalset: EvalSet, key: str, target: str) -> WhatIfReport:
+    """The original's report (its own metrics, FLOPs, bytes and weights), no variant yet, on a worker."""
+    import dataclasses
+
+    return dataclasses.replace(_worker_bench(evalset, key, target).report, outcomes=[])
+
+
+def measure_job(evalset: EvalSet, key: str, target: str, variant: Variant) -> Outcome:
+    """One variant built, run and compared with the original, on a worker."""
+    bench = _worker_bench(evalset, key, target)
+    outcome = bench.measure(variant)
+    bench.report.outcomes.clear()  # the worker's bookkeeping: the client assembles the report
+    return outcome
 
 
 def _with_sites(pipeline: str, regex: str) -> str:
@@ -497,9 +578,11 @@ def measure(
     verify: bool = True,
     target: str = "llvm-cpu",
     progress: Callable[[str], None] | None = None,
+    dask: str | None = None,
 ) -> WhatIfReport:
     """The request `check_request` accepted, run: the skip sweep and greedy curve (`sweep`), a scheme
-    one layer at a time (`sweep_layers_scheme`), or the variants against the original."""
+    one layer at a time (`sweep_layers_scheme`, its builds as jobs on `dask` when given), or the
+    variants against the original."""
     if sweep:
         return sweep_skips(
             evalset,
@@ -512,5 +595,5 @@ def measure(
             progress=progress,
         )
     if sweep_layers_scheme:
-        return sweep_layers(evalset, sweep_layers_scheme, target=target, progress=progress)
+        return sweep_layers(evalset, sweep_layers_scheme, target=target, progress=progress, dask=dask)
     return whatif(evalset, variants, target=target, progress=progress)

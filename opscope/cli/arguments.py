@@ -34,6 +34,16 @@ def add_target(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_dask(parser: argparse.ArgumentParser) -> None:
+    """--dask: where the command's jobs run (`opscope.jobs.executor`; default this process)."""
+    parser.add_argument(
+        "--dask",
+        metavar="WHERE",
+        help="run the jobs on local:N Dask worker processes here, or on a Dask scheduler at tcp://HOST:PORT "
+        "(needs pip install 'opscope[dask]'; default: this process)",
+    )
+
+
 def add_parameters(parser: argparse.ArgumentParser, where: str, dtype: bool = True) -> None:
     """--parameters/--no-parameters: the model's weights in an IREE parameter file (`where`) or
     inside every compiled module, default by the model's size; with `dtype`, --weights-dtype: how

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import opscope
 from opscope.cli.arguments import (
+    add_dask,
     add_html,
     add_parameters,
     add_profile_run,
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--shapes", help="MxKxN[,MxKxN...] (default the reference's three)")
     sw.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
     add_sketches(sw, sites=False)  # one matmul per run: --shapes picks them
+    add_dask(sw)
     sw.set_defaults(fn=_cmd_sweep)
 
     sq = sub.add_parser("seq", help="decode-like steps: drifting activations, fixed weight -> tidy CSV")
@@ -125,6 +127,8 @@ def _cmd_sweep(args) -> int:
             force=args.force,
             parquet=args.parquet,
             config=sketch_config(args),
+            dask=args.dask,
+            progress=(lambda line: print(f"opscope: {line}", file=sys.stderr, flush=True)) if args.dask else None,
         )
     except KeyboardInterrupt:
         print(f"opscope: interrupted; {out} holds every finished run: continue with --resume", file=sys.stderr)

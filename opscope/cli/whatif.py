@@ -17,6 +17,7 @@ import argparse
 
 import opscope
 from opscope.cli.arguments import (
+    add_dask,
     add_feed,
     add_format,
     add_parameters,
@@ -88,6 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", choices=TASKS, help="what the model's first result is (default: the zoo's, else outputs)")
     add_feed(p)
     add_parameters(p, "in a temporary folder, for every build")
+    add_dask(p)
     p.add_argument("--all", action="store_true", help="every row of the sweep")
     add_format(p)
     p.set_defaults(fn=_cmd_whatif)
@@ -113,6 +115,7 @@ def _cmd_whatif(args) -> int:
         progress=progress("whatif"),
         **feed(args),
         **parameters(args),
+        dask=args.dask,
     )
     print(opscope.render(report, report_format(args), every=args.all))
     write_html(args, report, every=args.all)

@@ -141,33 +141,20 @@ class Recorder:
         """Run ids with at least one journaled `record` call (for sequences see `completed_steps`)."""
         return {r for r, _ in self.completed_steps}
 
-    def record(
-        self,
-        run_id: int,
-        step: int,
-        backend: str,
-        dist: str,
-        m: int | None,
-        k: int | None,
-        n: int | None,
-        manifest: Manifest,
-        outputs: list[np.ndarray],
-    ) -> int:
-        """Write one run's statistics, decoded from its outputs by `manifest`; returns rows written.
-
-        M/K/N are the driver's (the reference's sweep passes its matmul's); `None` writes each
-        site's own M/K/N from the manifest (a model's sites differ), batch dims aside."""
-        numel = {(e.site, e.role): e.numel for e in manifest.entries}
-        dims = None
-        if m is None or k is None or n is None:
-            dims = {s.name: (s.m, s.k, s.n) for s in manifest.sites}
-            m, k, n = 0, 0, 0
-        return self.record_values(run_id, step, backend, dist, m, k, n, manifest.values(outputs), numel, dims)
+    def record(self, run_id: int, step: int, *fields: Any) -> int:
+        """Write one run's statistics, `run_rows(run_id, step, backend, dist, m, k, n, manifest, outputs)`:
+        decoded from its outputs by `manifest`; returns rows written. M/K/N are the driver's (the
+        reference's sweep passes its matmul's); `None` writes each site's own M/K/N from the manifest
+        (a model's sites differ), batch dims aside."""
+        return self.record_bytes(run_id, step, *run_rows(run_id, step, *fields))
 
     def record_values(self, run_id: int, step: int, *fields: Any, **options: Any) -> int:
         """Write one run: `format_rows(run_id, step, backend, dist, m, k, n, values, numel, site_dims)`,
         a row per element of each `(site, role, stat) -> values`, in mapping order."""
-        data, rows = format_rows(run_id, step, *fields, **options)
+        return self.record_bytes(run_id, step, *format_rows(run_id, step, *fields, **options))
+
+    def record_bytes(self, run_id: int, step: int, data: bytes, rows: int) -> int:
+        """Write one run's rows as `format_rows` made them (elsewhere: a worker's shard), journaled."""
         self._f.write(data)
         self._sync(self._f)
         self._offset += len(data)
@@ -194,6 +181,27 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def run_rows(
+    run_id: int,
+    step: int,
+    backend: str,
+    dist: str,
+    m: int | None,
+    k: int | None,
+    n: int | None,
+    manifest: Manifest,
+    outputs: list[np.ndarray],
+) -> tuple[bytes, int]:
+    """One run's rows as `Recorder.record` writes them, decoded from its outputs by `manifest`
+    (M/K/N None: each site's own), as CSV bytes and their count."""
+    numel = {(e.site, e.role): e.numel for e in manifest.entries}
+    dims = None
+    if m is None or k is None or n is None:
+        dims = {s.name: (s.m, s.k, s.n) for s in manifest.sites}
+        m, k, n = 0, 0, 0
+    return format_rows(run_id, step, backend, dist, m, k, n, manifest.values(outputs), numel, dims)
 
 
 def format_rows(
