@@ -12,6 +12,7 @@ follow the evaluation set's in the corpus (held out from it). Nothing asserts on
     python bench/bench_specialize.py --model smollm2 --rounds 3
     python bench/bench_specialize.py --specialized minilm-spec.mlir    # + the plan's build
     python bench/bench_specialize.py --quick                           # f32 and W8A8 only, one round
+    python bench/bench_specialize.py --model smollm2 --pipeline @applied.txt --no-techniques  # f32 and a pipeline
 """
 
 from __future__ import annotations
@@ -47,7 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--specialized", help="a module `opscope plan --apply -o` wrote, measured beside the rest")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     ap.add_argument("--quick", action="store_true", help="f32 and W8A8 only, one round")
+    ap.add_argument(
+        "--pipeline", help="a rewrite pipeline (the plan's `applied:` line; @FILE reads it) measured beside the rest"
+    )
+    ap.add_argument(
+        "--no-techniques", action="store_true", help="the single techniques left out: f32 and what is given"
+    )
     args = ap.parse_args(argv)
+    given = args.pipeline
+    if given and given.startswith("@"):
+        given = Path(given[1:]).read_text().strip()
     header(f"specialized builds of {args.model}: time per call and quality", argv)
 
     import opscope
@@ -65,11 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     ev = eval_set(args.model)
     bench = Bench(ev)
     with tempfile.TemporaryDirectory(prefix="opscope-bench-specialize-") as tmp:
-        text = sentences(ev.examples + CALIBRATION_SENTENCES)[ev.examples :]
-        batch = len(ev.batches[0][0])
-        run = opscope.profile(args.model, text=text, steps=len(text) // batch, out=Path(tmp) / "run")
-        calibration = str(opscope.write_calibration(run.out_dir))
-        chosen = variants(calibration, args.quick)
+        chosen = {}
+        if not args.no_techniques:
+            text = sentences(ev.examples + CALIBRATION_SENTENCES)[ev.examples :]
+            batch = len(ev.batches[0][0])
+            run = opscope.profile(args.model, text=text, steps=len(text) // batch, out=Path(tmp) / "run")
+            chosen = variants(str(opscope.write_calibration(run.out_dir)), args.quick)
+        if given:
+            chosen["pipeline"] = given
         compiled = {"f32": compile_module(ev.module, "llvm-cpu")}  # each build compiled once, for both measures
         metrics = {"f32": own(bench.reference)}  # its own perplexity, accuracy (agreements are against it)
         for label, pipeline in [*chosen.items(), *([("plan --apply", "")] if args.specialized else [])]:
