@@ -22,6 +22,7 @@ The storage test compiles a 256×512 weight with plain `iree-compile` flags and 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +34,8 @@ from opscope.ir.loading import module_text, new_context, parse_module
 from opscope.ir.smoothing import smoothing_factors
 from opscope.passes.quantize_weight import QuantizeWeight
 from opscope.pipeline.textual import parse_pipeline, run_pipeline
+
+WEIGHT_ON_LHS = Path(__file__).resolve().parents[1] / "lit_tests" / "passes" / "cases" / "weight-on-lhs.mlir"
 
 F32 = np.float32
 M, K, N = 6, 64, 24
@@ -546,24 +549,16 @@ func.func @main(%x: tensor<3x8xf32>, %w: tensor<8x4xf32>, %c: tensor<3x4xf32>) -
 def test_a_weight_on_the_lhs_is_not_smoothed_by_its_own_maxima(tmp_path, caplog):
     """W @ x: the lhs maxima a run records are the weight's, not x's: skipped with a warning under a
     calibration (refused when `sites` names it), as the plan leaves it out of its SmoothQuant candidates."""
-    source = """func.func @main(%x: tensor<8x3xf32>) -> tensor<4x3xf32> {
-  %w = arith.constant dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
-                             [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]> : tensor<4x8xf32>
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<4x3xf32>
-  %c = linalg.fill ins(%z : f32) outs(%e : tensor<4x3xf32>) -> tensor<4x3xf32>
-  %a = linalg.matmul ins(%w, %x : tensor<4x8xf32>, tensor<8x3xf32>) outs(%c : tensor<4x3xf32>) -> tensor<4x3xf32> loc("wx")
-  return %a : tensor<4x3xf32>
-}"""
-    path = tmp_path / "wx.npz"
-    np.savez(path, wx=np.ones(8, F32))  # the length of the weight's K: it would be taken for x's
+    source = "\n".join(line for line in WEIGHT_ON_LHS.read_text().splitlines() if not line.startswith("//"))
+    path = tmp_path / "fc.npz"
+    np.savez(path, fc=np.ones(8, F32))  # the length of the weight's K: it would be taken for x's
     module = parse_module(source, new_context())
     QuantizeWeight(activations=True, smooth=0.5, calibration=str(path)).apply(module)
     assert "linalg.matmul" in module_text(module)
     why = "its weight is its lhs (W @ x): the calibration holds no x maxima"
-    assert f"skipping site 'wx' at loc(\"wx\"): {why}" in caplog.text
+    assert f"skipping site 'fc' at loc(\"fc\"): {why}" in caplog.text
     with pytest.raises(OpscopeError) as e:
-        QuantizeWeight(activations=True, smooth=0.5, calibration=str(path), sites="^wx$").apply(
+        QuantizeWeight(activations=True, smooth=0.5, calibration=str(path), sites="^fc$").apply(
             parse_module(source, new_context())
         )
-    assert one_line(e) == f"quantize-weight: site 'wx' at loc(\"wx\"): {why}: leave it out of 'sites'"
+    assert one_line(e) == f"quantize-weight: site 'fc' at loc(\"fc\"): {why}: leave it out of 'sites'"

@@ -118,7 +118,8 @@ def assemble(
         rest = rest[lo + 1 :] if len(passed_over) <= skips else []
     measure(kept)
     metrics, misses = seen[tuple(kept)]
-    out = passed_over + [i for i in range(len(lossy)) if i not in set(kept) | set(passed_over)]
+    placed = set(kept) | set(passed_over)
+    out = passed_over + [i for i in range(len(lossy)) if i not in placed]
     left = tuple((lossy[i].site, lossy[i].proposal.label, lossy[i].rel_error) for i in out)
     builds = sum(1 for key in seen if key)
     return Assembled(

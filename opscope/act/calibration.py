@@ -59,8 +59,8 @@ def write_calibration(run: str | Path, out: str | Path | None = None) -> Path:
 
 def save_calibration(maxima: dict[str, np.ndarray], path: Path) -> Path:
     """Write `maxima` (site -> max|x| per lhs channel) to `path` as an .npz, atomically (a reader
-    never sees half a file; an existing one is replaced whole: `opscope.probe.tensors.atomic_write`)."""
-    from opscope.probe.tensors import atomic_write
+    never sees half a file; an existing one is replaced whole: `opscope.jobs.shards.atomic_write`)."""
+    from opscope.jobs.shards import atomic_write
 
     atomic_write(path, lambda f: np.savez(f, **maxima))
     return path

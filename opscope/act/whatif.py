@@ -402,9 +402,6 @@ def sweep_layers(
     return report
 
 
-_BENCHES: dict[tuple[str, str], Bench] = {}  # a worker's original builds, by evaluation set and target
-
-
 def measure_jobs(
     evalset: EvalSet, variants: Sequence[Variant], target: str, dask: str, progress: Callable[[str], None] | None
 ) -> tuple[WhatIfReport, list[Outcome]]:
@@ -451,9 +448,9 @@ def measure_jobs(
 
 def _worker_bench(evalset: EvalSet, key: str, target: str) -> Bench:
     """This process's `Bench` of the evaluation set `key` names (the original compiled and run once)."""
-    if (key, target) not in _BENCHES:
-        _BENCHES[(key, target)] = Bench(evalset, target)
-    return _BENCHES[(key, target)]
+    from opscope.jobs.run import once_per_worker
+
+    return once_per_worker(("whatif", key, target), lambda: Bench(evalset, target))
 
 
 def report_job(evalset: EvalSet, key: str, target: str) -> WhatIfReport:

@@ -11,7 +11,7 @@ Runs are recorded one at a time and journaled by `Recorder`, so `resume=True` af
 interruption skips the runs already on disk and loses or duplicates none.
 
 With `dask` (`opscope.jobs.executor`: `local:N` worker processes or a scheduler's address) each
-run is a job on a worker: the worker builds each shape once (`_worker_model`), runs it and writes
+run is a job on a worker: the worker builds each shape once (`once_per_worker`), runs it and writes
 the run's rows as a shard of its own (`<out>.shards/<job id>.csv`, atomic); this process appends
 the shards to `out` in run-id order as they arrive, so the file is byte for byte the serial one.
 A killed client leaves its finished shards: `resume=True` appends them without running them again.
@@ -29,7 +29,7 @@ from opscope.drive.synthetic import DISTS, sample
 from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
 from opscope.jobs.executor import open_pool
-from opscope.jobs.run import Job, run_jobs
+from opscope.jobs.run import Job, once_per_worker, run_jobs
 from opscope.jobs.shards import Shards, job_id
 from opscope.models.demo import matmul_module
 from opscope.record.recorder import Recorder, run_rows, write_site_costs
@@ -254,21 +254,10 @@ def _sweep_jobs(todo, rec: Recorder, result: SweepResult, config, folder: Path, 
         shards.remove()
 
 
-_MODELS: dict[tuple, InstrumentedModel] = {}  # a worker's builds, one per shape, target and sketch set
-
-
-def _worker_model(shape: tuple[int, int, int], target: str, config: StatConfig) -> InstrumentedModel:
-    """This process's build of `shape` (compiled once per worker; the compile cache on disk is shared)."""
-    key = (shape, target, repr(config))
-    if key not in _MODELS:
-        _MODELS[key] = _build(shape, target, config)
-    return _MODELS[key]
-
-
 def sweep_job(run: SweepRun, target: str, config: StatConfig, folder: str, job: str, check: bool):
     """One sweep run on a worker: its rows written as shard `job` in `folder`; returns (the run, the
     parity of its first run of a shape or None, sketches per run)."""
-    model = _worker_model(run.shape, target, config)
+    model = once_per_worker(("sweep", run.shape, target, repr(config)), lambda: _build(run.shape, target, config))
     m, k, n = run.shape
     a = sample(run.dist, m, k, run.seed)
     b = sample(run.dist, k, n, run.seed + 1000)

@@ -1,9 +1,9 @@
 """The executor every parallel job runs on, chosen by one option (`--dask`).
 
-`None` runs each job in this process as it is submitted (today's behaviour, the default);
-`local` or `local:N` starts an embedded `dask.distributed.LocalCluster` of N worker processes
-(one thread each: IREE's CPU runtime has threads of its own) for as long as the `with` lasts;
-`tcp://HOST:PORT` (or `tls://`) talks to a running scheduler. Each is a
+Without the option a command runs its jobs in this process, its serial path as before, and
+opens no pool. `local` or `local:N` starts an embedded `dask.distributed.LocalCluster` of N
+worker processes (one thread each: IREE's CPU runtime has threads of its own) for as long as
+the `with` lasts; `tcp://HOST:PORT` (or `tls://`) talks to a running scheduler. Each is a
 `concurrent.futures.Executor` (Dask's `client.get_executor()`), so a job is a plain function
 and its arguments, picklable, importable by the workers. Dask is an optional extra: without
 it the option is a one-line error naming the extra, before anything runs.
@@ -24,31 +24,13 @@ SPEC_HELP = "local, local:N (N worker processes here) or tcp://HOST:PORT (a runn
 _ADDRESS = re.compile(r"^(tcp|tls)://[^\s/:]+:\d+/?$")
 
 
-class InlineExecutor(cf.Executor):
-    """Runs each job at `submit`, in this process: the serial path behind the same interface."""
-
-    def submit(self, fn, /, *args, **kwargs) -> cf.Future:
-        future: cf.Future = cf.Future()
-        future.set_running_or_notify_cancel()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: BLE001 (handed to whoever reads the future, as a pool would)
-            future.set_exception(e)
-        return future
-
-
 @dataclass(frozen=True)
 class Pool:
     """An executor and what it runs on, in words."""
 
     executor: cf.Executor
-    where: str  # "this process", "2 local worker processes", "tcp://host:8786 (4 workers)"
-    workers: int
+    where: str  # "2 local worker processes", "tcp://host:8786 (4 workers)"
     dashboard: str | None = None  # Dask's dashboard address, when it serves one
-
-    @property
-    def inline(self) -> bool:
-        return isinstance(self.executor, InlineExecutor)
 
 
 def parse_spec(spec: str) -> tuple[str, int | str]:
@@ -81,19 +63,30 @@ def check_spec(spec: str) -> None:
 
 
 @contextmanager
-def open_pool(spec: str | None) -> Iterator[Pool]:
-    """The executor `spec` names (None: this process), open for the `with`; a local cluster is
-    closed after it, a remote scheduler is only disconnected from."""
-    if spec is None:
-        yield Pool(InlineExecutor(), "this process", 1)
-        return
+def open_pool(spec: str) -> Iterator[Pool]:
+    """The executor `spec` names, open for the `with`; a local cluster is closed after it, a remote
+    scheduler is only disconnected from."""
     kind, value = parse_spec(spec)
     require_dask()
-    from distributed import Client, LocalCluster
-
     chatter = logging.getLogger("distributed")
     level = chatter.level
     chatter.setLevel(logging.ERROR)  # its INFO lines (workers registered, comms closed) are not the user's
+    try:
+        cluster, client, where = _connect(kind, value)
+        try:
+            yield Pool(client.get_executor(), where, _dashboard(client))
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    finally:
+        chatter.setLevel(level)
+
+
+def _connect(kind: str, value: int | str) -> tuple:
+    """(the LocalCluster started or None, a client of it or of the scheduler at `value`, where, in words)."""
+    from distributed import Client, LocalCluster
+
     if kind == "local":
         try:
             cluster = LocalCluster(
@@ -104,29 +97,16 @@ def open_pool(spec: str | None) -> Iterator[Pool]:
                 silence_logs=logging.ERROR,
             )
         except RuntimeError as e:  # spawned workers import the caller's script: its calls need a main guard
-            chatter.setLevel(level)
             raise OpscopeError(
                 f"--dask local:{value}: Dask's worker processes failed to start ({e}); a script that calls opscope "
                 "with dask='local:N' must do so under `if __name__ == \"__main__\":` (each worker imports the script)"
             ) from None
-        client = Client(cluster)
-        where = f"{value} local worker process{'es' if value != 1 else ''}"
-    else:
-        cluster = None
-        try:
-            client = Client(str(value), timeout="10s")
-        except OSError as e:
-            chatter.setLevel(level)
-            raise OpscopeError(f"--dask {value}: no Dask scheduler answered there ({e})") from None
-        where = f"{value} ({len(client.scheduler_info().get('workers', {}))} workers)"
+        return cluster, Client(cluster), f"{value} local worker process{'es' if value != 1 else ''}"
     try:
-        workers = len(client.scheduler_info().get("workers", {})) or 1
-        yield Pool(client.get_executor(), where, workers, _dashboard(client))
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-        chatter.setLevel(level)
+        client = Client(str(value), timeout="10s")
+    except OSError as e:
+        raise OpscopeError(f"--dask {value}: no Dask scheduler answered there ({e})") from None
+    return None, client, f"{value} ({len(client.scheduler_info().get('workers', {}))} workers)"
 
 
 def _dashboard(client) -> str | None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from opscope.errors import OpscopeError
 from opscope.jobs.executor import Pool
+
+T = TypeVar("T")
+_ONCE: dict[Hashable, Any] = {}  # what this process built for its jobs, by key (`once_per_worker`)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,14 @@ def run_jobs(
             f"{len(outcome.failed)} of {total} jobs failed: {label}: {line}{more}; the rest are recorded"
         )
     return outcome
+
+
+def once_per_worker(key: Hashable, make: Callable[[], T]) -> T:
+    """`make()` the first time this process is asked for `key`, the same object after: what a worker
+    builds once (a compiled model, the original's run) for every job it is given."""
+    if key not in _ONCE:
+        _ONCE[key] = make()
+    return _ONCE[key]
 
 
 def timed(fn: Callable, *args) -> tuple[float, Any]:

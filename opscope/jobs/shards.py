@@ -4,6 +4,7 @@ A job id is a hash of what the job computes (its kind and parameters, as canonic
 the same job run again, by a resumed client or on another worker after one died, writes the
 same file: a shard is either whole or absent (written beside, fsynced, renamed), and `done`
 lists the jobs a resume skips. Merging reads the shards in the order the caller documents.
+`atomic_write` is the one atomic writer: tensor files and calibration files use it too.
 """
 
 from __future__ import annotations
@@ -11,10 +12,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+import secrets
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from opscope.errors import OpscopeError
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Run `write` on a temporary file next to `path`, then move it over `path`; on any
+    failure the temporary file is removed and `path` is left as it was."""
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def job_id(kind: str, params: Mapping) -> str:
@@ -43,16 +65,10 @@ class Shards:
         return {p.name[: -len(self.suffix)] for p in self.folder.iterdir() if p.name.endswith(self.suffix)}
 
     def write(self, job: str, data: bytes) -> Path:
-        """The shard of `job`, atomically: written beside under a name of this process's, fsynced, renamed."""
+        """The shard of `job`, atomically (`atomic_write`)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        final = self.path(job)
-        part = final.with_name(f".{final.name}.{os.getpid()}.part")
-        with open(part, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(part, final)
-        return final
+        atomic_write(self.path(job), lambda f: f.write(data))
+        return self.path(job)
 
     def read(self, job: str) -> bytes:
         return self.path(job).read_bytes()

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
 from opscope.errors import OpscopeError
+from opscope.jobs.shards import atomic_write
 
 SUFFIXES = (".tensor", ".npy", ".safetensors")
 FORMATS = ("tensor", "npy", "safetensors")
@@ -136,25 +136,6 @@ def _write_reference(f: BinaryIO, x: np.ndarray) -> None:
     """The `.tensor` bytes of a 2-D little-endian f32 array."""
     f.write(HEADER.pack(*x.shape))
     f.write(x.tobytes(order="C"))
-
-
-def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Run `write` on a temporary file next to `path`, then move it over `path`; on any
-    failure the temporary file is removed and `path` is left as it was."""
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 # --------------------------------------------------------------------------------------- loading

@@ -293,8 +293,8 @@ def contraction_broadcasts(module: ir.Module) -> list[tuple[ir.Operation, int]]:
     whose input map leaves out a parallel loop, or a 1x1 convolution of one input channel:
     `_unit_reduction_broadcasts`) holding a contraction's or convolution's result, through pure copies
     (`opscope.ir.weight_trace.copy_source`: reshapes, transposes) and elementwise ops
-    (`_reads_contraction`): GQA's repeat_kv of the k and v projections. IREE 3.13's SPIR-V code for a matmul fused with a broadcast along a new outer dim
-    comes back wrong on small shapes (on lavapipe: 30 of 45 shapes of M 2-16, K 2-8, N 1-8 into
+    (`_reads_contraction`): GQA's repeat_kv of the k and v projections. IREE 3.13's SPIR-V code for
+    a matmul fused with a broadcast along a new outer dim comes back wrong on small shapes (on lavapipe: 30 of 45 shapes of M 2-16, K 2-8, N 1-8 into
     [2, M, N], off by O(1) or garbage; 32×64×16 and up right), where the same two ops in two
     dispatches are right (found by the generated-model tests on a GQA attention; a strict xfail
     pins it)."""
@@ -363,21 +363,21 @@ def padded_convolutions(module: ir.Module) -> list[tuple[ir.Operation, int]]:
     transposed convolution's spread after a convolution). Measured on llvm-cpu; done on every target."""
     from opscope.ir.sites import find_sites, is_convolution
 
-    results = {site.op.results[0] for site in find_sites(module) if is_convolution(site) and len(site.op.results) == 1}
-    found: list[tuple[ir.Operation, int]] = []
+    inserts: list[ir.Operation] = []  # inserts of a tensor with a unit dim into a filled one
 
     def visit(op):
         if op.name == "tensor.insert_slice":
             source, dest = op.operands[0], op.operands[1]
             filled = isinstance(dest, ir.OpResult) and dest.owner.name == "linalg.fill"
-            shape = ir.RankedTensorType(source.type).shape
-            if filled and 1 in shape and _reads_contraction(source, results):
-                found.append((op, 0))
+            if filled and 1 in ir.RankedTensorType(source.type).shape:
+                inserts.append(op)
         return ir.WalkResult.ADVANCE
 
-    if results:
-        module.operation.walk(visit)
-    return found
+    module.operation.walk(visit)
+    if not inserts:  # the common case: no site discovery on the compile path
+        return []
+    results = {site.op.results[0] for site in find_sites(module) if is_convolution(site) and len(site.op.results) == 1}
+    return [(op, 0) for op in inserts if _reads_contraction(op.operands[0], results)]
 
 
 def barrier_padded_convolutions(module: ir.Module) -> int:
