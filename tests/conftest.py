@@ -278,6 +278,21 @@ def modules() -> ModuleCache:
     return ModuleCache()
 
 
+@pytest.fixture(scope="session")
+def cluster():
+    """A `dask.distributed.LocalCluster` of 2 single-threaded worker processes, started once per test
+    process and shared by every `--dask` test (`test_dask_*.py`)."""
+    pytest.importorskip("distributed", reason="the --dask tests need the dask extra")
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    ) as c:
+        yield c
+
+
 def skip_unless_runnable(target: str) -> str:
     """Skip, visibly and with the reason, when `target` has no device on this machine."""
     from opscope.run.targets import driver_available, get_target

@@ -10,7 +10,6 @@ workers when one dies.
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -29,17 +28,6 @@ from opscope.jobs.shards import Shards, job_id
 SHAPES = ((8, 8, 8), (4, 16, 8))
 SEEDS = (1, 2)
 RUNS = len(SHAPES) * 7 * len(SEEDS)
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A LocalCluster of 2 single-threaded worker processes, shared by the tests of this file."""
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
-    ) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
