@@ -284,6 +284,8 @@ def profile(
     weights_dtype: str | None = None,
     verify: bool | None = None,
     sites: str = "",
+    dask: str | None = None,
+    shards: int | None = None,
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -317,6 +319,9 @@ def profile(
     computes, the sites' FLOPs against `FlopCounterMode`, the outputs), onnxruntime or jax for
     `.onnx`/`.jaxexport` (the outputs); the verdict is the report's first line and
     `verify.json`. None (the default): on for models whose weights stay in the module.
+    `dask` (`"local"`, `"local:N"`, `"tcp://HOST:PORT"`; the `dask` extra): the steps are split in
+    `shards` (default 8) contiguous ranges, each a job on that pool, their rows merged in step order:
+    the run folder a serial profile writes, its table byte for byte (docs/jobs.md).
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -342,6 +347,8 @@ def profile(
         weights_dtype=weights_dtype,
         verify=verify,
         sites=sites,
+        dask=dask,
+        shards=shards,
     )
 
 

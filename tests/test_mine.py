@@ -25,7 +25,7 @@ from opscope.ir.stat_config import StatConfig
 from opscope.mining.keys import appearance_order
 from opscope.mining.render import render
 from opscope.mining.report import mine, mine_paths
-from opscope.mining.signals import EXPLOITS
+from opscope.mining.signals import EXPLOITS, rank
 from opscope.mining.temporal import (
     MIN_STEPS_REUSE,
     MIN_STEPS_STATIONARY,
@@ -193,6 +193,25 @@ def test_ranked_list(sweep):
     scores = ranked["score"].to_list()
     assert all(a >= b for a, b in zip(scores, scores[1:]))
     assert ranked.row(0, named=True)["exploit"] in EXPLOITS and "dense" not in ranked["exploit"].to_list()
+
+
+def test_equal_scores_rank_in_appearance_order_whatever_their_last_bits():
+    """Polars' parallel sums end in other last bits from run to run: two keys of the same true score
+    (q, k and v of one input) must not swap ranks with them, or one table mines to two reports."""
+    tiny = 0.3 * np.finfo(np.float64).eps
+    signals = pl.DataFrame(
+        {
+            "backend": ["llvm-cpu"] * 3,
+            "dist": ["text"] * 3,
+            "site": ["attn.q", "attn.k", "attn.v"],
+            "role": ["out"] * 3,
+            "numel": [4096] * 3,
+            "exploit": ["positional"] * 3,
+            "score": [0.26, 0.26 + tiny * 2, 0.5],
+            "suggestion": ["s"] * 3,
+        }
+    )
+    assert rank(signals)["site"].to_list() == ["attn.v", "attn.q", "attn.k"]
 
 
 def test_zero_channels_are_channel_skip_after_sparse(tmp_path):

@@ -60,6 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sketches(pr)
     add_parameters(pr, "weights.irpa in the run folder")
     add_html(pr)
+    add_dask(pr)
+    pr.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="with --dask: split the steps in N contiguous shards, one job each (default 8, at most one per step)",
+    )
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -101,6 +108,8 @@ def _cmd_profile(args) -> int:
         sites=args.sites,
         config=sketch_config(args).replace(row_stride=args.sample_rows),
         verify=args.verify,
+        dask=args.dask,
+        shards=args.shards,
         **parameters(args),
     )
     print(opscope.render(res))

@@ -42,12 +42,14 @@ from opscope.drive.inputs import (
     read_sentences,
     tokenize,
 )
+from opscope.drive.profile_shards import ShardedBuild, check_shards, record_sharded, write_module
 from opscope.drive.sequence import record_steps
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.parameter_files import check_weights_dtype
 from opscope.ir.stat_config import StatConfig
+from opscope.jobs.executor import check_spec
 from opscope.mining.render import mine_markdown
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
@@ -196,6 +198,8 @@ def profile(
     weights_dtype: str | None = None,
     verify: bool | None = None,
     sites: str = "",
+    dask: str | None = None,
+    shards: int | None = None,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -220,7 +224,10 @@ def profile(
     own framework (PyTorch for a `.pt2` file or a zoo model: a sample of every family of sites,
     FLOPs and outputs; onnxruntime or jax: outputs), one line first in the report; None: on for
     models whose weights stay in the module (`profile_module`). `sites`: a regex on site names
-    (every kind), only those tapped ("" all; checked before anything is imported).
+    (every kind), only those tapped ("" all; checked before anything is imported). `dask`
+    (`local[:N]`, `tcp://HOST:PORT`): the steps split in `shards` (default 8) contiguous ranges run as
+    jobs there, their rows merged in step order (`opscope.drive.profile_shards`: the serial table,
+    byte for byte); `progress` then also gets a line per shard.
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -229,6 +236,9 @@ def profile(
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     check_feed(inputs, text, tokenizer)
+    if dask is not None:
+        check_spec(dask)
+    check_shards(shards, steps, dask)
     if weights_dtype is not None and source is None:
         raise OpscopeError("a weights dtype is for a model's float32 weights: the built-in model has its own")
     out = Path(out) if out is not None else default_out()
@@ -270,6 +280,9 @@ def profile(
         reference=model.reference,
         verify=verify,
         sites=sites,
+        dask=dask,
+        shards=shards,
+        progress=progress,
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype, config)
     return result
@@ -372,6 +385,9 @@ def profile_module(
     reference: Reference | None = None,
     verify: bool | None = None,
     sites: str = "",
+    dask: str | None = None,
+    shards: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
@@ -386,7 +402,8 @@ def profile_module(
     `reference` (`opscope.models.source.Reference`): the model as its own framework runs it; with
     `verify` the first step is checked against it (`opscope.verify.run.verify_run`: `verify.json`,
     a line first in every report); None: when its weights stay in the module (under
-    `opscope.ir.parameter_files.AUTO_BYTES`).
+    `opscope.ir.parameter_files.AUTO_BYTES`). `dask`: the steps run as `shards` jobs on that pool
+    (`opscope.drive.profile_shards`; `progress` gets a line per shard), the table the serial one.
     """
     if verify and reference is None:
         raise OpscopeError(
@@ -394,6 +411,9 @@ def profile_module(
         )
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
+    if dask is not None:
+        check_spec(dask)
+    shards = check_shards(shards, steps, dask)
     if check_weights_dtype(weights_dtype) is not None and parameters is False:
         raise OpscopeError(
             f"a weights dtype ({weights_dtype}) stores the weights in a parameter file: drop --no-parameters"
@@ -419,7 +439,12 @@ def profile_module(
         if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run
             (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
         # a progress bar of the steps on a terminal (None: as tqdm decides), nothing elsewhere
-        run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
+        if dask is None:
+            run = record_steps(model, inputs, steps, csv, dist, None, out / COSTS_NAME, f"profile {model.target}", None)
+        else:
+            module_file, digest = write_module(model, csv)
+            build = ShardedBuild(module_file, digest, model.target, config, name, batch, tuple(taps), sites)
+            run = record_sharded(model, build, inputs, csv, dist, out / COSTS_NAME, dask, shards, progress)
         checked = None
         if reference is not None and (verify or (verify is None and not external)):
             with ticking(f"{name}: verify step 0 against {reference.kind}"):

@@ -146,13 +146,17 @@ def suggestion(exploit: str, sig: dict[str, float | None]) -> str:
     return "dense — no cheap sketch exploit"
 
 
+SCORE_DIGITS = 9  # decimals a score is compared at (scores are in [0, 1]; float sums' order: `rank`)
+
+
 def rank(signals: pl.DataFrame) -> pl.DataFrame:
     """Keys with a positive score on tensors of `MIN_RANKED_NUMEL` elements or more, best first;
-    ties keep the signals' (appearance) order."""
+    ties keep the signals' (appearance) order. Scores tie at `SCORE_DIGITS` decimals: polars' parallel
+    aggregations sum in no fixed order, so equal scores differ in their last bits from run to run."""
     ranked = (
         signals.with_row_index("_pos")
         .filter((pl.col("score") > 0) & _large_enough())
-        .sort(["score", "_pos"], descending=[True, False])
+        .sort([pl.col("score").round(SCORE_DIGITS), "_pos"], descending=[True, False])
     )
     return ranked.select(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"), *KEY, "exploit", "score", "suggestion"

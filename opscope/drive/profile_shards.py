@@ -1,0 +1,218 @@
+"""`profile --dask`: a profile's steps split in shards, each a job, merged into one run folder.
+
+A profile over many inputs (a long `--text`, `--inputs` files of many batches) is
+embarrassingly parallel by step: every step is one call of the same tapped build on its own
+inputs, recorded as the rows of (run 0, step t). The client builds the model as a serial
+profile does (its manifest, site costs, verification and the returned model are the same),
+writes the untapped module once beside the CSV, and submits contiguous step ranges as jobs.
+Each worker builds the model once (`once_per_worker`; IREE's compile cache on disk makes the
+build a lookup on the client's machine), calls its steps, and writes their rows as one shard
+(`<sketches.csv>.shards/<job id>.csv`). The client appends the shards in step order, one
+journaled `record_bytes` per step: the merged table is the serial run's, row for row and byte
+for byte, so every sketch mined from it (extremes, counts, sums, histograms) is the serial
+run's too. Step 0's shard also checks parity and returns the model's own outputs (verify).
+A worker that dies mid-shard has Dask run that shard again; a shard is whole or absent, so
+nothing is recorded twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from opscope.drive.sequence import SequenceResult, module_rows
+from opscope.errors import OpscopeError
+from opscope.ir.stat_config import StatConfig
+from opscope.jobs.executor import open_pool
+from opscope.jobs.run import Job, once_per_worker, run_jobs, timed
+from opscope.jobs.shards import Shards, atomic_write, job_id
+from opscope.record.recorder import Recorder, run_rows, write_site_costs
+from opscope.run.instrumented import InstrumentedModel
+
+DEFAULT_SHARDS = 8  # shards of a profile's steps unless asked (capped at the steps)
+MODULE_FILE = "model.mlirbc"  # the untapped module the workers build, beside the shards
+
+
+@dataclass(frozen=True)
+class ShardedBuild:
+    """What every worker builds: the untapped module's file and hash, and how it is tapped."""
+
+    module: str  # the file holding the untapped module (bytecode), on a file system the workers share
+    digest: str  # its sha256: the build's identity
+    target: str
+    config: StatConfig
+    name: str
+    batch: int
+    taps: tuple[str, ...]
+    sites: str
+
+    def key(self) -> dict:
+        """The build's parameters as JSON-able values: part of every shard's job id."""
+        return {
+            "module": self.digest,
+            "target": self.target,
+            "config": asdict(self.config),
+            "batch": self.batch,
+            "taps": list(self.taps),
+            "sites": self.sites,
+        }
+
+
+@dataclass(frozen=True)
+class ShardDone:
+    """A shard's answer: its steps, rows, and for step 0 the parity and the model's own outputs."""
+
+    first: int
+    steps: int
+    rows: int
+    parity: float | None = None
+    outputs: list | None = None  # the original results of step 0 (what verify compares)
+
+
+def check_shards(shards: int | None, steps: int, dask: str | None) -> int:
+    """How many shards `steps` are split in: `shards` (default 8), at most one per step; a one-line
+    error for shards without `--dask` or below 1."""
+    if shards is None:
+        return min(steps, DEFAULT_SHARDS)
+    if dask is None:
+        raise OpscopeError("--shards splits a profile's steps over Dask workers: give --dask too (local:2)")
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise OpscopeError(f"--shards must be a whole number >= 1, got {shards!r}")
+    return min(shards, steps)
+
+
+def split_steps(steps: int, shards: int) -> list[range]:
+    """`steps` as `shards` contiguous ranges, the first `steps % shards` one step longer."""
+    size, extra = divmod(steps, shards)
+    out, at = [], 0
+    for i in range(shards):
+        n = size + (i < extra)
+        out.append(range(at, at + n))
+        at += n
+    return out
+
+
+def record_sharded(
+    model: InstrumentedModel,
+    build: ShardedBuild,
+    inputs: Sequence[Sequence[np.ndarray]],
+    csv: Path,
+    dist: str,
+    costs: Path,
+    dask: str,
+    shards: int,
+    progress: Callable[[str], None] | None = None,
+) -> SequenceResult:
+    """`inputs` (one argument list per step) recorded into `csv` by shard jobs on the `dask` pool,
+    appended in step order: what `record_steps` writes in one process, with the same result."""
+    folder = Path(str(csv) + ".shards")
+    store = Shards(folder, ".csv")
+    ranges = split_steps(len(inputs), shards)
+    ids = [
+        job_id("profile", {**build.key(), "dist": dist, "first": r.start, "inputs": _digest(inputs, r)}) for r in ranges
+    ]
+    jobs = [
+        Job(
+            ids[i],
+            _label(r),
+            profile_shard,
+            (build, r.start, [list(inputs[t]) for t in r], dist, str(folder), ids[i]),
+        )
+        for i, r in enumerate(ranges)
+    ]
+    answers: dict[int, ShardDone] = {}
+    result = SequenceResult(csv, len(inputs), 0, 0.0, costs, 0.0, [])
+    with Recorder(csv, mode="w") as rec:
+        at = 0
+
+        def on_done(job: Job, done: ShardDone) -> None:
+            nonlocal at
+            answers[done.first] = done
+            while at < len(ranges) and ranges[at].start in answers:
+                shard = answers[ranges[at].start]
+                _append(rec, store.read(ids[at]), ranges[at])
+                result.rows += shard.rows
+                at += 1
+
+        with open_pool(dask) as pool:
+            if progress is not None:
+                progress(
+                    f"profile: {len(inputs)} steps in {len(ranges)} shards on {pool.where}"
+                    + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
+                )
+            result.seconds, _ = timed(run_jobs, pool, jobs, on_done, progress)
+    head = answers[0]
+    result.parity, result.first_outputs = head.parity, head.outputs or []
+    write_site_costs(costs, model.manifest, module_rows(model))
+    store.remove()
+    return result
+
+
+def write_module(model: InstrumentedModel, csv: Path) -> tuple[str, str]:
+    """The untapped module written once beside `csv`'s shards for the workers: (its path, its sha256)."""
+    folder = Path(str(csv) + ".shards")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MODULE_FILE
+    atomic_write(path, lambda f: f.write(model.base_source))
+    return str(path.resolve()), hashlib.sha256(model.base_source).hexdigest()
+
+
+def profile_shard(
+    build: ShardedBuild, first: int, steps: list[list[np.ndarray]], dist: str, folder: str, job: str
+) -> ShardDone:
+    """One shard on a worker: the model built once per worker, its steps called, their rows
+    written as shard `job`; step 0 also checks parity and hands back the original outputs."""
+    model = once_per_worker(job_id("profile-build", build.key()), lambda: _build(build))
+    parts, rows, parity, outputs = [], 0, None, None
+    for t, args in enumerate(steps, first):
+        out = model(*args)
+        data, n = run_rows(0, t, model.target, dist, None, None, None, model.manifest, out)
+        parts.append(data)
+        rows += n
+        if t == 0:
+            parity = model.check_parity(args, out)
+            outputs = model.original(out)
+    Shards(folder, ".csv").write(job, b"".join(parts))
+    return ShardDone(first, len(steps), rows, parity, outputs)
+
+
+def _build(build: ShardedBuild) -> InstrumentedModel:
+    """The tapped model a worker calls, from the client's untapped module file."""
+    source = Path(build.module).read_bytes()
+    if hashlib.sha256(source).hexdigest() != build.digest:
+        raise OpscopeError(f"{build.module}: not the module this profile submitted (changed or not shared)")
+    return InstrumentedModel.build(
+        source, build.target, build.config, name=build.name, batch=build.batch, taps=build.taps, sites=build.sites
+    )
+
+
+def _append(rec: Recorder, data: bytes, steps: range) -> None:
+    """A shard's rows into `rec`, one journaled record per step (its rows are contiguous, in step order)."""
+    at = 0
+    for t in steps:
+        end = data.find(b"\n0,%d," % (t + 1), at) + 1 if t + 1 < steps.stop else len(data)
+        if end <= 0:
+            end = len(data)
+        chunk = data[at:end]
+        rec.record_bytes(0, t, chunk, chunk.count(b"\n"))
+        at = end
+
+
+def _label(steps: range) -> str:
+    """A shard as progress names it: `steps 8-15`, or `step 5`."""
+    return f"step {steps.start}" if len(steps) == 1 else f"steps {steps.start}-{steps.stop - 1}"
+
+
+def _digest(inputs: Sequence[Sequence[np.ndarray]], steps: range) -> str:
+    """A hash of the arrays of `steps`: part of a shard's identity (other inputs, another job)."""
+    h = hashlib.blake2b(digest_size=8)
+    for t in steps:
+        for a in inputs[t]:
+            arr = np.ascontiguousarray(a)
+            h.update(f"{arr.dtype.str}{arr.shape}".encode())
+            h.update(arr.tobytes())
+    return h.hexdigest()
