@@ -1164,16 +1164,21 @@ def live(
     parameters: bool | None = None,
     sites: str = "",
     config: StatConfig | None = None,
+    dask: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LiveRun:
     """Serve `source` (None: the reference's live demo) over a trace of `requests` drawn from a `pool` of its
-    inputs (Zipf `zipf`), 1 call in `every` instrumented, in `workers` processes; a `LiveRun` whose report
+    inputs (Zipf `zipf`), 1 call in `every` instrumented, in `workers` shares merged; a `LiveRun` whose report
     has recurrence per site with the memoize verdict, hot inputs, drift and loads, beside the trace's truth.
     `csv`/`parquet` get the sampled statistics as tidy steps, `state` the mergeable sketches (JSON).
     `parameters`: both builds map the weights from one parameter file instead of carrying them (None:
     so for a model of 128 MiB or more); `sites` a regex on site names: only those sampled ("" all); `config`
     what a sampled call records (default `StatConfig.live()`: each site's lhs, seven scalars and the
     elemsig fingerprint; more roles, a fixed-range histogram: `StatConfig.live().replace(...)`; it must keep
-    role lhs). A served model of your own: `opscope.drive.live.LiveSampler`."""
+    role lhs). `workers` K > 1: share w serves requests w, w + K, ... as a job on `dask`'s pool ("local:N"
+    worker processes or a Dask scheduler's "tcp://HOST:PORT"; None: "local:K"; needs the `dask` extra), the
+    shares' sketches merged in order (a worker that dies has its share served again elsewhere: nothing
+    lost); `progress` told of each job's end. A served model of your own: `opscope.drive.live.LiveSampler`."""
     from opscope.drive.live_run import run_live
 
     return run_live(
@@ -1193,4 +1198,6 @@ def live(
         parameters=parameters,
         sites=sites,
         config=config,
+        dask=dask,
+        say=progress,
     )

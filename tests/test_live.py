@@ -1,5 +1,5 @@
 """Live sampling: the reference's demo, exact counts, the sampler against the plain model and numpy,
-merging, workers (one crashing), snapshots (tidy and sketch), drift, loads, and bad input.
+merging, shares as Dask jobs (a worker killed mid-share), snapshots (tidy and sketch), drift, loads, and bad input.
 
 Tolerances: HyperLogLog at p = 12 in its linear-counting range (under ~10,000 distinct) is within
 1 % of the truth for these few distinct inputs; recurrence estimates are compared with the trace's
@@ -9,10 +9,14 @@ exact values within the errors stated per test.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
+import datasketches
 import numpy as np
 import pytest
 
@@ -20,7 +24,7 @@ import opscope
 from opscope.drive.inputs import generate
 from opscope.drive.live import LiveSampler
 from opscope.drive.live_run import run_live
-from opscope.drive.serve import serve, serve_workers
+from opscope.drive.serve import serve, serve_jobs
 from opscope.drive.trace import Trace, demo_trace, zipf_order
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments
@@ -325,39 +329,144 @@ def test_routing_loads_count_exactly_on_mixtral():
     assert sum("routed tokens" in ld.summary for ld in run.report.loads) == 2
 
 
-def test_workers_merge_and_a_crashed_worker_loses_only_its_unsaved_calls(demo, tmp_path):
-    base, trace = demo
-    s = fresh(base, 5)
-    served = serve_workers(s, trace, 3, tmp_path, snapshot_every=8, crash_after={1: 100})
-    outcome = {w.worker: w for w in served.workers}
-    assert outcome[1].exitcode == 3 and outcome[0].exitcode == outcome[2].exitcode == 0
-    assert outcome[1].calls_saved == 80  # its snapshots: every 8 samples = 40 calls; it died at call 100
-    assert served.sketch.calls == 167 + 80 + 166 and served.lost == 87
-    assert all(abs(site.distinct.estimate() - 8) < 0.1 for site in served.sketch.sites.values())
+SHARED = 400  # requests of the Dask tests' trace: 200 a share, long enough to kill a worker mid-share
 
 
-def test_workers_map_the_parameter_file_the_builds_name(tmp_path):
-    """A model whose weights live in a parameter file: each worker loads both builds on that file
-    (not a copy of the weights) and together they count what one process does."""
+def _exact(sketch: StreamSketch) -> dict:
+    """The sketch's JSON with what DataSketches draws at random or orders by history decoded: each
+    KLL's retained items (its compactions draw random bits: the same two shares merged twice in one
+    process differ there about 1 time in 4) become its n, min and max; the frequent inputs' bytes (their
+    hash map's order) become their items and counts. Everything else, exactly."""
+    d = to_dict(sketch)
+    d["hot"] = sorted(sketch.hot.get_frequent_items(datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES, 0))
+    for name, site in sketch.sites.items():
+        kll = site.values
+        d["sites"][name]["values"] = (kll.n, kll.get_min_value(), kll.get_max_value()) if kll.n else (0,)
+    return d
+
+
+def assert_same_sketch(got: StreamSketch, want: StreamSketch) -> None:
+    """`got` is `want`: exactly (`_exact`), and the report's value quantiles (from the KLLs) rank within
+    twice the KLL's rank error of their level in `want`'s KLL; the rest of the report, exactly."""
+    from opscope.online.report import QUANTILES
+    from opscope.online.site import KLL_K
+
+    assert _exact(got) == _exact(want)
+    eps = datasketches.kll_floats_sketch.get_normalized_rank_error(KLL_K, False)
+    report, reference = live_report(got).to_dict(), live_report(want).to_dict()
+    for row, ref in zip(report["sites"], reference["sites"], strict=True):
+        kll = want.sites[ref["site"]].values
+        for q, v in zip(QUANTILES, row.pop("quantiles"), strict=True):
+            assert abs(kll.get_rank(v) - q) <= 2 * eps, (ref["site"], q, v)
+        ref.pop("quantiles")
+    assert report == reference
+
+
+@pytest.fixture(scope="module")
+def shares_here(demo) -> StreamSketch:
+    """What two shares must merge to: the demo's requests 0, 2, 4, ... and 1, 3, 5, ... of a trace of
+    `SHARED`, each served by a fresh sampler in this process, merged in share order onto an empty sketch."""
+    base, _ = demo
+    _, trace = demo_trace(SHARED)
+    merged = StreamSketch(5, config=base.sketch.config)
+    for w in range(2):
+        share = fresh(base, 5, sketch=StreamSketch(5, config=base.sketch.config))
+        for inputs, label in trace.requests(w, 2):
+            share(*inputs, label=label)
+        merged = merged.merge(share.sketch)
+    return merged
+
+
+def test_two_shares_on_dask_merge_to_the_shares_served_here(cluster, shares_here):
+    lines: list[str] = []
+    run = run_live(requests=SHARED, workers=2, dask=cluster.scheduler_address, say=lines.append)
+    assert_same_sketch(run.served.sketch, shares_here)
+    assert (run.report.calls, run.report.samples) == (SHARED, SHARED // 5) and run.served.lost == 0
+    assert [(w.worker, w.requests, w.calls_saved) for w in run.served.workers] == [(0, 200, 200), (1, 200, 200)]
+    assert run.truth()["sampled"] == pytest.approx(run.report.sites[0].sampled, abs=0.005)
+    assert run.served.sketch.config == config_fields(StatConfig.live())  # the shares' sketches say what they hold
+    assert lines[0] == f"2 shares of {SHARED} requests on {cluster.scheduler_address} (2 workers)"
+    assert len(lines) == 3 and lines[-1].startswith("2/2 jobs done, 0 running or queued, 0 failed; share ")
+    assert run.to_dict()["lost_requests"] == 0 and len({w.job for w in run.served.workers}) == 2
+
+
+def test_a_worker_killed_mid_share_loses_and_counts_twice_nothing(cluster, shares_here):
+    """A worker SIGKILLed while it serves a share (as the first progress line arrives, once the
+    scheduler has handed it a share): Dask serves that share again from its first request elsewhere,
+    and the merged sketch is the one the shares served here merge to (`assert_same_sketch`)."""
+    from distributed import Client
+
+    killed: list[str] = []
+    finished = threading.Event()
+    with Client(cluster) as client:
+        pids = client.run(os.getpid)  # worker address -> its process
+
+        def kill_a_busy_worker() -> None:
+            while not killed and not finished.is_set():
+                busy = [address for address, keys in client.processing().items() if keys]
+                if busy:
+                    os.kill(pids[busy[0]], signal.SIGKILL)
+                    killed.append(busy[0])
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=kill_a_busy_worker)
+
+        def on_line(line: str) -> None:
+            if watcher.ident is None:  # the first line: the shares are being handed out
+                watcher.start()
+
+        start = time.time()
+        try:
+            run = run_live(requests=SHARED, workers=2, dask=cluster.scheduler_address, say=on_line)
+        finally:
+            finished.set()
+            watcher.join()
+        handed = client.run_on_scheduler(_handed_out, start)  # job key -> times the scheduler handed it to a worker
+    assert killed and sorted(handed.values()) == [1, 2]  # the busy worker's share was served again
+    assert_same_sketch(run.served.sketch, shares_here)
+    assert run.served.lost == 0 and run.report.calls == SHARED
+    cluster.wait_for_workers(2)  # the nanny starts another worker for the next test
+
+
+def _handed_out(since: float, dask_scheduler=None) -> dict[str, int]:
+    """On the scheduler: how many times each task was handed to a worker (went to processing) since `since`."""
+    went: dict[str, int] = {}
+    for t in dask_scheduler.transition_log:
+        if t.timestamp >= since and t.finish == "processing":
+            went[t.key] = went.get(t.key, 0) + 1
+    return went
+
+
+def test_shares_map_the_parameter_file_the_builds_name(tmp_path, cluster):
+    """A model whose weights live in a parameter file: each share's job loads both builds on that file
+    (its path travels with the builds, not a copy of the weights) and together they count what one process does."""
     text, trace = demo_trace(requests=24, pool=4)
     module = parse_module(text, new_context())
     run_pipeline(module, f"externalize-weights{{path={tmp_path / 'w.irpa'} min-bytes=0}}")
     sampler = LiveSampler.build(module_bytecode(module), 4, name="demo")
     named = (("model", str(tmp_path / "w.irpa")),)
     assert sampler.tapped.compiled.parameters == sampler.plain.compiled.parameters == named
-    served = serve_workers(sampler, trace, 2, tmp_path / "workers")
-    assert [w.exitcode for w in served.workers] == [0, 0]
+    served = serve_jobs(sampler, trace, 2, cluster.scheduler_address)
+    assert served.lost == 0 and served.where == f"{cluster.scheduler_address} (2 workers)"
     alone = serve(LiveSampler(sampler.manifest, sampler.tapped, sampler.plain, 4, name="demo"), trace).sketch
     assert (served.sketch.calls, served.sketch.samples) == (alone.calls, alone.samples) == (24, 6)
-    assert served.sketch.sites.keys() == alone.sites.keys()  # (workers sample other calls than one process)
+    assert served.sketch.sites.keys() == alone.sites.keys()  # (shares sample other calls than one process)
     assert all(0.9 < site.distinct.estimate() < 4.1 for site in served.sketch.sites.values())  # of a pool of 4
 
 
-def test_two_workers_report_the_demo_as_one_process_does():
-    run = run_live(workers=2)
-    assert (run.report.calls, run.report.samples) == (500, 100)
-    assert run.truth()["sampled"] == pytest.approx(run.report.sites[0].sampled, abs=0.005)
-    assert run.served.sketch.config == config_fields(StatConfig.live())  # the workers' sketches say what they hold
+def test_workers_without_dask_or_a_bad_dask_is_one_line_before_any_compile(monkeypatch):
+    with pytest.raises(OpscopeError) as e:
+        run_live(source="no-such-model.onnx", workers=2, dask="cluster")
+    assert str(e.value).startswith("--dask expects local, local:N")
+    monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` raises ImportError
+    with pytest.raises(OpscopeError) as e:
+        run_live(source="no-such-model.onnx", workers=2)
+    assert (
+        str(e.value) == "live --workers 2 serves its shares as Dask jobs: pip install 'opscope[dask]' (or --workers 1)"
+    )
+    with pytest.raises(OpscopeError) as e:
+        run_live(source="no-such-model.onnx", dask="local:2")
+    assert str(e.value) == "--dask needs Dask: pip install 'opscope[dask]' (or run without --dask)"
 
 
 def test_zipf_order_and_trace_truth():
@@ -391,6 +500,7 @@ def test_cli_live_bad_input_is_one_line(tmp_path):
         (["--every", "0"], "every must be"),
         (["--csv", str(existing)], "exists"),
         (["--workers", "0"], "workers must be"),
+        (["--dask", "cluster"], "--dask expects local, local:N"),
         (["--zipf", "-1"], "Zipf"),
         (["--parquet", str(tmp_path / "y.parquet")], "--csv too"),
         (["--roles", "out"], "keep lhs among the roles"),

@@ -139,3 +139,5 @@ def test_live_samples_only_the_chosen_sites(tmp_path, workers):
     sites = set(pl.read_csv(csv)["site"].unique())
     assert sites and all(s.startswith("layer1.") for s in sites)
     assert "layer1.ffn.up" in sites and "layer0.ffn.up" not in proc.stdout
+    if workers == 2:  # two shares as jobs on an embedded LocalCluster of 2 worker processes (local:2)
+        assert "opscope live: 2 shares of 12 requests on 2 local worker processes" in proc.stderr

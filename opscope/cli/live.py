@@ -6,6 +6,7 @@ import argparse
 
 import opscope
 from opscope.cli.arguments import (
+    add_dask,
     add_format,
     add_parameters,
     add_sketches,
@@ -16,6 +17,7 @@ from opscope.cli.arguments import (
     sketch_config,
     write_html,
 )
+from opscope.cli.progress import progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +44,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     lv.add_argument("--zipf", type=float, help="Zipf exponent of the draws, 0 = uniform (default 1.1; the demo 0)")
     lv.add_argument("--seed", type=int, default=0, help="seed of the trace's order (default 0)")
-    lv.add_argument("--workers", type=int, default=1, help="serve in K processes and merge their sketches (default 1)")
+    lv.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="K",
+        help="serve the trace in K shares (share w: requests w, w+K, ...), each a Dask job on --dask's workers "
+        "(default local:K, K worker processes here; needs pip install 'opscope[dask]'), and merge their sketches; "
+        "a worker that dies has its share served again elsewhere (default 1: this process)",
+    )
+    add_dask(lv)
     lv.add_argument(
         "--csv", help="write the sampled statistics as tidy CSV (`opscope mine` reads it), one step per snapshot"
     )
@@ -52,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--snapshot-every",
         type=int,
         default=0,
-        help="sampled calls between snapshots (default 0: once, at the end; workers: 8)",
+        help="sampled calls between snapshots (default 0: once, at the end; shares on workers: once, merged, "
+        "at the end)",
     )
     lv.add_argument("--force", action="store_true", help="overwrite --csv, --parquet, --state")
     add_format(lv, "print the report as JSON")
@@ -108,6 +120,8 @@ def _cmd_live(args) -> int:
         force=args.force,
         sites=args.sites,
         config=sketch_config(args, live=True),
+        dask=args.dask,
+        progress=progress("live") if args.dask or args.workers > 1 else None,
         **parameters(args),
     )
     print(opscope.render(run, report_format(args)))

@@ -7,15 +7,16 @@ reader sees how far the sketches are from the exact answer on this very stream.
 
 from __future__ import annotations
 
-import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from opscope.drive.live import LiveSampler, check_every, live_config
-from opscope.drive.serve import WORKER_SNAPSHOT, Served, serve, serve_workers
+from opscope.drive.serve import Served, serve, serve_jobs
 from opscope.drive.trace import DEMO_EVERY, DEMO_POOL, DEMO_REQUESTS, DEMO_SEED, Trace, demo_trace, model_trace
 from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
+from opscope.jobs.executor import parse_spec, require_dask
 from opscope.online.report import LiveReport, live_report, live_report_text
 from opscope.online.snapshot import save
 from opscope.pipeline.taps import check_sites_regex
@@ -50,6 +51,8 @@ class LiveRun:
             "workers": self.workers,
             "seconds": self.served.seconds,
             "truth": self.truth(),
+            "where": self.served.where,
+            "shares": [asdict(w) for w in self.served.workers],
             "lost_requests": self.served.lost,
             "report": self.report.to_dict(),
         }
@@ -60,7 +63,7 @@ def live_text(run: LiveRun) -> str:
     t = run.truth()
     lines = [
         f"{run.name}: {run.trace.description}; 1 call in {run.every} sampled"
-        + (f", {run.workers} workers" if run.workers > 1 else ""),
+        + (f", {run.workers} shares on {run.served.where}" if run.served.where else ""),
         f"served in {run.served.seconds:.2f} s ({1e3 * run.served.seconds / max(len(run.trace), 1):.2f} ms "
         "per request, wall)",
         "",
@@ -69,12 +72,6 @@ def live_text(run: LiveRun) -> str:
         f"trace truth: {t['stream']:.1%} of requests repeat an earlier one; {t['sampled']:.1%} of the "
         "sampled ones repeat an earlier sampled one (what the 'sampled' column estimates)",
     ]
-    lost = [w for w in run.served.workers if w.exitcode != 0]
-    for w in lost:
-        lines.append(
-            f"worker {w.worker} stopped (exit code {w.exitcode}): {w.requests - w.calls_saved} of its "
-            f"{w.requests} requests are not in the report (the calls after its last snapshot)"
-        )
     return "\n".join(lines)
 
 
@@ -108,14 +105,18 @@ def run_live(
     parameters: bool | None = None,
     sites: str = "",
     config: StatConfig | None = None,
+    dask: str | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> LiveRun:
     """Serve `source` (None: the reference's demo, 500 requests over a pool of 8, every 5th sampled) over a
     trace of `requests` drawn from a `pool` of its inputs (Zipf `zipf`), 1 call in `every` instrumented,
-    in `workers` processes; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON).
+    in `workers` shares; `csv`/`parquet` get the tidy snapshots, `state` the sketches (JSON).
     `parameters`: both builds (and every worker) map a model's weights from one parameter file in a
     temporary folder (None: so for a model of 128 MiB or more) instead of carrying them. `sites`: a regex on
     site names, only those tapped ("" all; checked first); `config` the sketches a sampled call records
-    (default `StatConfig.live()`; checked first: it must keep role lhs)."""
+    (default `StatConfig.live()`; checked first: it must keep role lhs). `workers` K > 1 or `dask`: the
+    shares (share w: requests w, w + K, ...) as jobs on `dask`'s pool ("local:N", "tcp://HOST:PORT"; None:
+    "local:K"), their sketches merged; `say` told of each job's end."""
     check_sites_regex(sites)
     config = live_config(config)
     demo = source is None
@@ -130,6 +131,7 @@ def run_live(
         )
     if zipf < 0:
         raise OpscopeError(f"live: the Zipf exponent must be >= 0 (0: uniform), got {zipf}")
+    spec = pool_spec(dask, workers)
     csv, state = _check_out(csv, force, "CSV"), _check_out(state, force, "state file")
     parquet = _check_out(parquet, force, "Parquet file")
     if parquet is not None and csv is None:
@@ -141,7 +143,7 @@ def run_live(
     else:
         model, trace, held = model_trace(source, requests, pool, zipf, seed, parameters)
         module, name = model.module, model.name
-    single = workers == 1
+    single = spec is None
     sampler = LiveSampler.build(
         module,
         every,
@@ -157,11 +159,28 @@ def run_live(
         served = serve(sampler, trace, progress)
         sampler.close(parquet)
     else:
-        with tempfile.TemporaryDirectory(prefix="opscope-live-") as folder:
-            served = serve_workers(sampler, trace, workers, folder, snapshot_every or WORKER_SNAPSHOT)
+        served = serve_jobs(sampler, trace, workers, spec, say)
         _write_merged(served, sampler, csv, parquet, state)
     del sampler, held  # the builds, then their parameter file
     return LiveRun(name, trace, every, workers, served, live_report(served.sketch))
+
+
+def pool_spec(dask: str | None, workers: int) -> str | None:
+    """Where the shares run: `dask`, or "local:K" for `workers` K > 1, or None (this process); a bad
+    value or a missing Dask extra is one line, before anything is compiled."""
+    if dask is None and workers == 1:
+        return None
+    spec = dask if dask is not None else f"local:{workers}"
+    parse_spec(spec)
+    try:
+        require_dask()
+    except OpscopeError:
+        if dask is not None:
+            raise
+        raise OpscopeError(
+            f"live --workers {workers} serves its shares as Dask jobs: pip install 'opscope[dask]' (or --workers 1)"
+        ) from None
+    return spec
 
 
 def _write_merged(

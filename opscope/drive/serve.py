@@ -1,59 +1,80 @@
-"""A trace served through a `LiveSampler`, in this process or in K worker processes merged.
+"""A trace served through a `LiveSampler`, in this process or as K jobs whose sketches are merged.
 
-Workers are separate processes (spawned, each with its own IREE runtime) that load the two
-builds the parent compiled, serve every K-th request of the trace, and save their sketches
-every `snapshot_every` sampled calls (atomically). The parent merges whatever each worker
-saved last: a worker that crashes loses only the calls since its last snapshot, and the
-report says which worker, how it ended and how many calls it saved.
+With K shares (`serve_jobs`), share w serves requests w, w + K, ... of the trace as one job on
+the jobs layer (`opscope.jobs`: `local:N` Dask worker processes here or a scheduler's workers).
+A job carries what it serves as picklable arguments (both compiled builds as vmfb bytes, the
+paths of the parameter files they map, the manifest, the trace): a remote cluster needs a shared
+file system only for those parameter files. Each job returns its share's final sketch as JSON;
+this process writes it as a shard named by the job's id (atomic) and merges the shards in share
+order. A worker that dies mid-job has Dask run the job again elsewhere from the share's first
+request, so nothing is lost and nothing counted twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import logging
-import os
-import subprocess
-import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from opscope.drive.live import LiveSampler
 from opscope.drive.trace import Trace
 from opscope.errors import OpscopeError
 from opscope.ir.manifest import Manifest
-from opscope.online.snapshot import load as load_sketch
+from opscope.jobs.executor import open_pool
+from opscope.jobs.run import Job, once_per_worker, run_jobs
+from opscope.jobs.shards import Shards, job_id
+from opscope.online.snapshot import load, to_dict
 from opscope.online.stream import StreamSketch
 from opscope.run.compile import CompiledModule
-from opscope.run.runtime import load
-from opscope.run.targets import get_target
-
-log = logging.getLogger("opscope")
-WORKER_SNAPSHOT = 8  # sampled calls between a worker's saves, unless asked otherwise
+from opscope.run.runtime import load as load_module
 
 
 @dataclass(frozen=True)
 class WorkerOutcome:
+    """One share of the trace served as a job: its requests, the calls its sketch holds, its time."""
+
     worker: int
-    exitcode: int
     requests: int  # its share of the trace
-    calls_saved: int  # calls in its last snapshot (what the merge holds of it)
+    calls_saved: int  # calls in its final sketch (what the merge holds of it: all of its requests)
+    seconds: float = 0.0  # the job's own time on its worker
+    job: str = ""  # its id (`job_id("live-share", ...)`)
 
 
 @dataclass
 class Served:
-    """A served trace: the (merged) sketch, the wall time of serving, each worker's outcome."""
+    """A served trace: the (merged) sketch, the wall time of serving, each share's outcome, where it ran."""
 
     sketch: StreamSketch
     seconds: float
     workers: list[WorkerOutcome] = field(default_factory=list)
+    where: str | None = None  # the pool the shares ran on, in words (None: this process)
 
     @property
     def lost(self) -> int:
+        """Requests of the trace missing from the merged sketch (0: a dead worker's share is run again)."""
         return sum(w.requests - w.calls_saved for w in self.workers)
+
+
+@dataclass(frozen=True)
+class Builds:
+    """What a share's job serves with: both compiled builds (parameter files by path), the manifest,
+    the sampling settings, and a digest of the builds (the key a worker loads them once under)."""
+
+    tapped: CompiledModule
+    plain: CompiledModule
+    manifest: Manifest
+    every: int
+    target: str
+    name: str
+    fingerprint_inputs: bool
+    config: dict | None
+    digest: str
 
 
 def serve(sampler: LiveSampler, trace: Trace, progress: bool | None = None) -> Served:
@@ -68,122 +89,120 @@ def _quiet(progress: bool | None) -> bool | None:
     return None if progress is None else not progress
 
 
-def serve_workers(
+def serve_jobs(
     sampler: LiveSampler,
     trace: Trace,
     workers: int,
-    folder: str | Path,
-    snapshot_every: int = WORKER_SNAPSHOT,
-    crash_after: dict[int, int] | None = None,
+    dask: str,
+    say: Callable[[str], None] | None = None,
 ) -> Served:
-    """`trace` served by `workers` processes (worker w takes requests w, w + K, ...), their saved
-    sketches merged. `crash_after` {worker: n} makes worker w exit abruptly after n requests (tests)."""
+    """`trace` in `workers` shares (share w: requests w, w + K, ...), each a job on the `dask` pool
+    (`opscope.jobs.executor`), their final sketches written as shards and merged in share order."""
     if workers < 1:
         raise OpscopeError(f"live: --workers must be >= 1, got {workers}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "spec.json"
-    spec.write_text(json.dumps(_write_spec(sampler, trace, folder, snapshot_every)))
-    t0 = time.perf_counter()
-    procs = []
-    for w in range(workers):
-        state, log_path = folder / f"worker-{w}.json", folder / f"worker-{w}.log"
-        state.unlink(missing_ok=True)
-        crash = (crash_after or {}).get(w)
-        code = (
-            f"from opscope.drive.serve import _worker; "
-            f"_worker({str(spec)!r}, {w}, {workers}, {str(state)!r}, {crash!r})"
+    builds = builds_of(sampler)
+    jobs = share_jobs(builds, trace, workers)
+    with tempfile.TemporaryDirectory(prefix="opscope-live-") as folder:
+        shards = Shards(folder, ".json")
+        with open_pool(dask) as pool:
+            if say is not None:
+                say(
+                    f"{workers} share{'s' if workers != 1 else ''} of {len(trace)} requests on {pool.where}"
+                    + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
+                )
+            t0 = time.perf_counter()
+            done = run_jobs(pool, jobs, lambda job, data: shards.write(job.id, data), say)
+            seconds = time.perf_counter() - t0
+        sketches = [load(shards.path(job.id)) for job in jobs]
+    outcomes = [
+        WorkerOutcome(w, len(trace.order[w::workers]), s.calls, done.seconds[job.id], job.id)
+        for w, (job, s) in enumerate(zip(jobs, sketches, strict=True))
+    ]
+    return Served(merge_shares(sketches, builds.every, builds.config), seconds, outcomes, pool.where)
+
+
+def merge_shares(sketches: list[StreamSketch], every: int, config: dict | None) -> StreamSketch:
+    """The shares' sketches merged in share order onto an empty sketch: what the shares served one
+    after another in one process and merged so give (exactly, but for the KLL value sketches, whose
+    compactions draw random bits: the same counts, extremes and quantiles within their rank error)."""
+    merged = StreamSketch(every, config=config)
+    for sketch in sketches:
+        merged = merged.merge(sketch)
+    return merged
+
+
+def builds_of(sampler: LiveSampler) -> Builds:
+    """The sampler's builds and settings as a job's picklable arguments, named by a digest of both builds."""
+    digest = hashlib.blake2b(digest_size=16)
+    for compiled in (sampler.tapped.compiled, sampler.plain.compiled):
+        digest.update(compiled.vmfb)
+        digest.update(json.dumps(compiled.parameters).encode())
+    return Builds(
+        sampler.tapped.compiled,
+        sampler.plain.compiled,
+        sampler.manifest,
+        sampler.every,
+        sampler.target,
+        sampler.name,
+        sampler.fingerprint_inputs,
+        sampler.sketch.config,
+        digest.hexdigest(),
+    )
+
+
+def trace_digest(trace: Trace) -> str:
+    """A digest of what the trace sends (its order, its pool's inputs and labels): part of each share's id."""
+    digest = hashlib.blake2b(trace.order.astype("int64").tobytes(), digest_size=16)
+    digest.update(json.dumps(trace.labels).encode())
+    for entry in trace.pool:
+        for x in entry:
+            digest.update(f"{x.dtype}{x.shape}".encode())
+            digest.update(x.tobytes())
+    return digest.hexdigest()
+
+
+def share_jobs(builds: Builds, trace: Trace, workers: int) -> list[Job]:
+    """One job per share, its id from what it computes (the builds, the trace, its index of K, the sampling)."""
+    key = trace_digest(trace)
+    return [
+        Job(
+            job_id(
+                "live-share",
+                {
+                    "builds": builds.digest,
+                    "trace": key,
+                    "worker": w,
+                    "workers": workers,
+                    "every": builds.every,
+                    "fingerprint_inputs": builds.fingerprint_inputs,
+                    "config": builds.config,
+                },
+            ),
+            f"share {w} of {workers} ({len(trace.order[w::workers])} requests)",
+            serve_share,
+            (builds, trace, w, workers),
         )
-        with open(log_path, "wb") as err:  # a separate interpreter: no re-import of the caller's main module
-            procs.append((subprocess.Popen([sys.executable, "-c", code], stdout=err, stderr=err), state, log_path))
-    for p, _, _ in procs:
-        p.wait()
-    seconds = time.perf_counter() - t0
-    merged, outcomes = StreamSketch(sampler.every, config=sampler.sketch.config), []
-    for w, (p, state, log_path) in enumerate(procs):
-        share = len(trace.order[w::workers])
-        saved = load_sketch(state) if state.is_file() else None
-        if saved is not None:
-            merged = merged.merge(saved)
-        outcome = WorkerOutcome(w, p.returncode, share, saved.calls if saved else 0)
-        if p.returncode != 0:
-            log.warning(
-                "live: worker %d stopped (exit code %s): merged the %d calls of its last snapshot, %d of its "
-                "%d requests are not in the report (its log: %s)",
-                w,
-                p.returncode,
-                outcome.calls_saved,
-                share - outcome.calls_saved,
-                share,
-                log_path,
-            )
-        outcomes.append(outcome)
-    if not any(o.calls_saved for o in outcomes):
-        raise OpscopeError(f"live: no worker saved any sketch (logs: {folder}/worker-*.log)")
-    return Served(merged, seconds, outcomes)
+        for w in range(workers)
+    ]
 
 
-def _write_spec(sampler: LiveSampler, trace: Trace, folder: Path, snapshot_every: int) -> dict:
-    """What a worker needs, as files: both builds (and the parameter files they map), the manifest,
-    the trace."""
-    (folder / "tapped.vmfb").write_bytes(sampler.tapped.compiled.vmfb)
-    (folder / "plain.vmfb").write_bytes(sampler.plain.compiled.vmfb)
-    sampler.manifest.save(folder / "manifest.json")
-    arrays = {f"pool_{j}_{a}": x for j, entry in enumerate(trace.pool) for a, x in enumerate(entry)}
-    np.savez(folder / "trace.npz", order=trace.order, **arrays)
-    (folder / "labels.json").write_text(json.dumps(trace.labels))
-    return {
-        "folder": str(folder),
-        "target": sampler.target,
-        "every": sampler.every,
-        "name": sampler.name,
-        "snapshot_every": snapshot_every,
-        "fingerprint_inputs": sampler.fingerprint_inputs,
-        "config": sampler.sketch.config,
-        "arity": len(trace.pool[0]) if trace.pool else 0,
-        "parameters": {
-            k: [list(f) for f in m.compiled.parameters]
-            for k, m in (("tapped", sampler.tapped), ("plain", sampler.plain))
-        },
-    }
-
-
-def _load_trace(folder: Path, arity: int) -> Trace:
-    with np.load(folder / "trace.npz") as data:
-        labels = json.loads((folder / "labels.json").read_text())
-        pool = [[data[f"pool_{j}_{a}"] for a in range(arity)] for j in range(len(labels))]
-        return Trace(pool, labels, data["order"], "")
-
-
-def _worker(spec_path: str, w: int, workers: int, state: str, crash_after: int | None) -> None:
-    """One worker process: load the builds, serve its share, save its sketches as it goes."""
-    spec = json.loads(Path(spec_path).read_text())
-    folder = Path(spec["folder"])
-    target = get_target(spec["target"])
-    files = spec.get("parameters", {})
-    tapped, plain = (
-        load(
-            CompiledModule(
-                (folder / f"{k}.vmfb").read_bytes(), target, (), parameters=tuple(map(tuple, files.get(k, ())))
-            )
-        )
-        for k in ("tapped", "plain")
+def serve_share(builds: Builds, trace: Trace, w: int, workers: int) -> bytes:
+    """One share on a worker, from its first request: requests w, w + K, ... through a fresh sampler on
+    the builds (loaded once per worker thread); its final sketch as JSON (`opscope.online.snapshot`)."""
+    tapped, plain = once_per_worker(
+        ("live", builds.digest, threading.get_ident()),  # a thread's own: a build's context serves one caller
+        lambda: (load_module(builds.tapped), load_module(builds.plain)),
     )
     sampler = LiveSampler(
-        Manifest.load(folder / "manifest.json"),
+        builds.manifest,
         tapped,
         plain,
-        spec["every"],
-        target=target.name,
-        name=spec["name"],
-        fingerprint_inputs=spec["fingerprint_inputs"],
-        state=state,
-        snapshot_every=spec["snapshot_every"],
-        sketch=StreamSketch(spec["every"], config=spec.get("config")),
+        builds.every,
+        target=builds.target,
+        name=builds.name,
+        fingerprint_inputs=builds.fingerprint_inputs,
+        sketch=StreamSketch(builds.every, config=builds.config),
     )
-    trace = _load_trace(folder, spec["arity"])
-    for n, (inputs, label) in enumerate(trace.requests(w, workers), 1):
+    for inputs, label in trace.requests(w, workers):
         sampler(*inputs, label=label)
-        if crash_after is not None and n >= crash_after:
-            os._exit(3)  # an abrupt death: no close, no final save
-    sampler.close()
+    return json.dumps(to_dict(sampler.sketch)).encode()
