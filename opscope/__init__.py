@@ -286,6 +286,7 @@ def profile(
     sites: str = "",
     dask: str | None = None,
     shards: int | None = None,
+    resume: bool = False,
 ) -> ProfileResult:
     """Profile a model: tap every matmul and convolution, every attention (softmax or fused),
     top-k routing and residual add, compile for `target`, run `steps` calls, record
@@ -321,7 +322,8 @@ def profile(
     `verify.json`. None (the default): on for models whose weights stay in the module.
     `dask` (`"local"`, `"local:N"`, `"tcp://HOST:PORT"`; the `dask` extra): the steps are split in
     `shards` (default 8) contiguous ranges, each a job on that pool, their rows merged in step order:
-    the run folder a serial profile writes, its table byte for byte (docs/jobs.md).
+    the run folder a serial profile writes, its table byte for byte (docs/jobs.md); `resume` continues
+    such a run killed mid-way in `out` (its recorded steps and finished shards kept).
 
     Returns a `ProfileResult`: `.sketches`, `.site_costs`, `.manifest_path`, `.report_path`
     (the run folder's files), `.report` (a `MineReport`), `.manifest`, `.parity`,
@@ -349,6 +351,7 @@ def profile(
         sites=sites,
         dask=dask,
         shards=shards,
+        resume=resume,
     )
 
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -56,10 +59,15 @@ def test_minilm_over_512_sentences_in_8_shards_is_one_process(cluster, tmp_path)
     assert len(lines) == 1 + 8 and lines[-1].startswith("8/8 jobs done, 0 running or queued, 0 failed; steps ")
 
 
-def test_a_worker_killed_mid_profile_loses_and_duplicates_nothing(cluster, tmp_path):
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The built-in model's 12-step profile in one process: what every sharded run of it is compared with."""
+    return opscope.profile(None, out=tmp_path_factory.mktemp("serial") / "run", steps=12)
+
+
+def test_a_worker_killed_mid_profile_loses_and_duplicates_nothing(cluster, serial, tmp_path):
     from distributed import Client
 
-    serial = opscope.profile(None, out=tmp_path / "serial", steps=12)
     with Client(cluster) as client:
         pids = sorted(client.run(os.getpid).values())
     killed: list[int] = []
@@ -77,12 +85,45 @@ def test_a_worker_killed_mid_profile_loses_and_duplicates_nothing(cluster, tmp_p
     cluster.wait_for_workers(2)  # the nanny starts another worker for the next test
 
 
+def test_resume_after_a_killed_client_keeps_its_steps_and_shards(cluster, serial, tmp_path):
+    """A client killed as its third shard returns leaves steps in the CSV and shards beside it; `resume`
+    appends those without running them, runs the rest: the serial run folder."""
+    out = tmp_path / "run"
+    script = textwrap.dedent(
+        f"""
+        import os
+        import opscope
+        def die(line):
+            if line.startswith("3/6 jobs done"):
+                os._exit(9)
+        opscope.profile(None, out={str(out)!r}, steps=12, dask={cluster.scheduler_address!r}, shards=6, progress=die)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 9, done.stderr[-2000:]
+    assert (out / "sketches.csv.shards").is_dir() and not (out / "report.md").exists()
+    lines: list[str] = []
+    res = opscope.profile(
+        None, out=out, steps=12, dask=cluster.scheduler_address, shards=6, resume=True, progress=lines.append
+    )
+    head = f"profile: 12 steps in 6 shards on {cluster.scheduler_address} (2 workers), "
+    assert lines[1].startswith(head) and lines[1].endswith(" finished before")
+    before = int(lines[1].removeprefix(head).split()[0])  # 3, or more that ended as the client died
+    assert before >= 3 and len([line for line in lines if "jobs done" in line]) == 6 - before  # not run again
+    assert res.rows == serial.rows and res.parity == 0.0
+    _same_folder(serial.out_dir, res.out_dir)
+
+
 @pytest.mark.parametrize(
     "options,message",
     [
         ({"shards": 4}, "--shards splits a profile's steps over Dask workers: give --dask too (local:2)"),
         ({"shards": 0, "dask": "local:2"}, "--shards must be a whole number >= 1, got 0"),
         ({"dask": "local:x"}, "--dask 'local:x': the worker count after local: must be a whole number >= 1 (local:2)"),
+        (
+            {"resume": True},
+            "--resume continues a profile run on Dask workers: give --dask (and --shards) as that run did",
+        ),
     ],
 )
 def test_bad_shard_options_are_one_line_before_anything_is_written(options, message, tmp_path):

@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="with --dask: split the steps in N contiguous shards, one job each (default 8, at most one per step)",
     )
+    pr.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --dask: continue the run in --out that was killed mid-way (its recorded steps and finished "
+        "shards are kept; give the same model, --steps and --shards)",
+    )
     pr.set_defaults(fn=_cmd_profile)
 
     sw = sub.add_parser("sweep", help="one matmul per shape x 7 distributions x 3 seeds -> tidy CSV")
@@ -110,6 +116,7 @@ def _cmd_profile(args) -> int:
         verify=args.verify,
         dask=args.dask,
         shards=args.shards,
+        resume=args.resume,
         **parameters(args),
     )
     print(opscope.render(res))

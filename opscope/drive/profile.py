@@ -200,6 +200,7 @@ def profile(
     sites: str = "",
     dask: str | None = None,
     shards: int | None = None,
+    resume: bool = False,
 ) -> ProfileResult:
     """The main job on any model: `source` is None (the built-in model and its input mix), a
     zoo name (with its real inputs), a model file, MLIR text or bytecode, or an `ir.Module`.
@@ -227,7 +228,8 @@ def profile(
     (every kind), only those tapped ("" all; checked before anything is imported). `dask`
     (`local[:N]`, `tcp://HOST:PORT`): the steps split in `shards` (default 8) contiguous ranges run as
     jobs there, their rows merged in step order (`opscope.drive.profile_shards`: the serial table,
-    byte for byte); `progress` then also gets a line per shard.
+    byte for byte); `progress` then also gets a line per shard; `resume` continues such a run killed
+    mid-way in `out` (its recorded steps and finished shards kept; the same model, steps and shards).
     """
     tgt = get_target(target)
     taps = parse_taps(taps)
@@ -239,10 +241,17 @@ def profile(
     if dask is not None:
         check_spec(dask)
     check_shards(shards, steps, dask)
+    if resume and dask is None:
+        raise OpscopeError(
+            "--resume continues a profile run on Dask workers: give --dask (and --shards) as that run did"
+        )
     if weights_dtype is not None and source is None:
         raise OpscopeError("a weights dtype is for a model's float32 weights: the built-in model has its own")
+    if resume and out is None:
+        raise OpscopeError("--resume continues the run folder of a profile killed mid-way: give its --out")
     out = Path(out) if out is not None else default_out()
-    _check_fresh(out)
+    if not resume:
+        _check_fresh(out)
 
     def model_line(line: str) -> None:
         """open_model's `model NAME` as the profile's first line: `opscope profile: NAME on TARGET`."""
@@ -283,6 +292,7 @@ def profile(
         dask=dask,
         shards=shards,
         progress=progress,
+        resume=resume,
     )
     write_run_record(out, source, tgt.name, steps, dist, inputs, text, tokenizer, weights_dtype, config)
     return result
@@ -388,6 +398,7 @@ def profile_module(
     dask: str | None = None,
     shards: int | None = None,
     progress: Callable[[str], None] | None = None,
+    resume: bool = False,
 ) -> ProfileResult:
     """Inject, compile for `target`, run `steps` times, record the run folder and mine it.
 
@@ -403,7 +414,9 @@ def profile_module(
     `verify` the first step is checked against it (`opscope.verify.run.verify_run`: `verify.json`,
     a line first in every report); None: when its weights stay in the module (under
     `opscope.ir.parameter_files.AUTO_BYTES`). `dask`: the steps run as `shards` jobs on that pool
-    (`opscope.drive.profile_shards`; `progress` gets a line per shard), the table the serial one.
+    (`opscope.drive.profile_shards`; `progress` gets a line per shard), the table the serial one;
+    `resume` continues such a run killed mid-way in `out_dir`: its recorded steps and finished shards
+    are kept, the rest run (the same model, steps and shards; refused without `dask`).
     """
     if verify and reference is None:
         raise OpscopeError(
@@ -414,14 +427,20 @@ def profile_module(
     if dask is not None:
         check_spec(dask)
     shards = check_shards(shards, steps, dask)
+    if resume and dask is None:
+        raise OpscopeError(
+            "--resume continues a profile run on Dask workers: give --dask (and --shards) as that run did"
+        )
     if check_weights_dtype(weights_dtype) is not None and parameters is False:
         raise OpscopeError(
             f"a weights dtype ({weights_dtype}) stores the weights in a parameter file: drop --no-parameters"
         )
     out = Path(out_dir)
-    _check_fresh(out)
+    if not resume:
+        _check_fresh(out)
     with writing(out):  # one writer per run folder: a second is refused before it writes
-        _check_fresh(out)  # again, held: a writer that finished while this one waited is not written over
+        if not resume:
+            _check_fresh(out)  # again, held: a writer that finished while this one waited is not written over
         csv = out / CSV_NAME
         external = False
         if parameters is not False:
@@ -435,6 +454,8 @@ def profile_module(
             source, target, config, name=name, batch=batch, taps=tuple(taps), sites=check_sites_regex(sites)
         )
         inputs = list(islice(generate(model.args, steps) if inputs is None else inputs, steps))
+        if resume:
+            _same_manifest(out / MANIFEST_NAME, model.manifest.to_json())
         model.manifest.save(out / MANIFEST_NAME)  # the folder: made by `writing`
         if notes := degenerate_notes(model.args, inputs):  # said by every report mined from the run
             (out / NOTES_NAME).write_text(json.dumps(notes, indent=1) + "\n")
@@ -444,7 +465,7 @@ def profile_module(
         else:
             module_file, digest = write_module(model, csv)
             build = ShardedBuild(module_file, digest, model.target, config, name, batch, tuple(taps), sites)
-            run = record_sharded(model, build, inputs, csv, dist, out / COSTS_NAME, dask, shards, progress)
+            run = record_sharded(model, build, inputs, csv, dist, out / COSTS_NAME, dask, shards, progress, resume)
         checked = None
         if reference is not None and (verify or (verify is None and not external)):
             with ticking(f"{name}: verify step 0 against {reference.kind}"):
@@ -456,6 +477,15 @@ def profile_module(
         report = mine_paths(csv, costs=out / COSTS_NAME)
         (out / REPORT_NAME).write_text(mine_markdown(report))
         return ProfileResult(out, model, report, steps, run.rows, run.parity, run.seconds, name, checked)
+
+
+def _same_manifest(path: Path, manifest: str) -> None:
+    """On resume, refuse a run folder whose sketches another build recorded (another model, taps or sketches)."""
+    if path.exists() and path.read_text() != manifest:
+        raise OpscopeError(
+            f"{path.parent} was recorded from another build (its manifest differs): resume it with the same model, "
+            "taps, sites and sketches, or choose another --out"
+        )
 
 
 def default_source(steps: int) -> ModelSource:

@@ -106,50 +106,82 @@ def record_sharded(
     dask: str,
     shards: int,
     progress: Callable[[str], None] | None = None,
+    resume: bool = False,
 ) -> SequenceResult:
     """`inputs` (one argument list per step) recorded into `csv` by shard jobs on the `dask` pool,
-    appended in step order: what `record_steps` writes in one process, with the same result."""
-    folder = Path(str(csv) + ".shards")
-    store = Shards(folder, ".csv")
+    appended in step order: what `record_steps` writes in one process, with the same result. With
+    `resume`, the steps `csv`'s journal holds and the shards a killed client left are not run again."""
+    store = Shards(Path(str(csv) + ".shards"), ".csv")
     ranges = split_steps(len(inputs), shards)
     ids = [
         job_id("profile", {**build.key(), "dist": dist, "first": r.start, "inputs": _digest(inputs, r)}) for r in ranges
     ]
-    jobs = [
-        Job(
-            ids[i],
-            _label(r),
-            profile_shard,
-            (build, r.start, [list(inputs[t]) for t in r], dist, str(folder), ids[i]),
-        )
-        for i, r in enumerate(ranges)
-    ]
-    answers: dict[int, ShardDone] = {}
     result = SequenceResult(csv, len(inputs), 0, 0.0, costs, 0.0, [])
-    with Recorder(csv, mode="w") as rec:
+    with Recorder(csv, mode="a" if resume else "w") as rec:
+        recorded = {t for run, t in rec.completed_steps if run == 0}
+        if recorded - set(range(len(inputs))):
+            raise OpscopeError(
+                f"{csv} holds steps beyond the {len(inputs)} asked: resume with the --steps of the run it continues"
+            )
+        waiting = store.done()
+        todo = [i for i, r in enumerate(ranges) if not set(r) <= recorded and ids[i] not in waiting]
+        ready: set[int] = {i for i in range(len(ranges)) if i not in todo}
+        answers: dict[int, ShardDone] = {}
         at = 0
 
-        def on_done(job: Job, done: ShardDone) -> None:
+        def append_ready() -> None:
             nonlocal at
-            answers[done.first] = done
-            while at < len(ranges) and ranges[at].start in answers:
-                shard = answers[ranges[at].start]
-                _append(rec, store.read(ids[at]), ranges[at])
-                result.rows += shard.rows
+            while at < len(ranges) and at in ready:
+                if not set(ranges[at]) <= recorded:
+                    _append(rec, store.read(ids[at]), ranges[at], recorded)
                 at += 1
 
-        with open_pool(dask) as pool:
-            if progress is not None:
-                progress(
-                    f"profile: {len(inputs)} steps in {len(ranges)} shards on {pool.where}"
-                    + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-                )
-            result.seconds, _ = timed(run_jobs, pool, jobs, on_done, progress)
-    head = answers[0]
-    result.parity, result.first_outputs = head.parity, head.outputs or []
+        def on_done(job: Job, done: ShardDone) -> None:
+            i = ids.index(job.id)
+            answers[i] = done
+            ready.add(i)
+            append_ready()
+
+        append_ready()
+        jobs = [
+            Job(ids[i], _label(ranges[i]), profile_shard, _shard_args(build, inputs, ranges[i], dist, store, ids[i]))
+            for i in todo
+        ]
+        if jobs:
+            with open_pool(dask) as pool:
+                if progress is not None:
+                    progress(
+                        f"profile: {len(inputs)} steps in {len(ranges)} shards on {pool.where}"
+                        + (f", {len(ranges) - len(jobs)} finished before" if len(jobs) < len(ranges) else "")
+                        + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
+                    )
+                result.seconds, _ = timed(run_jobs, pool, jobs, on_done, progress)
+        append_ready()
+        result.rows = rec.rows_written if not resume else _rows(csv)
+    if 0 in answers:
+        result.parity, result.first_outputs = answers[0].parity, answers[0].outputs or []
+    else:  # step 0 was recorded before this call: check it here
+        out = model(*inputs[0])
+        result.parity, result.first_outputs = model.check_parity(list(inputs[0]), out), model.original(out)
     write_site_costs(costs, model.manifest, module_rows(model))
     store.remove()
     return result
+
+
+def _shard_args(
+    build: ShardedBuild, inputs: Sequence[Sequence[np.ndarray]], steps: range, dist: str, store: Shards, job: str
+) -> tuple:
+    """`profile_shard`'s arguments for the shard of `steps`."""
+    return (build, steps.start, [list(inputs[t]) for t in steps], dist, str(store.folder), job)
+
+
+def _rows(csv: Path) -> int:
+    """The rows of a tidy CSV (its lines but the header), counted in blocks."""
+    lines = 0
+    with open(csv, "rb") as f:
+        while block := f.read(1 << 24):
+            lines += block.count(b"\n")
+    return max(lines - 1, 0)
 
 
 def write_module(model: InstrumentedModel, csv: Path) -> tuple[str, str]:
@@ -190,15 +222,17 @@ def _build(build: ShardedBuild) -> InstrumentedModel:
     )
 
 
-def _append(rec: Recorder, data: bytes, steps: range) -> None:
-    """A shard's rows into `rec`, one journaled record per step (its rows are contiguous, in step order)."""
+def _append(rec: Recorder, data: bytes, steps: range, recorded: set[int] = frozenset()) -> None:
+    """A shard's rows into `rec`, one journaled record per step (its rows are contiguous, in step
+    order), but the steps `recorded` before (a client killed while appending this shard)."""
     at = 0
     for t in steps:
         end = data.find(b"\n0,%d," % (t + 1), at) + 1 if t + 1 < steps.stop else len(data)
         if end <= 0:
             end = len(data)
         chunk = data[at:end]
-        rec.record_bytes(0, t, chunk, chunk.count(b"\n"))
+        if t not in recorded:
+            rec.record_bytes(0, t, chunk, chunk.count(b"\n"))
         at = end
 
 
