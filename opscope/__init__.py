@@ -883,6 +883,7 @@ def plan_layers(
     task: str | None = None,
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
+    dask: str | None = None,
 ) -> LayersReport:
     """One storage option per layer (dense, int8/int4 per channel, group-wise int4, ternary, 2:4, low
     rank, Monarch, Tucker, tensor train) within `budget` of the dense bytes, chosen by `allocator`
@@ -893,12 +894,20 @@ def plan_layers(
     `measure`) also builds the plans for the other two errors and picks, among every plan within the budget,
     the one that keeps most of the headline metric (`report.picked`). `parameters` (with `measure`):
     the model's weights are mapped from one parameter file by every build, each plan's rewritten
-    weights inside its module (None: so for a model of 128 MiB or more). Returns a `LayersReport`."""
+    weights inside its module (None: so for a model of 128 MiB or more). `dask` (with `measure`):
+    local, local:N or tcp://HOST:PORT, each plan's build a job on those workers (`opscope.jobs`),
+    the serial report but for its `seconds`. Returns a `LayersReport`."""
     from opscope.probe.report import check_plan_request
     from opscope.probe.report import plan_layers as plan
     from opscope.probe.sources import module_weights, open_weights
 
     measure = check_plan_request(source, budget, allocator, error, objective, measure)
+    if dask is not None:
+        from opscope.jobs.executor import check_spec
+
+        if not measure:
+            raise OpscopeError("--dask spreads --measure's builds over workers: add --measure, or drop --dask")
+        check_spec(dask)  # a bad option or a missing extra: one line before any weight is read
     if not measure:
         return plan(open_weights(source, sites, progress), budget, allocator, error=error)
     from opscope.act.evalset import eval_set
@@ -915,6 +924,7 @@ def plan_layers(
         target=target,
         objective=objective,
         progress=progress,
+        dask=dask,
     )
 
 
@@ -1071,6 +1081,7 @@ def kernel_plan(
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     quality: str | float | None = None,
+    dask: str | None = None,
 ) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
     guard's stability over the recorded steps, the estimated and the measured speedup of the site
@@ -1085,7 +1096,9 @@ def kernel_plan(
     (the zoo's held-out data): a share Q of the task's headline metric to lose, or gates such as
     "cosine_mean>=0.999,nn_agreement>=0.98" or "top1_agreement>=0.97,perplexity<=1.02x"; the applied
     module keeps the lossy rewrites, least site error per µs saved first, as far as its build stays within it
-    (`applied.quality` says what it measured), and sites are then not held to `max_error` unless given."""
+    (`applied.quality` says what it measured), and sites are then not held to `max_error` unless given.
+    `dask`: local, local:N or tcp://HOST:PORT, each site's candidates measured as one job on those
+    workers (`opscope.jobs`: a site's timings all from one worker); the rest stays in this process."""
     from opscope.act.specialize import kernel_plan as build
 
     if rounds < 1:
@@ -1103,6 +1116,7 @@ def kernel_plan(
         progress=progress,
         parameters=parameters,
         quality=quality,
+        dask=dask,
     )
 
 

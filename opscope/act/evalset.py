@@ -44,6 +44,24 @@ class EvalSet:
     def examples(self) -> int:
         return sum(len(b[0]) for b in self.batches)
 
+    def digest(self) -> str:
+        """A hash of the model and its batches: what names a job measured on this set (`opscope.jobs`)."""
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=16)
+        h.update(self.module if isinstance(self.module, bytes) else self.module.encode())
+        for batch in self.batches:
+            for a in batch:
+                h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+    def shipped(self) -> EvalSet:
+        """This set as a job's argument: without its parameter file's folder, which stays this process's
+        (workers on this machine map the one file; a cluster elsewhere needs it on a shared file system)."""
+        import dataclasses
+
+        return dataclasses.replace(self, weights=None)
+
 
 def predicted_tokens(batch: Sequence[np.ndarray]) -> int:
     """Next-token predictions a causal LM makes on one batch: positions whose token and next token are real."""

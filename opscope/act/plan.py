@@ -18,14 +18,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from opscope.act.evalset import EvalSet
 from opscope.act.quality import compare
 from opscope.act.render_whatif import COLUMNS
 from opscope.probe.allocate import ERRORS, Allocation, DadoConfig, dado_allocate, greedy_allocate
-from opscope.probe.layers import reconstruct
+from opscope.probe.layers import Option, reconstruct
 from opscope.probe.report import LayersReport, PlanOutcome
 from opscope.probe.sources import WeightSet
+
+if TYPE_CHECKING:
+    from opscope.act.whatif import Bench, WhatIfReport
 
 
 def uniform(report: LayersReport, kind: str) -> Allocation:
@@ -73,6 +79,9 @@ def plans_to_measure(
     return list(merged.values())
 
 
+Rewrites = dict[str, tuple[np.ndarray, Option]]  # layer name -> (its dense weight, the option it is stored as)
+
+
 def measure_plans(
     evalset: EvalSet,
     weights: WeightSet,
@@ -82,31 +91,90 @@ def measure_plans(
     cfg: DadoConfig = DadoConfig(),
     objective: str = "weights",
     progress: Callable[[str], None] | None = None,
+    dask: str | None = None,
 ) -> LayersReport:
     """Build and run every plan of `plans_to_measure` on `evalset`; fills `report.measured`. With
     `objective="measured"`, the plan within the budget that keeps most of the task's headline
-    metric is `report.picked`."""
-    from opscope.act.whatif import Bench
-    from opscope.ir.weights import replace_weights
-
+    metric is `report.picked`. With `dask` (`opscope.jobs.executor`), each plan's build is a job on
+    a worker (`plan_jobs`) and the report is the serial one but for `seconds` (the wall time)."""
     start = time.perf_counter()
-    bench = Bench(evalset, target, progress)
-    report.headline, report.baseline = bench.report.headline, bench.report.baseline
+    plans = plans_to_measure(report, cfg, objective)
+    rewrites = [plan_rewrites(report, weights, alloc) for _, alloc in plans]
+    if dask is None:
+        from opscope.act.whatif import Bench
+
+        bench = Bench(evalset, target, progress)
+        original = bench.report
+        metrics = [plan_metrics(bench, label, r) for (label, _), r in zip(plans, rewrites)]
+    else:
+        original, metrics = plan_jobs(evalset, plans, rewrites, target, dask, progress)
+    report.headline, report.baseline = original.headline, original.baseline
     report.columns, report.data = list(COLUMNS[evalset.task]), evalset.data
     report.objective = objective
-    matrices = weights.matrices
-    for label, alloc in plans_to_measure(report, cfg, objective):
-        new = {}
-        for p, c in zip(report.profiles, alloc.choice):
-            option = p.options[c]
-            if option.kind != "dense":
-                new[p.name] = reconstruct(matrices[p.name], option)
-        module = bench.module()
-        replace_weights(module, new)
-        metrics = compare(bench.reference, bench.run(module, label))
-        report.measured.append(PlanOutcome(label, alloc.choice, alloc.total_err, alloc.total_bytes, metrics))
+    for (label, alloc), m in zip(plans, metrics):
+        report.measured.append(PlanOutcome(label, alloc.choice, alloc.total_err, alloc.total_bytes, m))
     if objective == "measured":
         fits = [m for m in report.measured if m.bytes <= report.plan.budget]
         report.picked = max(fits, key=lambda m: (m.metrics.get(report.headline, 0.0), -m.total_err)).label
     report.seconds["measure"] = time.perf_counter() - start
     return report
+
+
+def plan_rewrites(report: LayersReport, weights: WeightSet, alloc: Allocation) -> Rewrites:
+    """The layers `alloc` stores other than dense, each with its weight and option (reconstructed where
+    the build is made: on a worker, under `dask`)."""
+    out: Rewrites = {}
+    for p, c in zip(report.profiles, alloc.choice):
+        if p.options[c].kind != "dense":
+            out[p.name] = (weights.matrices[p.name], p.options[c])
+    return out
+
+
+def plan_metrics(bench: Bench, label: str, rewrites: Rewrites) -> dict[str, float]:
+    """The plan's reconstructed weights built into the model, run and compared with the original."""
+    from opscope.ir.weights import replace_weights
+
+    new = {name: reconstruct(matrix, option) for name, (matrix, option) in rewrites.items()}
+    module = bench.module()
+    replace_weights(module, new)
+    return compare(bench.reference, bench.run(module, label))
+
+
+def plan_jobs(
+    evalset: EvalSet,
+    plans: list[tuple[str, Allocation]],
+    rewrites: list[Rewrites],
+    target: str,
+    dask: str,
+    progress: Callable[[str], None] | None,
+) -> tuple[WhatIfReport, list[dict[str, float]]]:
+    """(the original's report, each plan's metrics in `plans`' order), each a job on the `dask` pool: a
+    worker compiles and runs the original once (`worker_bench`) for every plan it builds. A job's
+    id is the set's digest, the target and the plan's choices; it carries the weights it rewrites."""
+    from opscope.act.whatif import original_job
+    from opscope.jobs.run import Job, results_of
+    from opscope.jobs.shards import job_id
+
+    shipped, key = evalset.shipped(), evalset.digest()
+    base = original_job(shipped, key, target)
+    jobs = [
+        Job(
+            job_id(
+                "layers-plan",
+                {"set": key, "target": target, "choice": a.choice, "options": {n: o.label for n, (_, o) in r.items()}},
+            ),
+            label,
+            plan_job,
+            (shipped, key, target, label, r),
+        )
+        for (label, a), r in zip(plans, rewrites)
+    ]
+    results = results_of(dask, [base, *jobs], f"{len(jobs)} builds", progress)
+    return results[base.id], [results[job.id] for job in jobs]
+
+
+def plan_job(evalset: EvalSet, key: str, target: str, label: str, rewrites: Rewrites) -> dict[str, float]:
+    """One plan built, run and compared with the original, on a worker."""
+    from opscope.act.whatif import worker_bench
+
+    return plan_metrics(worker_bench(evalset, key, target), label, rewrites)

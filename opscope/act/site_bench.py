@@ -59,6 +59,7 @@ class SiteResult:
     parity: str
     rel_error: float
     skipped: str = ""  # why the rewrite did not apply to this site (it left the module unchanged)
+    worker: str = ""  # host:pid of the Dask worker that measured it (`measure_sites` with dask), else ""
 
 
 def measured(times, third: str = "unguarded") -> Measured:
@@ -256,6 +257,86 @@ class SiteBench:
         hit_us = _median_us(lambda: memo(*args), MEMO_CALLS)
         recur = p.repeat_rate
         return SiteResult(1.0 / max(1.0 - recur, 1e-9), memo_measured(call_us, hit_us, recur), same, rel)
+
+
+def measure_sites(
+    text: str,
+    proposals: list[Proposal],
+    tensors: dict[str, list[np.ndarray]],
+    target: str,
+    rounds: int,
+    dask: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[SiteResult]:
+    """Each proposal measured on its outlined site, in `proposals`' order: here one after another, or with
+    `dask` one job per site (every candidate of a site on one worker: its timings compare on one machine)."""
+    if dask is None:
+        bench = SiteBench(text, target, rounds)
+        results = []
+        for i, p in enumerate(proposals):
+            if progress is not None:
+                progress(f"[{i + 1}/{len(proposals)}] {p.site}: {p.label}")
+            results.append(bench.measure(p, tensors[p.site]))
+        return results
+    return _site_jobs(text, proposals, tensors, target, rounds, dask, progress)
+
+
+def _site_jobs(
+    text: str,
+    proposals: list[Proposal],
+    tensors: dict[str, list[np.ndarray]],
+    target: str,
+    rounds: int,
+    dask: str,
+    progress: Callable[[str], None] | None,
+) -> list[SiteResult]:
+    """One job per site on the `dask` pool (its id: the model's digest, target, rounds, site and its
+    candidates' rewrites); the results put back in `proposals`' order."""
+    from opscope.jobs.run import Job, results_of
+    from opscope.jobs.shards import job_id
+
+    key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    by_site: dict[str, list[int]] = {}
+    for i, p in enumerate(proposals):
+        by_site.setdefault(p.site, []).append(i)
+    jobs = []
+    for site, where in by_site.items():
+        mine = [proposals[i] for i in where]
+        params = {
+            "model": key,
+            "target": target,
+            "rounds": rounds,
+            "site": site,
+            "rewrites": [_job_name(p) for p in mine],
+        }
+        label = f"{site}: {len(mine)} candidate{'s' if len(mine) != 1 else ''}"
+        jobs.append(Job(job_id("plan-site", params), label, site_job, (text, target, rounds, mine, tensors[site])))
+    done = results_of(dask, jobs, f"{len(proposals)} candidates of {len(jobs)} sites", progress)
+    out: list[SiteResult | None] = [None] * len(proposals)
+    for job, where in zip(jobs, by_site.values()):
+        for i, r in zip(where, done[job.id]):
+            out[i] = r
+    return out
+
+
+def _job_name(p: Proposal) -> str:
+    """A candidate as its job names it: its rewrite of the outlined site (the label where the rewrite is
+    host-side, a memoized call)."""
+    return p.label if p.kind == MEMO else f"{p.pipeline_for('')}{' baked' if p.baked else ''}"
+
+
+def site_job(
+    text: str, target: str, rounds: int, proposals: list[Proposal], args: list[np.ndarray]
+) -> list[SiteResult]:
+    """Every candidate of one site measured on a worker, by a bench of its own: a site is timed afresh
+    in each plan (a worker keeping benches would hand a later plan an earlier plan's timings), so sites
+    of one shape and rewrite, which one process times once, are timed each in its own job."""
+    from dataclasses import replace
+
+    from opscope.jobs.run import worker_name
+
+    bench, here = SiteBench(text, target, rounds), worker_name()
+    return [replace(bench.measure(p, args), worker=here) for p in proposals]
 
 
 def _shape_key(site: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from opscope.act.candidates import IR_KINDS, KINDS, QUANT, SPARSE, Proposal, propose, sparse_sites
 from opscope.act.run_folder import read_run
-from opscope.act.site_bench import Measured, SiteBench, measured, parity
+from opscope.act.site_bench import Measured, measured, parity
 from opscope.errors import OpscopeError
 
 MIN_SPEEDUP = 1.05  # measured: below this a rewrite is noise, not a gain
@@ -40,6 +40,7 @@ class Candidate:
     parity: str = ""  # "bit-identical" or "max |Δ| …"
     rel_error: float = 0.0
     decision: str = ""
+    worker: str = field(default="", compare=False)  # host:pid that measured it under dask (not rendered)
 
     # the proposal's, read through: site, kind, options, guard, pipeline
     site = property(attrgetter("proposal.site"))
@@ -90,6 +91,7 @@ class KernelPlan:
             d["applied"]["path"] = str(self.applied.path)
             d["applied"]["weights"] = [[scope, str(f)] for scope, f in self.applied.weights]
         for c, cd in zip(self.candidates, d["candidates"]):
+            cd.pop("worker")
             cd.update(cd.pop("proposal"))
             cd["pipeline"] = c.pipeline
             cd["guard"]["stability"] = c.guard.stability
@@ -121,6 +123,7 @@ def kernel_plan(
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     quality: str | float | None = None,
+    dask: str | None = None,
 ) -> KernelPlan:
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
     write the specialized module to `out` and measure the whole model. `parameters`: the model's
@@ -129,12 +132,19 @@ def kernel_plan(
     `quality` (with `apply`): the end-to-end budget on the model's evaluation set
     (`opscope.act.quality_gate`); the applied module is the most lossy rewrites that stay within
     it (`opscope.act.assemble`), and a lossy rewrite is no longer held to `max_error` at its site
-    unless `max_error` is given. `max_error` None: MAX_ERROR (without `quality`)."""
+    unless `max_error` is given. `max_error` None: MAX_ERROR (without `quality`). `dask`
+    (`opscope.jobs.executor`): each site's candidates measured as one job on a worker
+    (`opscope.act.site_bench.measure_sites`); what is proposed, checked and decided is the serial
+    plan's, the timings the worker's; the whole-model steps (`apply`, `assemble`) stay here."""
     from opscope.drive.profile import CSV_NAME, resolve_inputs
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.record.tidy import read_tidy
 
     kinds = check_kinds(kinds)
+    if dask is not None:
+        from opscope.jobs.executor import check_spec
+
+        check_spec(dask)  # a bad option or a missing extra: one line before the run is read
     if quality is not None and not apply:
         raise OpscopeError("quality is the budget --apply assembles the specialized model against: add --apply")
     if max_error is None:
@@ -163,15 +173,11 @@ def kernel_plan(
     function = symbol_name(function_op(module))
     del sites, module  # the proposals hold names and text, not IR
     if proposals:
-        from opscope.act.site_bench import site_tensors
+        from opscope.act.site_bench import measure_sites, site_tensors
 
         tensors = site_tensors(text, sorted({p.site for p in proposals}), batches[0], target)
-        bench = SiteBench(text, target, rounds)
-        for i, p in enumerate(proposals):
-            if progress is not None:
-                progress(f"[{i + 1}/{len(proposals)}] {p.site}: {p.label}")
-            r = bench.measure(p, tensors[p.site])
-            c = Candidate(p, r.estimated, r.measured, r.parity, r.rel_error)
+        for p, r in zip(proposals, measure_sites(text, proposals, tensors, target, rounds, dask, progress)):
+            c = Candidate(p, r.estimated, r.measured, r.parity, r.rel_error, worker=r.worker)
             plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
         plan.candidates = keep_fastest(plan.candidates, min_speedup)
     if apply:

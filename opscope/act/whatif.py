@@ -25,12 +25,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from opscope.act.evalset import EvalSet
 from opscope.act.quality import Summary, compare, headline, own, summary
 from opscope.errors import OpscopeError
+
+if TYPE_CHECKING:
+    from opscope.jobs.run import Job
 
 # name -> (what it simulates, its pipeline). Weights a model takes as arguments (the digits MLP)
 # count as weights; activations are the inputs of projections (a weight rhs), as in the reference.
@@ -406,27 +410,13 @@ def measure_jobs(
     evalset: EvalSet, variants: Sequence[Variant], target: str, dask: str, progress: Callable[[str], None] | None
 ) -> tuple[WhatIfReport, list[Outcome]]:
     """Each variant measured as a job on the `dask` pool, and the report of the original (a job too):
-    each worker compiles and runs the original once (`_worker_bench`) for every variant it measures.
-    The evaluation set travels to the workers without its parameter file's folder, which stays
-    this process's: workers on this machine map that one file (a cluster elsewhere needs the
-    folder on a file system it shares)."""
-    import dataclasses
-    import hashlib
-
-    from opscope.jobs.executor import open_pool
-    from opscope.jobs.run import Job, run_jobs
+    each worker compiles and runs the original once (`worker_bench`) for every variant it measures.
+    The evaluation set travels to the workers without its parameter file's folder (`EvalSet.shipped`)."""
+    from opscope.jobs.run import Job, results_of
     from opscope.jobs.shards import job_id
 
-    shipped = dataclasses.replace(evalset, weights=None)
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(evalset.module if isinstance(evalset.module, bytes) else evalset.module.encode())
-    for batch in evalset.batches:
-        for a in batch:
-            digest.update(np.ascontiguousarray(a).tobytes())
-    key = digest.hexdigest()
-    base = Job(
-        job_id("whatif-original", {"set": key, "target": target}), "the original", report_job, (shipped, key, target)
-    )
+    shipped, key = evalset.shipped(), evalset.digest()
+    base = original_job(shipped, key, target)
     jobs = [base] + [
         Job(
             job_id("whatif", {"set": key, "target": target, "pipeline": v.pipeline}),
@@ -436,33 +426,38 @@ def measure_jobs(
         )
         for v in variants
     ]
-    results: dict[str, object] = {}
-    with open_pool(dask) as pool:
-        if progress is not None:
-            progress(
-                f"{len(variants)} builds on {pool.where}" + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-            )
-        run_jobs(pool, jobs, lambda job, result: results.__setitem__(job.id, result), progress)
+    results = results_of(dask, jobs, f"{len(variants)} builds", progress)
     return results[base.id], [results[job.id] for job in jobs[1:]]
 
 
-def _worker_bench(evalset: EvalSet, key: str, target: str) -> Bench:
-    """This process's `Bench` of the evaluation set `key` names (the original compiled and run once)."""
+def original_job(shipped: EvalSet, key: str, target: str) -> Job:
+    """The job that reports the original (`report_job`) of the set `key` names: its baseline for the client."""
+    from opscope.jobs.run import Job
+    from opscope.jobs.shards import job_id
+
+    return Job(
+        job_id("whatif-original", {"set": key, "target": target}), "the original", report_job, (shipped, key, target)
+    )
+
+
+def worker_bench(evalset: EvalSet, key: str, target: str) -> Bench:
+    """This process's `Bench` of the evaluation set `key` names (the original compiled and run once),
+    shared by every job measured against it here (a what-if's variants, a layers plan's builds)."""
     from opscope.jobs.run import once_per_worker
 
-    return once_per_worker(("whatif", key, target), lambda: Bench(evalset, target))
+    return once_per_worker(("bench", key, target), lambda: Bench(evalset, target))
 
 
 def report_job(evalset: EvalSet, key: str, target: str) -> WhatIfReport:
     """The original's report (its own metrics, FLOPs, bytes and weights), no variant yet, on a worker."""
     import dataclasses
 
-    return dataclasses.replace(_worker_bench(evalset, key, target).report, outcomes=[])
+    return dataclasses.replace(worker_bench(evalset, key, target).report, outcomes=[])
 
 
 def measure_job(evalset: EvalSet, key: str, target: str, variant: Variant) -> Outcome:
     """One variant built, run and compared with the original, on a worker."""
-    bench = _worker_bench(evalset, key, target)
+    bench = worker_bench(evalset, key, target)
     outcome = bench.measure(variant)
     bench.report.outcomes.clear()  # the worker's bookkeeping: the client assembles the report
     return outcome

@@ -34,12 +34,12 @@ def add_target(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_dask(parser: argparse.ArgumentParser) -> None:
-    """--dask: where the command's jobs run (`opscope.jobs.executor`; default this process)."""
+def add_dask(parser: argparse.ArgumentParser, jobs: str = "the jobs") -> None:
+    """--dask: where the command's jobs (`jobs`, in words) run (`opscope.jobs.executor`; default this process)."""
     parser.add_argument(
         "--dask",
         metavar="WHERE",
-        help="run the jobs on local:N Dask worker processes here, or on a Dask scheduler at tcp://HOST:PORT "
+        help=f"run {jobs} on local:N Dask worker processes here, or on a Dask scheduler at tcp://HOST:PORT "
         "(needs pip install 'opscope[dask]'; default: this process)",
     )
 

@@ -16,7 +16,16 @@ import argparse
 from collections.abc import Callable
 
 import opscope
-from opscope.cli.arguments import SOURCES, add_format, add_parameters, add_target, parameters, report_format, write_html
+from opscope.cli.arguments import (
+    SOURCES,
+    add_dask,
+    add_format,
+    add_parameters,
+    add_target,
+    parameters,
+    report_format,
+    write_html,
+)
 from opscope.cli.progress import progress
 from opscope.errors import OpscopeError
 
@@ -104,6 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, help="batches to measure on (default: sized by the model's task)")
     add_format(p)
     add_parameters(p, "with --measure: in a temporary folder, for every plan's build", dtype=False)
+    add_dask(p, "--measure's builds (a job per plan)")
 
     p = _add_command(
         sub,
@@ -180,8 +190,8 @@ def _cmd_layers(args) -> int:
     from opscope import plan_layers, quant_sweep
 
     if args.quant is not None:
-        if args.measure or args.every or args.objective != "weights" or args.error != "sum":
-            raise OpscopeError("--quant is its own report: drop --measure, --objective, --error and --every")
+        if args.measure or args.every or args.objective != "weights" or args.error != "sum" or args.dask:
+            raise OpscopeError("--quant is its own report: drop --measure, --objective, --error, --every and --dask")
         report = quant_sweep(args.source, int4_budget=args.quant, sites=args.sites, progress=progress("layers"))
         print(opscope.render(report), end="")
         write_html(args, report)
@@ -199,6 +209,7 @@ def _cmd_layers(args) -> int:
         steps=args.steps,
         progress=progress("layers"),
         **parameters(args),
+        dask=args.dask,
     )
     _show(args, report, every=args.every)
     return 0

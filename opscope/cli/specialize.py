@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 import opscope
-from opscope.cli.arguments import add_format, add_parameters, parameters, report_format, write_html
+from opscope.cli.arguments import add_dask, add_format, add_parameters, parameters, report_format, write_html
 from opscope.cli.progress import progress
 
 
@@ -62,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_format(p, "the plan as JSON")
     add_parameters(p, "in a temporary folder, for every build; --apply writes it beside -o", dtype=False)
+    add_dask(p, "each site's measurements (a job per site: its candidates timed on one worker)")
     p.set_defaults(fn=_cmd_plan)
 
 
@@ -84,6 +85,7 @@ def _cmd_plan(args) -> int:
         quality=args.quality,
         progress=progress("plan"),
         **parameters(args),
+        dask=args.dask,
     )
     print(opscope.render(plan, report_format(args)))
     write_html(args, plan)
