@@ -33,13 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     header(f"{args.model}: --sweep-layers {args.scheme} on Dask workers", argv)
 
     from opscope.act.evalset import eval_set
-    from opscope.act.whatif import sweep_layers
+    from opscope.act.whatif_jobs import sweep_layer_jobs
 
     ev = eval_set(args.model)
     rows, reports = [], {}
     for n in (int(w) for w in args.workers.split(",")):
         start = time.perf_counter()
-        reports[n] = sweep_layers(ev, args.scheme, dask=f"local:{n}")
+        reports[n] = sweep_layer_jobs(ev, args.scheme, dask=f"local:{n}")
         seconds = time.perf_counter() - start
         rows.append([str(n), f"{seconds:.0f}", str(len(reports[n].layers) + 2)])
     first = next(iter(reports.values()))

@@ -793,6 +793,8 @@ def whatif(
     parameters: bool | None = None,
     weights_dtype: str | None = None,
     dask: str | None = None,
+    shards_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> WhatIfReport:
     """Measure rewrites end to end on real data: the original and each variant compiled and run on
     the same inputs, compared by what the model does (top-1 agreement and perplexity for a causal
@@ -810,23 +812,19 @@ def whatif(
     `inputs` / `text` + `tokenizer` / generated; `task` says what the first result is. `parameters`:
     every build maps the weights from one parameter file in a temporary folder instead of carrying
     them (None: so for a model of 128 MiB or more), float32 ones stored as `weights_dtype` (bf16,
-    f16). `dask` (with `sweep_layers`): each build a job on "local:N" worker processes or a Dask
-    scheduler's "tcp://HOST:PORT" (the same report; needs the `dask` extra). Bad requests are
+    f16). `dask` (with `sweep` or `sweep_layers`): each evaluation or build a job on "local:N" worker
+    processes or a Dask scheduler's "tcp://HOST:PORT" (the same report; needs the `dask` extra);
+    `shards_dir`: each job's result also a JSON shard there, removed once the report is complete;
+    `resume`: the shards an interrupted run left there are read, not run again. Bad requests are
     one-line errors before the model is read.
     Returns a `WhatIfReport` (`.to_dict()`; `render(report)`)."""
     from opscope.act.evalset import eval_set
-    from opscope.act.whatif import check_request, measure, variants_of
-    from opscope.jobs.executor import check_spec
+    from opscope.act.whatif import check_request, variants_of
+    from opscope.act.whatif_jobs import check_jobs, measure_request
 
     variants = variants_of(skip, skip_lowest, None if run is None else str(run), fakequant, pipelines)
     check_request(variants, sweep, sweep_layers, keep, floor)
-    if dask is not None:
-        if not sweep_layers:
-            raise OpscopeError(
-                "--dask spreads --sweep-layers' builds over workers (sweep_layers); the other what-if "
-                "requests run in this process: drop --dask"
-            )
-        check_spec(dask)
+    check_jobs(sweep, sweep_layers, dask, shards_dir, resume)
     evalset = eval_set(
         source,
         task=task,
@@ -839,7 +837,7 @@ def whatif(
         parameters=parameters,
         weights_dtype=weights_dtype,
     )
-    return measure(
+    return measure_request(
         evalset,
         variants,
         sweep=sweep,
@@ -851,6 +849,8 @@ def whatif(
         target=target,
         progress=progress,
         dask=dask,
+        shards_dir=shards_dir,
+        resume=resume,
     )
 
 

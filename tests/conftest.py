@@ -293,6 +293,15 @@ def cluster():
         yield c
 
 
+@pytest.fixture(scope="session")
+def llama_tiny_set():
+    """llama-tiny's evaluation set of 60 predicted tokens, built once for the what-if `--dask` tests
+    (`test_dask_jobs.py`, `test_dask_whatif.py`): its digest names their jobs and the workers' builds."""
+    from opscope.act.evalset import eval_set
+
+    return eval_set("llama-tiny", tokens=60)
+
+
 def skip_unless_runnable(target: str) -> str:
     """Skip, visibly and with the reason, when `target` has no device on this machine."""
     from opscope.run.targets import driver_available, get_target

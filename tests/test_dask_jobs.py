@@ -127,16 +127,16 @@ def test_resume_after_a_killed_client_appends_its_shards_without_running_them(cl
     assert not Path(str(out) + ".shards").exists()
 
 
-def test_a_per_layer_whatif_sweep_on_two_workers_is_the_serial_report(cluster):
+def test_a_per_layer_whatif_sweep_on_two_workers_is_the_serial_report(cluster, llama_tiny_set):
     """llama-tiny's W8A8 one layer at a time: the original, the whole model and its 2 layers as jobs
     (each worker builds the original once for its variants), the report the serial one, field for field."""
-    from opscope.act.evalset import eval_set
     from opscope.act.whatif import sweep_layers
+    from opscope.act.whatif_jobs import sweep_layer_jobs
 
-    evalset = eval_set("llama-tiny", tokens=60)
+    evalset = llama_tiny_set
     serial = sweep_layers(evalset, "w8a8")
     lines: list[str] = []
-    spread = sweep_layers(evalset, "w8a8", dask=cluster.scheduler_address, progress=lines.append)
+    spread = sweep_layer_jobs(evalset, "w8a8", dask=cluster.scheduler_address, progress=lines.append)
     assert spread.to_dict() == serial.to_dict() and len(spread.layers) == 2
     assert lines[0] == f"3 builds on {cluster.scheduler_address} (2 workers)" and lines[-1].startswith("4/4 jobs done")
 
@@ -144,7 +144,7 @@ def test_a_per_layer_whatif_sweep_on_two_workers_is_the_serial_report(cluster):
 def test_dask_is_refused_where_it_does_not_apply_yet():
     with pytest.raises(OpscopeError) as e:
         opscope.whatif("no-such-model.onnx", fakequant=["w8a8"], dask="local:2")
-    assert one_line(e).startswith("--dask spreads --sweep-layers' builds over workers (sweep_layers)")
+    assert one_line(e).startswith("--dask spreads --sweep's and --sweep-layers' evaluations over workers")
 
 
 def test_a_job_id_is_its_parameters():

@@ -151,7 +151,7 @@ def plan_jobs(
     """(the original's report, each plan's metrics in `plans`' order), each a job on the `dask` pool: a
     worker compiles and runs the original once (`worker_bench`) for every plan it builds. A job's
     id is the set's digest, the target and the plan's choices; it carries the weights it rewrites."""
-    from opscope.act.whatif import original_job
+    from opscope.act.whatif_jobs import original_job
     from opscope.jobs.run import Job, results_of
     from opscope.jobs.shards import job_id
 
@@ -175,6 +175,6 @@ def plan_jobs(
 
 def plan_job(evalset: EvalSet, key: str, target: str, label: str, rewrites: Rewrites) -> dict[str, float]:
     """One plan built, run and compared with the original, on a worker."""
-    from opscope.act.whatif import worker_bench
+    from opscope.act.whatif_jobs import worker_bench
 
     return plan_metrics(worker_bench(evalset, key, target), label, rewrites)

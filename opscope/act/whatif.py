@@ -34,7 +34,7 @@ from opscope.act.quality import Summary, compare, headline, own, summary
 from opscope.errors import OpscopeError
 
 if TYPE_CHECKING:
-    from opscope.jobs.run import Job
+    pass
 
 # name -> (what it simulates, its pipeline). Weights a model takes as arguments (the digits MLP)
 # count as weights; activations are the inputs of projections (a weight rhs), as in the reference.
@@ -306,57 +306,92 @@ def sweep_skips(
     progress: Callable[[str], None] | None = None,
 ) -> WhatIfReport:
     """The skip sensitivity sweep and greedy curve over `blocks` (see the module docstring); `variants`
-    are measured too, and, with `verify`, the curve's answer at `keep` is built as a real skip."""
-    from opscope.pipeline.textual import run_pipeline
-
-    gate = 'gate-residual-blocks{blocks="' + blocks + '"}'
+    are measured too, and, with `verify`, the curve's answer at `keep` is built as a real skip. Its
+    evaluations as jobs on many processes: `opscope.act.whatif_jobs.sweep_skip_jobs`, the same report."""
+    gate = gate_pipeline(blocks)
     check_variants(evalset, [gate] + [v.pipeline for v in variants])
     bench = Bench(evalset, target, progress)
     report = bench.report
     report.keep = keep
     metric = report.headline
-    gated = bench.module()
-    with _quiet():
-        run_pipeline(gated, gate)
-    names = _gate_names(gated)
-    loaded = bench.loaded(gated, f"the gated build ({len(names)} blocks)")
+    names, loaded = gated_build(bench, gate)
     ones = np.ones(len(names), np.float32)
-    same = compare(bench.reference, bench.summarize(loaded, "all gates on", [ones]))
-    if same.get(metric, 1.0) != 1.0:
-        report.notes.append(
-            f"with every gate on the gated build differs from the original ({metric} "
-            f"{same.get(metric):.4f}): gate arithmetic changed the schedule"
-        )
-    singles = []
-    for i, name in enumerate(names):
-        gates = ones.copy()
-        gates[i] = 0.0
-        metrics = compare(bench.reference, bench.summarize(loaded, f"without {name}", [gates]))
-        singles.append(Outcome(f"skip {name}", skip([name]).pipeline, metrics, *bench.skipped_cost([name]), gated=True))
-    order = sorted(range(len(names)), key=lambda i: -singles[i].metrics.get(metric, 0.0))
+    note = gates_on_note(metric, compare(bench.reference, bench.summarize(loaded, "all gates on", [ones])))
+    report.notes += [note] if note else []
+    singles = [gated_outcome(bench, loaded, names, [name], f"skip {name}", f"without {name}") for name in names]
+    order = sensitivity_order(singles, metric)
     report.sweep = [singles[i] for i in order]
     for k in range(1, len(names) + 1):
         blocks_off = [names[i] for i in order[:k]]
-        chosen = skip(blocks_off)
-        gates = ones.copy()
-        gates[order[:k]] = 0.0
-        metrics = compare(bench.reference, bench.summarize(loaded, f"without {k} blocks", [gates]))
-        report.curve.append(Outcome(chosen.what, chosen.pipeline, metrics, *bench.skipped_cost(blocks_off), gated=True))
-        if metrics.get(metric, 0.0) < floor:
+        point = gated_outcome(bench, loaded, names, blocks_off, skip(blocks_off).what, f"without {k} blocks")
+        report.curve.append(point)
+        if point.metrics.get(metric, 0.0) < floor:
             break
     del loaded
     gc.collect()
     best = report.most_skippable(keep)
     if verify and best is not None:
-        built = bench.measure(Variant(best.what + " (built)", best.pipeline))
-        if built.metrics.get(metric) != best.metrics.get(metric):
-            report.notes.append(
-                f"the built skip measures {metric} {built.metrics.get(metric):.4f}, the gates "
-                f"{best.metrics.get(metric):.4f}"
-            )
+        note = built_note(metric, bench.measure(Variant(best.what + " (built)", best.pipeline)), best)
+        report.notes += [note] if note else []
     for v in variants:
         bench.measure(v)
     return report
+
+
+def gate_pipeline(blocks: str) -> str:
+    """The pipeline that gives each residual block of `blocks` a runtime gate (one build for a whole sweep)."""
+    return 'gate-residual-blocks{blocks="' + blocks + '"}'
+
+
+def gate_names(evalset: EvalSet, gate: str) -> list[str]:
+    """The gated blocks' names, in gate order, from a gated parse (no compile): what a sweep's jobs name."""
+    from opscope.pipeline.textual import run_pipeline
+
+    gated = parse_module_of(evalset)
+    with _quiet():
+        run_pipeline(gated, gate)
+    return _gate_names(gated)
+
+
+def gated_build(bench: Bench, gate: str) -> tuple[list[str], object]:
+    """(the gated blocks' names, the gated build compiled and loaded): what every sweep evaluation runs."""
+    from opscope.pipeline.textual import run_pipeline
+
+    gated = bench.module()
+    with _quiet():
+        run_pipeline(gated, gate)
+    names = _gate_names(gated)
+    return names, bench.loaded(gated, f"the gated build ({len(names)} blocks)")
+
+
+def gated_outcome(bench: Bench, loaded, names: Sequence[str], off: Sequence[str], what: str, label: str) -> Outcome:
+    """The gated build run with the blocks `off` gated to 0, compared with the original, priced as their real skip."""
+    gates = np.ones(len(names), np.float32)
+    gates[[names.index(name) for name in off]] = 0.0
+    metrics = compare(bench.reference, bench.summarize(loaded, label, [gates]))
+    return Outcome(what, skip(off).pipeline, metrics, *bench.skipped_cost(off), gated=True)
+
+
+def sensitivity_order(singles: Sequence[Outcome], metric: str) -> list[int]:
+    """The singles' indices, least harmful first (the greedy curve's order; ties keep block order)."""
+    return sorted(range(len(singles)), key=lambda i: -singles[i].metrics.get(metric, 0.0))
+
+
+def gates_on_note(metric: str, same: dict[str, float]) -> str | None:
+    """The report's note when the gated build with every gate on is not the original, else None."""
+    if same.get(metric, 1.0) == 1.0:
+        return None
+    return (
+        f"with every gate on the gated build differs from the original ({metric} "
+        f"{same.get(metric):.4f}): gate arithmetic changed the schedule"
+    )
+
+
+def built_note(metric: str, built: Outcome, best: Outcome) -> str | None:
+    """The report's note when the built skip measures otherwise than its gates did, else None."""
+    if built.metrics.get(metric) == best.metrics.get(metric):
+        return None
+    return f"the built skip measures {metric} {built.metrics.get(metric):.4f}, the gates {best.metrics.get(metric):.4f}"
 
 
 def layer_prefixes(evalset: EvalSet) -> list[str]:
@@ -373,94 +408,34 @@ def layer_prefixes(evalset: EvalSet) -> list[str]:
 
 
 def sweep_layers(
-    evalset: EvalSet,
-    scheme: str,
-    *,
-    target: str = "llvm-cpu",
-    progress: Callable[[str], None] | None = None,
-    dask: str | None = None,
+    evalset: EvalSet, scheme: str, *, target: str = "llvm-cpu", progress: Callable[[str], None] | None = None
 ) -> WhatIfReport:
     """Fake-quant `scheme` (`FAKEQUANT`) on one layer at a time (its sites, by name prefix), plus the whole
-    model: which layers a quantization hurts most. One build per layer; with `dask`
-    (`opscope.jobs.executor`), each a job on a worker (`measure_jobs`), the same report."""
+    model: which layers a quantization hurts most. One build per layer (as jobs on many processes:
+    `opscope.act.whatif_jobs.sweep_layer_jobs`, the same report)."""
+    variants = layer_variants(evalset, scheme)  # a bad site selection fails before the original compiles
+    bench = Bench(evalset, target, progress)
+    return by_layer(bench.report, [bench.measure(v) for v in variants])
+
+
+def layer_variants(evalset: EvalSet, scheme: str) -> list[Variant]:
+    """`scheme` on the whole model, then on each layer alone (its sites by name prefix), checked to build."""
     import re
 
-    what, pipeline = fakequant(scheme).what, fakequant(scheme).pipeline
-    layers = layer_prefixes(evalset)
+    whole = fakequant(scheme)
     per_layer = [
-        Variant(f"{scheme.upper()} on {layer}", _with_sites(pipeline, "^" + re.escape(layer) + r"\."))
-        for layer in layers
+        Variant(f"{scheme.upper()} on {layer}", _with_sites(whole.pipeline, "^" + re.escape(layer) + r"\."))
+        for layer in layer_prefixes(evalset)
     ]
-    check_variants(evalset, [pipeline] + [per_layer[0].pipeline])
-    if dask is not None:
-        report, outcomes = measure_jobs(evalset, [Variant(what, pipeline), *per_layer], target, dask, progress)
-        report.outcomes = outcomes[:1]
-        outcomes = outcomes[1:]
-    else:
-        bench = Bench(evalset, target, progress)
-        bench.measure(Variant(what, pipeline))
-        outcomes = [bench.measure(v) for v in per_layer]
-        report = bench.report
-        report.outcomes = report.outcomes[:1]
-    report.layers = sorted(outcomes, key=lambda o: o.metrics.get(report.headline, 0.0))
+    check_variants(evalset, [whole.pipeline] + [per_layer[0].pipeline])
+    return [whole, *per_layer]
+
+
+def by_layer(report: WhatIfReport, outcomes: Sequence[Outcome]) -> WhatIfReport:
+    """`report` with the whole model's outcome (the first) and the layers' (the rest), most harmful first."""
+    report.outcomes = list(outcomes[:1])
+    report.layers = sorted(outcomes[1:], key=lambda o: o.metrics.get(report.headline, 0.0))
     return report
-
-
-def measure_jobs(
-    evalset: EvalSet, variants: Sequence[Variant], target: str, dask: str, progress: Callable[[str], None] | None
-) -> tuple[WhatIfReport, list[Outcome]]:
-    """Each variant measured as a job on the `dask` pool, and the report of the original (a job too):
-    each worker compiles and runs the original once (`worker_bench`) for every variant it measures.
-    The evaluation set travels to the workers without its parameter file's folder (`EvalSet.shipped`)."""
-    from opscope.jobs.run import Job, results_of
-    from opscope.jobs.shards import job_id
-
-    shipped, key = evalset.shipped(), evalset.digest()
-    base = original_job(shipped, key, target)
-    jobs = [base] + [
-        Job(
-            job_id("whatif", {"set": key, "target": target, "pipeline": v.pipeline}),
-            v.what,
-            measure_job,
-            (shipped, key, target, v),
-        )
-        for v in variants
-    ]
-    results = results_of(dask, jobs, f"{len(variants)} builds", progress)
-    return results[base.id], [results[job.id] for job in jobs[1:]]
-
-
-def original_job(shipped: EvalSet, key: str, target: str) -> Job:
-    """The job that reports the original (`report_job`) of the set `key` names: its baseline for the client."""
-    from opscope.jobs.run import Job
-    from opscope.jobs.shards import job_id
-
-    return Job(
-        job_id("whatif-original", {"set": key, "target": target}), "the original", report_job, (shipped, key, target)
-    )
-
-
-def worker_bench(evalset: EvalSet, key: str, target: str) -> Bench:
-    """This process's `Bench` of the evaluation set `key` names (the original compiled and run once),
-    shared by every job measured against it here (a what-if's variants, a layers plan's builds)."""
-    from opscope.jobs.run import once_per_worker
-
-    return once_per_worker(("bench", key, target), lambda: Bench(evalset, target))
-
-
-def report_job(evalset: EvalSet, key: str, target: str) -> WhatIfReport:
-    """The original's report (its own metrics, FLOPs, bytes and weights), no variant yet, on a worker."""
-    import dataclasses
-
-    return dataclasses.replace(worker_bench(evalset, key, target).report, outcomes=[])
-
-
-def measure_job(evalset: EvalSet, key: str, target: str, variant: Variant) -> Outcome:
-    """One variant built, run and compared with the original, on a worker."""
-    bench = worker_bench(evalset, key, target)
-    outcome = bench.measure(variant)
-    bench.report.outcomes.clear()  # the worker's bookkeeping: the client assembles the report
-    return outcome
 
 
 def _with_sites(pipeline: str, regex: str) -> str:
@@ -570,11 +545,9 @@ def measure(
     verify: bool = True,
     target: str = "llvm-cpu",
     progress: Callable[[str], None] | None = None,
-    dask: str | None = None,
 ) -> WhatIfReport:
-    """The request `check_request` accepted, run: the skip sweep and greedy curve (`sweep`), a scheme
-    one layer at a time (`sweep_layers_scheme`, its builds as jobs on `dask` when given), or the
-    variants against the original."""
+    """The request `check_request` accepted, run in this process: the skip sweep and greedy curve (`sweep`),
+    a scheme one layer at a time (`sweep_layers_scheme`), or the variants against the original."""
     if sweep:
         return sweep_skips(
             evalset,
@@ -587,5 +560,5 @@ def measure(
             progress=progress,
         )
     if sweep_layers_scheme:
-        return sweep_layers(evalset, sweep_layers_scheme, target=target, progress=progress, dask=dask)
+        return sweep_layers(evalset, sweep_layers_scheme, target=target, progress=progress)
     return whatif(evalset, variants, target=target, progress=progress)

@@ -3,6 +3,7 @@
     opscope whatif smollm2 --sweep                       # which residual blocks can go (one build, gated)
     opscope whatif smollm2 --fakequant w8a8,w8a16        # simulated quantization vs the original
     opscope whatif smollm2 --sweep-layers w8a8           # which layers W8A8 hurts most (a build per layer)
+    opscope whatif smollm2 --sweep --dask local:4 --shards-dir S   # its evaluations as jobs; --resume after a kill
     opscope whatif minilm --skip encoder.layer.5.ffn     # one named skip (names: `opscope infer`)
     opscope whatif smollm2 --skip-lowest 4 --from RUN    # the 4 blocks of least influence in a recorded run
     opscope whatif model.mlir --pipeline 'skip-residual-blocks{blocks=0}'
@@ -90,6 +91,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_feed(p)
     add_parameters(p, "in a temporary folder, for every build")
     add_dask(p)
+    p.add_argument(
+        "--shards-dir",
+        metavar="DIR",
+        help="with --dask, each job's result also as a JSON shard in DIR (a folder of its own, removed once the "
+        "report is complete): what --resume reads after an interrupted sweep",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted --sweep or --sweep-layers --dask run: the jobs whose shards are in "
+        "--shards-dir are read, not run again",
+    )
     p.add_argument("--all", action="store_true", help="every row of the sweep")
     add_format(p)
     p.set_defaults(fn=_cmd_whatif)
@@ -116,6 +129,8 @@ def _cmd_whatif(args) -> int:
         **feed(args),
         **parameters(args),
         dask=args.dask,
+        shards_dir=args.shards_dir,
+        resume=args.resume,
     )
     print(opscope.render(report, report_format(args), every=args.all))
     write_html(args, report, every=args.all)

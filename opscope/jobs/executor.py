@@ -31,6 +31,7 @@ class Pool:
     executor: cf.Executor
     where: str  # "2 local worker processes", "tcp://host:8786 (4 workers)"
     dashboard: str | None = None  # Dask's dashboard address, when it serves one
+    workers: int = 1  # the worker processes it had when opened (what a wave of jobs is sized by)
 
 
 def parse_spec(spec: str) -> tuple[str, int | str]:
@@ -72,9 +73,9 @@ def open_pool(spec: str) -> Iterator[Pool]:
     level = chatter.level
     chatter.setLevel(logging.ERROR)  # its INFO lines (workers registered, comms closed) are not the user's
     try:
-        cluster, client, where = _connect(kind, value)
+        cluster, client, where, workers = _connect(kind, value)
         try:
-            yield Pool(client.get_executor(), where, _dashboard(client))
+            yield Pool(client.get_executor(), where, _dashboard(client), workers)
         finally:
             client.close()
             if cluster is not None:
@@ -84,7 +85,8 @@ def open_pool(spec: str) -> Iterator[Pool]:
 
 
 def _connect(kind: str, value: int | str) -> tuple:
-    """(the LocalCluster started or None, a client of it or of the scheduler at `value`, where, in words)."""
+    """(the LocalCluster started or None, a client of it or of the scheduler at `value`, where in words,
+    its worker count)."""
     from distributed import Client, LocalCluster
 
     if kind == "local":
@@ -101,12 +103,13 @@ def _connect(kind: str, value: int | str) -> tuple:
                 f"--dask local:{value}: Dask's worker processes failed to start ({e}); a script that calls opscope "
                 "with dask='local:N' must do so under `if __name__ == \"__main__\":` (each worker imports the script)"
             ) from None
-        return cluster, Client(cluster), f"{value} local worker process{'es' if value != 1 else ''}"
+        return cluster, Client(cluster), f"{value} local worker process{'es' if value != 1 else ''}", int(value)
     try:
         client = Client(str(value), timeout="10s")
     except OSError as e:
         raise OpscopeError(f"--dask {value}: no Dask scheduler answered there ({e})") from None
-    return None, client, f"{value} ({len(client.scheduler_info().get('workers', {}))} workers)"
+    workers = len(client.scheduler_info().get("workers", {}))
+    return None, client, f"{value} ({workers} workers)", max(workers, 1)
 
 
 def _dashboard(client) -> str | None:
