@@ -884,6 +884,8 @@ def plan_layers(
     progress: Callable[[str], None] | None = None,
     parameters: bool | None = None,
     dask: str | None = None,
+    shards_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> LayersReport:
     """One storage option per layer (dense, int8/int4 per channel, group-wise int4, ternary, 2:4, low
     rank, Monarch, Tucker, tensor train) within `budget` of the dense bytes, chosen by `allocator`
@@ -896,7 +898,8 @@ def plan_layers(
     the model's weights are mapped from one parameter file by every build, each plan's rewritten
     weights inside its module (None: so for a model of 128 MiB or more). `dask` (with `measure`):
     local, local:N or tcp://HOST:PORT, each plan's build a job on those workers (`opscope.jobs`),
-    the serial report but for its `seconds`. Returns a `LayersReport`."""
+    the serial report but for its `seconds`; `shards_dir` keeps each build's result there as it comes
+    back, and `resume` reads those of a killed run instead of building them again. Returns a `LayersReport`."""
     from opscope.probe.report import check_plan_request
     from opscope.probe.report import plan_layers as plan
     from opscope.probe.sources import module_weights, open_weights
@@ -908,6 +911,13 @@ def plan_layers(
         if not measure:
             raise OpscopeError("--dask spreads --measure's builds over workers: add --measure, or drop --dask")
         check_spec(dask)  # a bad option or a missing extra: one line before any weight is read
+    from opscope.jobs.store import check_resume
+
+    check_resume(dask, shards_dir, resume)
+    if shards_dir is not None:
+        from opscope.act.plan import layers_store
+
+        layers_store(shards_dir, resume)  # a folder of other files, or old shards without resume: one line now
     if not measure:
         return plan(open_weights(source, sites, progress), budget, allocator, error=error)
     from opscope.act.evalset import eval_set
@@ -925,6 +935,8 @@ def plan_layers(
         objective=objective,
         progress=progress,
         dask=dask,
+        shards_dir=shards_dir,
+        resume=resume,
     )
 
 
@@ -1082,6 +1094,7 @@ def kernel_plan(
     parameters: bool | None = None,
     quality: str | float | None = None,
     dask: str | None = None,
+    resume: bool = False,
 ) -> KernelPlan:
     """A profile run's findings as guarded IREE rewrites of its model: per site the candidate, its
     guard's stability over the recorded steps, the estimated and the measured speedup of the site
@@ -1098,7 +1111,9 @@ def kernel_plan(
     module keeps the lossy rewrites, least site error per µs saved first, as far as its build stays within it
     (`applied.quality` says what it measured), and sites are then not held to `max_error` unless given.
     `dask`: local, local:N or tcp://HOST:PORT, each site's candidates measured as one job on those
-    workers (`opscope.jobs`: a site's timings all from one worker); the rest stays in this process."""
+    workers (`opscope.jobs`: a site's timings all from one worker); the rest stays in this process. Each
+    site's results wait in the run folder's `plan.shards` until all are back: `resume` reads those a
+    killed plan left instead of measuring those sites again."""
     from opscope.act.specialize import kernel_plan as build
 
     if rounds < 1:
@@ -1117,6 +1132,7 @@ def kernel_plan(
         parameters=parameters,
         quality=quality,
         dask=dask,
+        resume=resume,
     )
 
 

@@ -11,6 +11,10 @@ the timings, which differ run to run: they are not compared). A bad
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 from errors import one_line
 
@@ -50,9 +54,17 @@ def _untimed(c) -> tuple:
     return (c.site, c.kind, c.proposal.label, c.pipeline, c.estimated, c.parity, c.rel_error, rounds, c.decision)
 
 
-def test_plan_site_measurements_on_two_workers_are_the_serial_plan(cluster, mlp_run):
-    options = {"rounds": 1, "min_speedup": 0.0, "max_error": 0.007, "kinds": ["quantize-weight"]}
-    serial = opscope.kernel_plan(mlp_run, **options)
+OPTIONS = {"rounds": 1, "min_speedup": 0.0, "max_error": 0.007, "kinds": ["quantize-weight"]}
+
+
+@pytest.fixture(scope="module")
+def serial_plan(mlp_run):
+    """The plan measured in this process: what every plan on the workers is compared with."""
+    return opscope.kernel_plan(mlp_run, **OPTIONS)
+
+
+def test_plan_site_measurements_on_two_workers_are_the_serial_plan(cluster, mlp_run, serial_plan):
+    options, serial = OPTIONS, serial_plan
     lines: list[str] = []
     spread = opscope.kernel_plan(mlp_run, **options, dask=cluster.scheduler_address, progress=lines.append)
     untimed = [_untimed(c) for c in spread.candidates]
@@ -80,3 +92,63 @@ def test_a_bad_dask_is_one_line_before_any_work(mlp_run, capsys):
     assert err == "opscope: error: --dask spreads --measure's builds over workers: add --measure, or drop --dask"
     assert main(["plan", str(mlp_run), "--dask", "tcp://nowhere"]) == 1
     assert capsys.readouterr().err.strip().startswith("opscope: error: --dask expects local, local:N")
+
+
+def test_a_resumed_plan_reads_the_sites_a_killed_client_measured(cluster, mlp_run, serial_plan):
+    """A client killed (`os._exit`) as its first site job returns leaves that site's results in the run
+    folder's `plan.shards`; a plan without --resume refuses them, one with it reads them, measures the
+    rest, gives the serial plan (timings aside) and removes the folder."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        import opscope
+        def die(line):
+            if line.startswith("1/2 jobs done"):
+                os._exit(9)
+        opscope.kernel_plan({str(mlp_run)!r}, **{OPTIONS!r}, dask={cluster.scheduler_address!r}, progress=die)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 9, done.stderr[-2000:]
+    shards = mlp_run / "plan.shards"
+    left = len(list(shards.glob("plan-site-*.json")))
+    assert left >= 1
+    with pytest.raises(OpscopeError) as e:
+        opscope.kernel_plan(mlp_run, **OPTIONS, dask=cluster.scheduler_address)
+    assert one_line(e) == (
+        f"the plan's shard folder {shards} holds {left} shard{'s' * (left > 1)} of an interrupted run: "
+        "add --resume to use them, or remove the folder"
+    )
+    lines: list[str] = []
+    resumed = opscope.kernel_plan(
+        mlp_run, **OPTIONS, dask=cluster.scheduler_address, resume=True, progress=lines.append
+    )
+    assert [_untimed(c) for c in resumed.candidates] == [_untimed(c) for c in serial_plan.candidates]
+    assert any(line.endswith(f"; {left} read from shards (resume)") for line in lines)
+    assert len([line for line in lines if "jobs done" in line]) == 2 - left and not shards.exists()
+
+
+def test_layers_shards_round_trip_and_their_options_are_one_line(tmp_path):
+    """What a layers job returns (the original's report, a plan's metrics) reads back from its shard as
+    it was; --resume and --shards-dir where they do not go are one line before any work."""
+    from opscope.act.plan import layers_store
+    from opscope.act.whatif import WhatIfReport
+
+    store = layers_store(tmp_path / "shards")
+    report = WhatIfReport("digits", "classifier", "llvm-cpu", "held-out", {"accuracy": 0.9703125}, 1234, 4096, 2048)
+    metrics = {"accuracy": 0.1 + 0.2, "agreement": 1.0}
+    store.write("whatif-original-1", report)
+    store.write("layers-plan-2", metrics)
+    back = layers_store(tmp_path / "shards", resume=True)
+    assert back.read("whatif-original-1") == report and back.read("layers-plan-2") == metrics
+    for options, message in (
+        ({"resume": True}, "--resume reads the shards of a --dask run: give --dask and --shards-dir"),
+        ({"shards_dir": tmp_path / "s"}, "--shards-dir keeps the results of --dask jobs: give --dask too"),
+        (
+            {"resume": True, "dask": "local:2"},
+            "--resume needs --shards-dir DIR, the folder the interrupted run wrote its shards to",
+        ),
+    ):
+        with pytest.raises(OpscopeError) as e:
+            opscope.plan_layers("digits", measure=True, **options)
+        assert one_line(e) == message

@@ -63,12 +63,12 @@ def test_a_resumed_sweep_reads_a_killed_clients_shards_and_is_the_serial_report(
     script = textwrap.dedent(
         f"""
         import os, pickle
-        from opscope.act.whatif_jobs import Store, sweep_skip_jobs
+        from opscope.act.whatif_jobs import sweep_skip_jobs, whatif_store
         def die(line):  # the client killed as its first job's result is back (and its shard written)
             if " jobs done, " in line:
                 os._exit(9)
         sweep_skip_jobs(pickle.loads(open({str(sent)!r}, "rb").read()), **{SWEEP!r},
-                        dask={cluster.scheduler_address!r}, store=Store.of({str(shards)!r}), progress=die)
+                        dask={cluster.scheduler_address!r}, store=whatif_store({str(shards)!r}), progress=die)
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from opscope.act.evalset import EvalSet
 from opscope.act.quality import compare
 from opscope.act.render_whatif import COLUMNS
+from opscope.jobs.store import Codec, Store
 from opscope.probe.allocate import ERRORS, Allocation, DadoConfig, dado_allocate, greedy_allocate
 from opscope.probe.layers import Option, reconstruct
 from opscope.probe.report import LayersReport, PlanOutcome
@@ -92,11 +94,14 @@ def measure_plans(
     objective: str = "weights",
     progress: Callable[[str], None] | None = None,
     dask: str | None = None,
+    shards_dir: str | Path | None = None,
+    resume: bool = False,
 ) -> LayersReport:
     """Build and run every plan of `plans_to_measure` on `evalset`; fills `report.measured`. With
     `objective="measured"`, the plan within the budget that keeps most of the task's headline
     metric is `report.picked`. With `dask` (`opscope.jobs.executor`), each plan's build is a job on
-    a worker (`plan_jobs`) and the report is the serial one but for `seconds` (the wall time)."""
+    a worker (`plan_jobs`) and the report is the serial one but for `seconds` (the wall time); each
+    result a shard in `shards_dir` (JSON) as it comes back, read instead of run with `resume`."""
     start = time.perf_counter()
     plans = plans_to_measure(report, cfg, objective)
     rewrites = [plan_rewrites(report, weights, alloc) for _, alloc in plans]
@@ -107,7 +112,9 @@ def measure_plans(
         original = bench.report
         metrics = [plan_metrics(bench, label, r) for (label, _), r in zip(plans, rewrites)]
     else:
-        original, metrics = plan_jobs(evalset, plans, rewrites, target, dask, progress)
+        store = layers_store(shards_dir, resume)
+        original, metrics = plan_jobs(evalset, plans, rewrites, target, dask, progress, store)
+        store.remove()
     report.headline, report.baseline = original.headline, original.baseline
     report.columns, report.data = list(COLUMNS[evalset.task]), evalset.data
     report.objective = objective
@@ -147,13 +154,17 @@ def plan_jobs(
     target: str,
     dask: str,
     progress: Callable[[str], None] | None,
+    store: Store | None = None,
 ) -> tuple[WhatIfReport, list[dict[str, float]]]:
     """(the original's report, each plan's metrics in `plans`' order), each a job on the `dask` pool: a
     worker compiles and runs the original once (`worker_bench`) for every plan it builds. A job's
-    id is the set's digest, the target and the plan's choices; it carries the weights it rewrites."""
+    id is the set's digest, the target and the plan's choices; it carries the weights it rewrites.
+    `store`: where each result goes as a shard, and those a resumed run reads back."""
     from opscope.act.whatif_jobs import original_job
-    from opscope.jobs.run import Job, results_of
+    from opscope.jobs.executor import open_pool
+    from opscope.jobs.run import Job
     from opscope.jobs.shards import job_id
+    from opscope.jobs.store import collect
 
     shipped, key = evalset.shipped(), evalset.digest()
     base = original_job(shipped, key, target)
@@ -169,8 +180,25 @@ def plan_jobs(
         )
         for (label, a), r in zip(plans, rewrites)
     ]
-    results = results_of(dask, [base, *jobs], f"{len(jobs)} builds", progress)
+    store = store or layers_store(None)
+    with open_pool(dask) as pool:
+        if progress is not None:
+            read = len(store.done() & {job.id for job in [base, *jobs]})
+            progress(
+                f"{len(jobs)} builds on {pool.where}"
+                + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
+                + (f"; {read} read from shards (resume)" if read else "")
+            )
+        results, _ = collect(pool, [base, *jobs], store, progress)
     return results[base.id], [results[job.id] for job in jobs]
+
+
+def layers_store(folder: str | Path | None, resume: bool = False) -> Store:
+    """The shards of `layers --measure --dask` (`--shards-dir`): the original's report and each plan's
+    metrics as JSON (the what-if's coding)."""
+    from opscope.act.whatif_jobs import decode, encode
+
+    return Store.of(folder, resume, Codec(encode, decode), ("whatif-original", "layers-plan"), "--shards-dir")
 
 
 def plan_job(evalset: EvalSet, key: str, target: str, label: str, rewrites: Rewrites) -> dict[str, float]:

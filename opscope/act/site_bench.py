@@ -12,12 +12,15 @@ max(FLOPs / ridge, bytes) of the outlined site before over after (`opscope.analy
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from opscope.act.candidates import FACTOR, MEMO, SKIP, SPARSE, Proposal
+from opscope.jobs.store import Codec, Store
 
 UNCHANGED = {
     FACTOR: "no gain: the rank keeping 99 % of the energy saves no FLOPs",
@@ -267,9 +270,11 @@ def measure_sites(
     rounds: int,
     dask: str | None = None,
     progress: Callable[[str], None] | None = None,
+    store: Store | None = None,
 ) -> list[SiteResult]:
     """Each proposal measured on its outlined site, in `proposals`' order: here one after another, or with
-    `dask` one job per site (every candidate of a site on one worker: its timings compare on one machine)."""
+    `dask` one job per site (every candidate of a site on one worker: its timings compare on one machine),
+    each site's results a shard of `store` as they come back (`plan_store`), read back when it resumes."""
     if dask is None:
         bench = SiteBench(text, target, rounds)
         results = []
@@ -278,7 +283,7 @@ def measure_sites(
                 progress(f"[{i + 1}/{len(proposals)}] {p.site}: {p.label}")
             results.append(bench.measure(p, tensors[p.site]))
         return results
-    return _site_jobs(text, proposals, tensors, target, rounds, dask, progress)
+    return _site_jobs(text, proposals, tensors, target, rounds, dask, progress, store or plan_store(None))
 
 
 def _site_jobs(
@@ -289,11 +294,14 @@ def _site_jobs(
     rounds: int,
     dask: str,
     progress: Callable[[str], None] | None,
+    store: Store,
 ) -> list[SiteResult]:
     """One job per site on the `dask` pool (its id: the model's digest, target, rounds, site and its
     candidates' rewrites); the results put back in `proposals`' order."""
-    from opscope.jobs.run import Job, results_of
+    from opscope.jobs.executor import open_pool
+    from opscope.jobs.run import Job
     from opscope.jobs.shards import job_id
+    from opscope.jobs.store import collect
 
     key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
     by_site: dict[str, list[int]] = {}
@@ -311,12 +319,40 @@ def _site_jobs(
         }
         label = f"{site}: {len(mine)} candidate{'s' if len(mine) != 1 else ''}"
         jobs.append(Job(job_id("plan-site", params), label, site_job, (text, target, rounds, mine, tensors[site])))
-    done = results_of(dask, jobs, f"{len(proposals)} candidates of {len(jobs)} sites", progress)
+    with open_pool(dask) as pool:
+        if progress is not None:
+            read = len(store.done() & {job.id for job in jobs})
+            progress(
+                f"{len(proposals)} candidates of {len(jobs)} sites on {pool.where}"
+                + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
+                + (f"; {read} read from shards (resume)" if read else "")
+            )
+        done, _ = collect(pool, jobs, store, progress)
+    store.remove()
     out: list[SiteResult | None] = [None] * len(proposals)
     for job, where in zip(jobs, by_site.values()):
         for i, r in zip(where, done[job.id]):
             out[i] = r
     return out
+
+
+def plan_store(folder: str | Path | None, resume: bool = False) -> Store:
+    """Where `plan --dask` keeps each site's results as they come back (the run folder's `plan.shards`),
+    as JSON, read back by `--resume`."""
+    return Store.of(folder, resume, Codec(_encode_sites, _decode_sites), "plan-site", "the plan's shard folder")
+
+
+def _encode_sites(results: list[SiteResult]) -> bytes:
+    """A site job's results as the JSON of its shard (floats round-trip exactly)."""
+    return json.dumps([asdict(r) for r in results]).encode()
+
+
+def _decode_sites(data: bytes) -> list[SiteResult]:
+    """The results `_encode_sites` wrote."""
+    return [
+        SiteResult(**{**d, "measured": Measured(**d["measured"]) if d["measured"] is not None else None})
+        for d in json.loads(data)
+    ]
 
 
 def _job_name(p: Proposal) -> str:

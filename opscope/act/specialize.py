@@ -27,6 +27,7 @@ from opscope.errors import OpscopeError
 
 MIN_SPEEDUP = 1.05  # measured: below this a rewrite is noise, not a gain
 MAX_ERROR = 0.01  # a lossy rewrite's relative L2 error of the site's output, at most
+PLAN_SHARDS = "plan.shards"  # in the run folder: `plan --dask`'s site results as they come back (`--resume`)
 ACCEPT = "accept"
 
 
@@ -124,6 +125,7 @@ def kernel_plan(
     parameters: bool | None = None,
     quality: str | float | None = None,
     dask: str | None = None,
+    resume: bool = False,
 ) -> KernelPlan:
     """Propose, guard, measure and decide each recorded site's specialization; with `apply`,
     write the specialized module to `out` and measure the whole model. `parameters`: the model's
@@ -135,7 +137,9 @@ def kernel_plan(
     unless `max_error` is given. `max_error` None: MAX_ERROR (without `quality`). `dask`
     (`opscope.jobs.executor`): each site's candidates measured as one job on a worker
     (`opscope.act.site_bench.measure_sites`); what is proposed, checked and decided is the serial
-    plan's, the timings the worker's; the whole-model steps (`apply`, `assemble`) stay here."""
+    plan's, the timings the worker's; the whole-model steps (`apply`, `assemble`) stay here. Each
+    site's results are kept in the run folder's `plan.shards` as they come back (removed once all are):
+    `resume` reads those a killed plan left instead of measuring the sites again."""
     from opscope.drive.profile import CSV_NAME, resolve_inputs
     from opscope.ir.arguments import function_op, symbol_name
     from opscope.record.tidy import read_tidy
@@ -145,11 +149,18 @@ def kernel_plan(
         from opscope.jobs.executor import check_spec
 
         check_spec(dask)  # a bad option or a missing extra: one line before the run is read
+    if resume and dask is None:
+        raise OpscopeError("--resume reads the site results a killed `plan --dask` left in the run folder: give --dask")
     if quality is not None and not apply:
         raise OpscopeError("quality is the budget --apply assembles the specialized model against: add --apply")
     if max_error is None:
         max_error = float("inf") if quality is not None else MAX_ERROR
     folder, record = read_run(run)
+    store = None
+    if dask is not None:
+        from opscope.act.site_bench import plan_store
+
+        store = plan_store(folder / PLAN_SHARDS, resume)  # old shards without --resume: one line now
     if model is None and "source" not in record:
         raise OpscopeError(
             f"{folder} does not say which model it profiled (no run.json source): "
@@ -176,7 +187,7 @@ def kernel_plan(
         from opscope.act.site_bench import measure_sites, site_tensors
 
         tensors = site_tensors(text, sorted({p.site for p in proposals}), batches[0], target)
-        for p, r in zip(proposals, measure_sites(text, proposals, tensors, target, rounds, dask, progress)):
+        for p, r in zip(proposals, measure_sites(text, proposals, tensors, target, rounds, dask, progress, store)):
             c = Candidate(p, r.estimated, r.measured, r.parity, r.rel_error, worker=r.worker)
             plan.candidates.append(replace(c, decision=r.skipped or decide(c, min_speedup, max_error)))
         plan.candidates = keep_fastest(plan.candidates, min_speedup)

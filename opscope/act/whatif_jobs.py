@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,33 +48,12 @@ from opscope.act.whatif import (
 )
 from opscope.errors import OpscopeError
 from opscope.jobs.executor import Pool
-from opscope.jobs.run import Job, once_per_worker, run_jobs
-from opscope.jobs.shards import Shards, job_id
+from opscope.jobs.run import Job, once_per_worker
+from opscope.jobs.shards import job_id
+from opscope.jobs.store import Codec, Store, check_folder, collect
 
-SUFFIX = ".json"
+PREFIX = "whatif"  # every what-if job id starts so (`whatif-…`, `whatif-original-…`, `whatif-gated-…`)
 _REPORT_FIELDS = ("model", "task", "target", "data", "baseline", "flops", "bytes", "weights")
-
-
-@dataclass(frozen=True)
-class Store:
-    """Where a sweep's job results go as shards (None: nowhere), and whether finished ones are read back."""
-
-    shards: Shards | None = None
-    resume: bool = False
-
-    @classmethod
-    def of(cls, folder: str | Path | None, resume: bool = False) -> Store:
-        """The store of `--shards-dir` (`folder`) and `--resume`."""
-        return cls(Shards(folder, SUFFIX) if folder is not None else None, resume)
-
-    def done(self) -> set[str]:
-        """The jobs a resumed run reads instead of running."""
-        return self.shards.done() if self.shards is not None and self.resume else set()
-
-    def remove(self) -> None:
-        """The shards and their folder, once the report is complete."""
-        if self.shards is not None:
-            self.shards.remove()
 
 
 def check_jobs(
@@ -102,33 +80,7 @@ def check_jobs(
     if dask is not None:
         check_spec(dask)
     if shards_dir is not None:
-        _check_folder(Path(shards_dir), resume)
-
-
-def _check_folder(folder: Path, resume: bool) -> None:
-    """A shard folder holds shards only (it is removed at the end), and old ones only when resuming."""
-    if folder.exists() and not folder.is_dir():
-        raise OpscopeError(f"--shards-dir {folder} is a file: name a folder (it is created, and removed at the end)")
-    if not folder.is_dir():
-        return
-    entries = list(folder.iterdir())
-    other = [p.name for p in entries if not _is_shard(p.name)]
-    if other:
-        raise OpscopeError(
-            f"--shards-dir {folder} holds other files ({other[0]}): name a folder of its own (it is removed at the end)"
-        )
-    if entries and not resume:
-        raise OpscopeError(
-            f"--shards-dir {folder} holds {len(entries)} shard{'s' if len(entries) != 1 else ''} of an interrupted "
-            "run: add --resume to use them, or remove the folder"
-        )
-
-
-def _is_shard(name: str) -> bool:
-    """A what-if shard, or the temporary file of one whose writer died."""
-    return (name.startswith("whatif") and name.endswith(SUFFIX)) or (
-        name.startswith(".whatif") and name.endswith(".tmp")
-    )
+        check_folder(Path(shards_dir), resume, PREFIX, "--shards-dir")
 
 
 def encode(result: Any) -> bytes:
@@ -153,6 +105,11 @@ def decode(data: bytes) -> Any:
     return body["metrics"]
 
 
+def whatif_store(folder: str | Path | None, resume: bool = False) -> Store:
+    """The store of `--shards-dir` (`folder`) and `--resume`, coding outcomes, reports and metrics as JSON."""
+    return Store.of(folder, resume, Codec(encode, decode), PREFIX, "--shards-dir")
+
+
 class Waves:
     """One pool and one store: each wave of jobs read from shards or run, its results by job id."""
 
@@ -163,18 +120,8 @@ class Waves:
     def run(self, jobs: Sequence[Job], what: str) -> dict[str, Any]:
         """Each job's result by id: read from its shard when resuming, else run on the pool (its shard
         written here as it comes back); `what` heads the wave's progress (`3 builds`)."""
-        done = self.store.done()
-        results = {job.id: decode(self.store.shards.read(job.id)) for job in jobs if job.id in done}
-        todo = [job for job in jobs if job.id not in results]
-        self._say(what, len(results))
-
-        def record(job: Job, result: Any) -> None:
-            results[job.id] = result
-            if self.store.shards is not None:
-                self.store.shards.write(job.id, encode(result))
-
-        if todo:
-            run_jobs(self.pool, todo, record, self.progress)
+        self._say(what, len(self.store.done() & {job.id for job in jobs}))
+        results, _ = collect(self.pool, jobs, self.store, self.progress)
         return results
 
     def _say(self, what: str, read: int) -> None:
@@ -244,7 +191,7 @@ def measure_request(
             target=target,
             progress=progress,
         )
-    store = Store.of(shards_dir, resume)
+    store = whatif_store(shards_dir, resume)
     if sweep:
         sweep_options = {"blocks": blocks, "keep": keep, "floor": floor, "verify": verify, "variants": variants}
         return sweep_skip_jobs(evalset, **sweep_options, target=target, dask=dask, store=store, progress=progress)
@@ -257,10 +204,11 @@ def sweep_layer_jobs(
     *,
     target: str = "llvm-cpu",
     dask: str,
-    store: Store = Store(),
+    store: Store | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> WhatIfReport:
     """`opscope.act.whatif.sweep_layers` with each build a job on the `dask` pool: the serial report."""
+    store = store or whatif_store(None)
     report, outcomes = measure_jobs(evalset, layer_variants(evalset, scheme), target, dask, store, progress)
     store.remove()
     return by_layer(report, outcomes)
@@ -296,13 +244,14 @@ def sweep_skip_jobs(
     verify: bool = True,
     variants: Sequence[Variant] = (),
     dask: str,
-    store: Store = Store(),
+    store: Store | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> WhatIfReport:
     """`opscope.act.whatif.sweep_skips` with each evaluation a job on the `dask` pool (the module
     docstring): the serial report."""
     from opscope.jobs.executor import open_pool
 
+    store = store or whatif_store(None)
     gate = gate_pipeline(blocks)
     check_variants(evalset, [gate] + [v.pipeline for v in variants])
     sent, key, names = evalset.shipped(), evalset.digest(), gate_names(evalset, gate)

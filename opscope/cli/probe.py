@@ -114,6 +114,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(p)
     add_parameters(p, "with --measure: in a temporary folder, for every plan's build", dtype=False)
     add_dask(p, "--measure's builds (a job per plan)")
+    p.add_argument(
+        "--shards-dir",
+        metavar="DIR",
+        help="with --dask: keep each build's result in DIR as it comes back (a folder of its own, removed at the end)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --dask and --shards-dir: read the results a killed run left in DIR instead of building them again",
+    )
 
     p = _add_command(
         sub,
@@ -210,6 +220,8 @@ def _cmd_layers(args) -> int:
         progress=progress("layers"),
         **parameters(args),
         dask=args.dask,
+        shards_dir=args.shards_dir,
+        resume=args.resume,
     )
     _show(args, report, every=args.every)
     return 0

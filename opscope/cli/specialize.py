@@ -63,6 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(p, "the plan as JSON")
     add_parameters(p, "in a temporary folder, for every build; --apply writes it beside -o", dtype=False)
     add_dask(p, "each site's measurements (a job per site: its candidates timed on one worker)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --dask: read the site results a killed plan left in the run folder (plan.shards) instead of "
+        "measuring those sites again",
+    )
     p.set_defaults(fn=_cmd_plan)
 
 
@@ -86,6 +92,7 @@ def _cmd_plan(args) -> int:
         progress=progress("plan"),
         **parameters(args),
         dask=args.dask,
+        resume=args.resume,
     )
     print(opscope.render(plan, report_format(args)))
     write_html(args, plan)
