@@ -76,21 +76,6 @@ def run_jobs(
     return outcome
 
 
-def results_of(
-    spec: str, jobs: Sequence[Job], what: str, progress: Callable[[str], None] | None = None
-) -> dict[str, Any]:
-    """Every job run on the pool `spec` names, its result by job id: for a command that assembles the
-    results in its own (serial) order once all are back; `what` ("3 builds") is said with the pool."""
-    from opscope.jobs.executor import open_pool
-
-    results: dict[str, Any] = {}
-    with open_pool(spec) as pool:
-        if progress is not None:
-            progress(f"{what} on {pool.where}" + (f", dashboard {pool.dashboard}" if pool.dashboard else ""))
-        run_jobs(pool, jobs, lambda job, result: results.__setitem__(job.id, result), progress)
-    return results
-
-
 def worker_name() -> str:
     """host:pid of the process a job runs in: which worker measured what (timings compare within one)."""
     import os
