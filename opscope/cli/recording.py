@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sketches(pr)
     add_parameters(pr, "weights.irpa in the run folder")
     add_html(pr)
-    add_dask(pr)
+    add_dask(pr, "the steps (a job per shard, merged in step order)")
     pr.add_argument(
         "--shards",
         type=int,
@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--shapes", help="MxKxN[,MxKxN...] (default the reference's three)")
     sw.add_argument("--seeds", help="comma-separated seeds (default 1,2,3)")
     add_sketches(sw, sites=False)  # one matmul per run: --shapes picks them
-    add_dask(sw)
+    add_dask(sw, "the runs (a job per run)")
     sw.set_defaults(fn=_cmd_sweep)
 
     sq = sub.add_parser("seq", help="decode-like steps: drifting activations, fixed weight -> tidy CSV")
