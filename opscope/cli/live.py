@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default local:K, K worker processes here; needs pip install 'opscope[dask]'), and merge their sketches; "
         "a worker that dies has its share served again elsewhere (default 1: this process)",
     )
-    add_dask(lv)
+    add_dask(lv, "the trace's shares (a job per share; default local:K with --workers K)")
     lv.add_argument(
         "--csv", help="write the sampled statistics as tidy CSV (`opscope mine` reads it), one step per snapshot"
     )

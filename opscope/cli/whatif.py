@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", choices=TASKS, help="what the model's first result is (default: the zoo's, else outputs)")
     add_feed(p)
     add_parameters(p, "in a temporary folder, for every build")
-    add_dask(p)
+    add_dask(p, "a sweep's evaluations (a job each)")
     p.add_argument(
         "--shards-dir",
         metavar="DIR",
