@@ -164,7 +164,7 @@ def plan_jobs(
     from opscope.jobs.executor import open_pool
     from opscope.jobs.run import Job
     from opscope.jobs.shards import job_id
-    from opscope.jobs.store import collect
+    from opscope.jobs.store import Waves
 
     shipped, key = evalset.shipped(), evalset.digest()
     base = original_job(shipped, key, target)
@@ -180,16 +180,8 @@ def plan_jobs(
         )
         for (label, a), r in zip(plans, rewrites)
     ]
-    store = store or layers_store(None)
     with open_pool(dask) as pool:
-        if progress is not None:
-            read = len(store.done() & {job.id for job in [base, *jobs]})
-            progress(
-                f"{len(jobs)} builds on {pool.where}"
-                + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-                + (f"; {read} read from shards (resume)" if read else "")
-            )
-        results, _ = collect(pool, [base, *jobs], store, progress)
+        results = Waves(pool, store or layers_store(None), progress).run([base, *jobs], f"{len(jobs)} builds")
     return results[base.id], [results[job.id] for job in jobs]
 
 

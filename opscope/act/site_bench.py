@@ -301,7 +301,7 @@ def _site_jobs(
     from opscope.jobs.executor import open_pool
     from opscope.jobs.run import Job
     from opscope.jobs.shards import job_id
-    from opscope.jobs.store import collect
+    from opscope.jobs.store import Waves
 
     key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
     by_site: dict[str, list[int]] = {}
@@ -320,14 +320,7 @@ def _site_jobs(
         label = f"{site}: {len(mine)} candidate{'s' if len(mine) != 1 else ''}"
         jobs.append(Job(job_id("plan-site", params), label, site_job, (text, target, rounds, mine, tensors[site])))
     with open_pool(dask) as pool:
-        if progress is not None:
-            read = len(store.done() & {job.id for job in jobs})
-            progress(
-                f"{len(proposals)} candidates of {len(jobs)} sites on {pool.where}"
-                + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-                + (f"; {read} read from shards (resume)" if read else "")
-            )
-        done, _ = collect(pool, jobs, store, progress)
+        done = Waves(pool, store, progress).run(jobs, f"{len(proposals)} candidates of {len(jobs)} sites")
     store.remove()
     out: list[SiteResult | None] = [None] * len(proposals)
     for job, where in zip(jobs, by_site.values()):

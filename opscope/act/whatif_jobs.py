@@ -47,10 +47,9 @@ from opscope.act.whatif import (
     skip,
 )
 from opscope.errors import OpscopeError
-from opscope.jobs.executor import Pool
 from opscope.jobs.run import Job, once_per_worker
 from opscope.jobs.shards import job_id
-from opscope.jobs.store import Codec, Store, check_folder, collect
+from opscope.jobs.store import Codec, Store, Waves, check_folder
 
 PREFIX = "whatif"  # every what-if job id starts so (`whatif-…`, `whatif-original-…`, `whatif-gated-…`)
 _REPORT_FIELDS = ("model", "task", "target", "data", "baseline", "flops", "bytes", "weights")
@@ -108,31 +107,6 @@ def decode(data: bytes) -> Any:
 def whatif_store(folder: str | Path | None, resume: bool = False) -> Store:
     """The store of `--shards-dir` (`folder`) and `--resume`, coding outcomes, reports and metrics as JSON."""
     return Store.of(folder, resume, Codec(encode, decode), PREFIX, "--shards-dir")
-
-
-class Waves:
-    """One pool and one store: each wave of jobs read from shards or run, its results by job id."""
-
-    def __init__(self, pool: Pool, store: Store, progress: Callable[[str], None] | None):
-        self.pool, self.store, self.progress = pool, store, progress
-        self.first = True
-
-    def run(self, jobs: Sequence[Job], what: str) -> dict[str, Any]:
-        """Each job's result by id: read from its shard when resuming, else run on the pool (its shard
-        written here as it comes back); `what` heads the wave's progress (`3 builds`)."""
-        self._say(what, len(self.store.done() & {job.id for job in jobs}))
-        results, _ = collect(self.pool, jobs, self.store, self.progress)
-        return results
-
-    def _say(self, what: str, read: int) -> None:
-        """The wave's first line: what runs where (the dashboard once), and how many shards were read."""
-        if self.progress is None:
-            return
-        line = f"{what} on {self.pool.where}"
-        if self.first and self.pool.dashboard:
-            line += f", dashboard {self.pool.dashboard}"
-        self.first = False
-        self.progress(line + (f"; {read} read from shards (resume)" if read else ""))
 
 
 def original_job(sent: EvalSet, key: str, target: str) -> Job:

@@ -150,11 +150,8 @@ def record_sharded(
         if jobs:
             with open_pool(dask) as pool:
                 if progress is not None:
-                    progress(
-                        f"profile: {len(inputs)} steps in {len(ranges)} shards on {pool.where}"
-                        + (f", {len(ranges) - len(jobs)} finished before" if len(jobs) < len(ranges) else "")
-                        + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-                    )
+                    before = f", {len(ranges) - len(jobs)} finished before" if len(jobs) < len(ranges) else ""
+                    progress(pool.line(f"profile: {len(inputs)} steps in {len(ranges)} shards") + before)
                 result.seconds, _ = timed(run_jobs, pool, jobs, on_done, progress)
         append_ready()
         result.rows = rec.rows_written if not resume else _rows(csv)

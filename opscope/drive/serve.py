@@ -106,10 +106,7 @@ def serve_jobs(
         shards = Shards(folder, ".json")
         with open_pool(dask) as pool:
             if say is not None:
-                say(
-                    f"{workers} share{'s' if workers != 1 else ''} of {len(trace)} requests on {pool.where}"
-                    + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-                )
+                say(pool.line(f"{workers} share{'s' if workers != 1 else ''} of {len(trace)} requests"))
             t0 = time.perf_counter()
             done = run_jobs(pool, jobs, lambda job, data: shards.write(job.id, data), say)
             seconds = time.perf_counter() - t0

@@ -244,10 +244,7 @@ def _sweep_jobs(todo, rec: Recorder, result: SweepResult, config, folder: Path, 
         with open_pool(dask) as pool:
             result.workers = pool.where
             if say is not None:
-                say(
-                    f"sweep: {len(jobs)} runs on {pool.where}"
-                    + (f", dashboard {pool.dashboard}" if pool.dashboard else "")
-                )
+                say(pool.line(f"sweep: {len(jobs)} runs"))
             run_jobs(pool, jobs, on_done, say)
     append_ready()
     if at == len(order):

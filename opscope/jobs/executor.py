@@ -33,6 +33,11 @@ class Pool:
     dashboard: str | None = None  # Dask's dashboard address, when it serves one
     workers: int = 1  # the worker processes it had when opened (what a wave of jobs is sized by)
 
+    def line(self, what: str, dashboard: bool = True) -> str:
+        """The progress line that opens a command's jobs: `what` on where they run (and the dashboard)."""
+        shown = f", dashboard {self.dashboard}" if dashboard and self.dashboard else ""
+        return f"{what} on {self.where}{shown}"
+
 
 def parse_spec(spec: str) -> tuple[str, int | str]:
     """("local", N) or ("address", ADDRESS) from `--dask`'s value; a one-line error otherwise."""

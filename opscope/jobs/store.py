@@ -1,7 +1,7 @@
 """Job results kept as shards, so a run killed mid-way reads its finished jobs back (`--resume`).
 
-A `Store` is one command's folder of shards and whether this run resumes from it. `collect` runs
-jobs on a pool and writes each result as its shard as it comes back (this process writes them:
+A `Store` is one command's folder of shards and whether this run resumes from it. `Waves` runs
+jobs on a pool, wave after wave, and writes each result as its shard as it comes back (this process writes them:
 the workers need no shared folder), and when resuming reads the shards that are there instead of
 running those jobs. The command says how its results become bytes and back (`Codec`: JSON of its
 own types). The folder goes once the command's result is complete (`Store.remove`), so it may hold
@@ -107,19 +107,31 @@ def check_resume(dask: str | None, folder: str | Path | None, resume: bool, opti
         raise OpscopeError(f"{option} keeps the results of --dask jobs: give --dask too")
 
 
-def collect(
-    pool: Pool, jobs: Sequence[Job], store: Store, progress: Callable[[str], None] | None = None
-) -> tuple[dict[str, Any], int]:
-    """(each job's result by id, how many were read from shards): read when resuming, else run on
-    `pool`, each result written as its shard as it comes back."""
-    done = store.done()
-    results = {job.id: store.read(job.id) for job in jobs if job.id in done}
-    todo = [job for job in jobs if job.id not in results]
+class Waves:
+    """One pool and one store: each wave of a command's jobs read from shards or run, its results by job id."""
 
-    def record(job: Job, result: Any) -> None:
-        results[job.id] = result
-        store.write(job.id, result)
+    def __init__(self, pool: Pool, store: Store, progress: Callable[[str], None] | None = None):
+        self.pool, self.store, self.progress = pool, store, progress
+        self.first = True
 
-    if todo:
-        run_jobs(pool, todo, record, progress)
-    return results, len(jobs) - len(todo)
+    def run(self, jobs: Sequence[Job], what: str) -> dict[str, Any]:
+        """Each job's result by id: read from its shard when resuming, else run on the pool (its shard
+        written here as it comes back); `what` heads the wave's progress line (`3 builds`)."""
+        done = self.store.done()
+        results = {job.id: self.store.read(job.id) for job in jobs if job.id in done}
+        self._say(what, len(results))
+
+        def record(job: Job, result: Any) -> None:
+            results[job.id] = result
+            self.store.write(job.id, result)
+
+        todo = [job for job in jobs if job.id not in results]
+        if todo:
+            run_jobs(self.pool, todo, record, self.progress)
+        return results
+
+    def _say(self, what: str, read: int) -> None:
+        """The wave's first line: what runs where (the dashboard once), and how many shards were read."""
+        if self.progress is not None:
+            self.progress(self.pool.line(what, self.first) + (f"; {read} read from shards (resume)" if read else ""))
+        self.first = False
