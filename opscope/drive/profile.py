@@ -42,14 +42,13 @@ from opscope.drive.inputs import (
     read_sentences,
     tokenize,
 )
-from opscope.drive.profile_shards import ShardedBuild, check_shards, record_sharded, write_module
+from opscope.drive.profile_shards import ShardedBuild, check_sharding, record_sharded, write_module
 from opscope.drive.sequence import record_steps
 from opscope.errors import OpscopeError
 from opscope.ir.arguments import arguments, function_args
 from opscope.ir.loading import new_context, parse_module
 from opscope.ir.parameter_files import check_weights_dtype
 from opscope.ir.stat_config import StatConfig
-from opscope.jobs.executor import check_spec
 from opscope.mining.render import mine_markdown
 from opscope.mining.report import MineReport, mine_paths
 from opscope.models.demo import transformer_module
@@ -238,13 +237,7 @@ def profile(
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
     check_feed(inputs, text, tokenizer)
-    if dask is not None:
-        check_spec(dask)
-    check_shards(shards, steps, dask)
-    if resume and dask is None:
-        raise OpscopeError(
-            "--resume continues a profile run on Dask workers: give --dask (and --shards) as that run did"
-        )
+    check_sharding(dask, shards, steps, resume)
     if weights_dtype is not None and source is None:
         raise OpscopeError("a weights dtype is for a model's float32 weights: the built-in model has its own")
     if resume and out is None:
@@ -424,13 +417,7 @@ def profile_module(
         )
     if steps < 1:
         raise OpscopeError(f"steps must be >= 1, got {steps}")
-    if dask is not None:
-        check_spec(dask)
-    shards = check_shards(shards, steps, dask)
-    if resume and dask is None:
-        raise OpscopeError(
-            "--resume continues a profile run on Dask workers: give --dask (and --shards) as that run did"
-        )
+    shards = check_sharding(dask, shards, steps, resume)
     if check_weights_dtype(weights_dtype) is not None and parameters is False:
         raise OpscopeError(
             f"a weights dtype ({weights_dtype}) stores the weights in a parameter file: drop --no-parameters"

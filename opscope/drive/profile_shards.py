@@ -27,7 +27,7 @@ import numpy as np
 from opscope.drive.sequence import SequenceResult, module_rows
 from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
-from opscope.jobs.executor import open_pool
+from opscope.jobs.executor import check_spec, open_pool
 from opscope.jobs.run import Job, once_per_worker, run_jobs, timed
 from opscope.jobs.shards import Shards, atomic_write, job_id
 from opscope.record.recorder import Recorder, run_rows, write_site_costs
@@ -64,25 +64,34 @@ class ShardedBuild:
 
 @dataclass(frozen=True)
 class ShardDone:
-    """A shard's answer: its steps, rows, and for step 0 the parity and the model's own outputs."""
+    """A shard's answer: for the shard of step 0, its parity and the model's own outputs (else None)."""
 
-    first: int
-    steps: int
-    rows: int
     parity: float | None = None
     outputs: list | None = None  # the original results of step 0 (what verify compares)
 
 
-def check_shards(shards: int | None, steps: int, dask: str | None) -> int:
-    """How many shards `steps` are split in: `shards` (default 8), at most one per step; a one-line
-    error for shards without `--dask` or below 1."""
-    if shards is None:
-        return min(steps, DEFAULT_SHARDS)
-    if dask is None:
-        raise OpscopeError("--shards splits a profile's steps over Dask workers: give --dask too (local:2)")
-    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-        raise OpscopeError(f"--shards must be a whole number >= 1, got {shards!r}")
-    return min(shards, steps)
+def check_sharding(dask: str | None, shards: int | None, steps: int, resume: bool) -> int:
+    """How many shards `steps` are split in: `shards` (default 8), at most one per step; one-line errors,
+    before any work, for a bad `--dask`, shards without `--dask` or below 1, a resume without `--dask`."""
+    if dask is not None:
+        check_spec(dask)
+    count = min(steps, DEFAULT_SHARDS)
+    if shards is not None:
+        if dask is None:
+            raise OpscopeError("--shards splits a profile's steps over Dask workers: give --dask too (local:2)")
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+            raise OpscopeError(f"--shards must be a whole number >= 1, got {shards!r}")
+        count = min(shards, steps)
+    if resume and dask is None:
+        raise OpscopeError(
+            "--resume continues a profile run on Dask workers: give --dask (and --shards) as that run did"
+        )
+    return count
+
+
+def shards_folder(csv: Path) -> Path:
+    """Where a sharded profile's shards and the module its workers build wait: beside the CSV."""
+    return Path(str(csv) + ".shards")
 
 
 def split_steps(steps: int, shards: int) -> list[range]:
@@ -111,7 +120,7 @@ def record_sharded(
     """`inputs` (one argument list per step) recorded into `csv` by shard jobs on the `dask` pool,
     appended in step order: what `record_steps` writes in one process, with the same result. With
     `resume`, the steps `csv`'s journal holds and the shards a killed client left are not run again."""
-    store = Shards(Path(str(csv) + ".shards"), ".csv")
+    store = Shards(shards_folder(csv), ".csv")
     ranges = split_steps(len(inputs), shards)
     ids = [
         job_id("profile", {**build.key(), "dist": dist, "first": r.start, "inputs": _digest(inputs, r)}) for r in ranges
@@ -126,7 +135,7 @@ def record_sharded(
         waiting = store.done()
         todo = [i for i, r in enumerate(ranges) if not set(r) <= recorded and ids[i] not in waiting]
         ready: set[int] = {i for i in range(len(ranges)) if i not in todo}
-        answers: dict[int, ShardDone] = {}
+        head: ShardDone | None = None  # step 0's shard, when it runs here
         at = 0
 
         def append_ready() -> None:
@@ -137,8 +146,9 @@ def record_sharded(
                 at += 1
 
         def on_done(job: Job, done: ShardDone) -> None:
+            nonlocal head
             i = ids.index(job.id)
-            answers[i] = done
+            head = done if i == 0 else head
             ready.add(i)
             append_ready()
 
@@ -155,8 +165,8 @@ def record_sharded(
                 result.seconds, _ = timed(run_jobs, pool, jobs, on_done, progress)
         append_ready()
         result.rows = rec.rows_written if not resume else _rows(csv)
-    if 0 in answers:
-        result.parity, result.first_outputs = answers[0].parity, answers[0].outputs or []
+    if head is not None:
+        result.parity, result.first_outputs = head.parity, head.outputs or []
     else:  # step 0 was recorded before this call: check it here
         out = model(*inputs[0])
         result.parity, result.first_outputs = model.check_parity(list(inputs[0]), out), model.original(out)
@@ -183,7 +193,7 @@ def _rows(csv: Path) -> int:
 
 def write_module(model: InstrumentedModel, csv: Path) -> tuple[str, str]:
     """The untapped module written once beside `csv`'s shards for the workers: (its path, its sha256)."""
-    folder = Path(str(csv) + ".shards")
+    folder = shards_folder(csv)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MODULE_FILE
     atomic_write(path, lambda f: f.write(model.base_source))
@@ -196,17 +206,14 @@ def profile_shard(
     """One shard on a worker: the model built once per worker, its steps called, their rows
     written as shard `job`; step 0 also checks parity and hands back the original outputs."""
     model = once_per_worker(job_id("profile-build", build.key()), lambda: _build(build))
-    parts, rows, parity, outputs = [], 0, None, None
+    parts, done = [], ShardDone()
     for t, args in enumerate(steps, first):
         out = model(*args)
-        data, n = run_rows(0, t, model.target, dist, None, None, None, model.manifest, out)
-        parts.append(data)
-        rows += n
+        parts.append(run_rows(0, t, model.target, dist, None, None, None, model.manifest, out)[0])
         if t == 0:
-            parity = model.check_parity(args, out)
-            outputs = model.original(out)
+            done = ShardDone(model.check_parity(args, out), model.original(out))
     Shards(folder, ".csv").write(job, b"".join(parts))
-    return ShardDone(first, len(steps), rows, parity, outputs)
+    return done
 
 
 def _build(build: ShardedBuild) -> InstrumentedModel:
