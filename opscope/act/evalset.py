@@ -46,14 +46,10 @@ class EvalSet:
 
     def digest(self) -> str:
         """A hash of the model and its batches: what names a job measured on this set (`opscope.jobs`)."""
-        import hashlib
+        from opscope.jobs.shards import content_digest
 
-        h = hashlib.blake2b(digest_size=16)
-        h.update(self.module if isinstance(self.module, bytes) else self.module.encode())
-        for batch in self.batches:
-            for a in batch:
-                h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()
+        module = self.module if isinstance(self.module, bytes) else self.module.encode()
+        return content_digest([module, *(np.asarray(a) for batch in self.batches for a in batch)])
 
     def shipped(self) -> EvalSet:
         """This set as a job's argument: without its parameter file's folder, which stays this process's

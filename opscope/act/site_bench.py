@@ -300,10 +300,10 @@ def _site_jobs(
     candidates' rewrites); the results put back in `proposals`' order."""
     from opscope.jobs.executor import open_pool
     from opscope.jobs.run import Job
-    from opscope.jobs.shards import job_id
+    from opscope.jobs.shards import content_digest, job_id
     from opscope.jobs.store import Waves
 
-    key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    key = content_digest([text.encode()])
     by_site: dict[str, list[int]] = {}
     for i, p in enumerate(proposals):
         by_site.setdefault(p.site, []).append(i)

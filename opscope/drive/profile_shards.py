@@ -17,7 +17,6 @@ nothing is recorded twice.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.stat_config import StatConfig
 from opscope.jobs.executor import check_spec, open_pool
 from opscope.jobs.run import Job, once_per_worker, run_jobs, timed
-from opscope.jobs.shards import Shards, atomic_write, job_id
+from opscope.jobs.shards import Shards, atomic_write, content_digest, job_id
 from opscope.record.recorder import Recorder, run_rows, write_site_costs
 from opscope.run.instrumented import InstrumentedModel
 
@@ -42,7 +41,7 @@ class ShardedBuild:
     """What every worker builds: the untapped module's file and hash, and how it is tapped."""
 
     module: str  # the file holding the untapped module (bytecode), on a file system the workers share
-    digest: str  # its sha256: the build's identity
+    digest: str  # its `content_digest`: the build's identity
     target: str
     config: StatConfig
     name: str
@@ -123,7 +122,16 @@ def record_sharded(
     store = Shards(shards_folder(csv), ".csv")
     ranges = split_steps(len(inputs), shards)
     ids = [
-        job_id("profile", {**build.key(), "dist": dist, "first": r.start, "inputs": _digest(inputs, r)}) for r in ranges
+        job_id(
+            "profile",
+            {
+                **build.key(),
+                "dist": dist,
+                "first": r.start,
+                "inputs": content_digest(np.asarray(a) for t in r for a in inputs[t]),
+            },
+        )
+        for r in ranges
     ]
     result = SequenceResult(csv, len(inputs), 0, 0.0, costs, 0.0, [])
     with Recorder(csv, mode="a" if resume else "w") as rec:
@@ -192,12 +200,12 @@ def _rows(csv: Path) -> int:
 
 
 def write_module(model: InstrumentedModel, csv: Path) -> tuple[str, str]:
-    """The untapped module written once beside `csv`'s shards for the workers: (its path, its sha256)."""
+    """The untapped module written once beside `csv`'s shards for the workers: (its path, its digest)."""
     folder = shards_folder(csv)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MODULE_FILE
     atomic_write(path, lambda f: f.write(model.base_source))
-    return str(path.resolve()), hashlib.sha256(model.base_source).hexdigest()
+    return str(path.resolve()), content_digest([model.base_source])
 
 
 def profile_shard(
@@ -219,7 +227,7 @@ def profile_shard(
 def _build(build: ShardedBuild) -> InstrumentedModel:
     """The tapped model a worker calls, from the client's untapped module file."""
     source = Path(build.module).read_bytes()
-    if hashlib.sha256(source).hexdigest() != build.digest:
+    if content_digest([source]) != build.digest:
         raise OpscopeError(f"{build.module}: not the module this profile submitted (changed or not shared)")
     return InstrumentedModel.build(
         source, build.target, build.config, name=build.name, batch=build.batch, taps=build.taps, sites=build.sites
@@ -243,14 +251,3 @@ def _append(rec: Recorder, data: bytes, steps: range, recorded: set[int] = froze
 def _label(steps: range) -> str:
     """A shard as progress names it: `steps 8-15`, or `step 5`."""
     return f"step {steps.start}" if len(steps) == 1 else f"steps {steps.start}-{steps.stop - 1}"
-
-
-def _digest(inputs: Sequence[Sequence[np.ndarray]], steps: range) -> str:
-    """A hash of the arrays of `steps`: part of a shard's identity (other inputs, another job)."""
-    h = hashlib.blake2b(digest_size=8)
-    for t in steps:
-        for a in inputs[t]:
-            arr = np.ascontiguousarray(a)
-            h.update(f"{arr.dtype.str}{arr.shape}".encode())
-            h.update(arr.tobytes())
-    return h.hexdigest()

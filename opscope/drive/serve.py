@@ -12,7 +12,6 @@ request, so nothing is lost and nothing counted twice.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 import threading
@@ -20,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from tqdm import tqdm
 
 from opscope.drive.live import LiveSampler
@@ -28,7 +28,7 @@ from opscope.errors import OpscopeError
 from opscope.ir.manifest import Manifest
 from opscope.jobs.executor import open_pool
 from opscope.jobs.run import Job, once_per_worker, run_jobs
-from opscope.jobs.shards import Shards, job_id
+from opscope.jobs.shards import Shards, content_digest, job_id
 from opscope.online.snapshot import load, to_dict
 from opscope.online.stream import StreamSketch
 from opscope.run.compile import CompiledModule
@@ -130,10 +130,8 @@ def merge_shares(sketches: list[StreamSketch], every: int, config: dict | None) 
 
 def builds_of(sampler: LiveSampler) -> Builds:
     """The sampler's builds and settings as a job's picklable arguments, named by a digest of both builds."""
-    digest = hashlib.blake2b(digest_size=16)
-    for compiled in (sampler.tapped.compiled, sampler.plain.compiled):
-        digest.update(compiled.vmfb)
-        digest.update(json.dumps(compiled.parameters).encode())
+    builds = (sampler.tapped.compiled, sampler.plain.compiled)
+    digest = content_digest(part for c in builds for part in (c.vmfb, json.dumps(c.parameters).encode()))
     return Builds(
         sampler.tapped.compiled,
         sampler.plain.compiled,
@@ -143,19 +141,14 @@ def builds_of(sampler: LiveSampler) -> Builds:
         sampler.name,
         sampler.fingerprint_inputs,
         sampler.sketch.config,
-        digest.hexdigest(),
+        digest,
     )
 
 
 def trace_digest(trace: Trace) -> str:
     """A digest of what the trace sends (its order, its pool's inputs and labels): part of each share's id."""
-    digest = hashlib.blake2b(trace.order.astype("int64").tobytes(), digest_size=16)
-    digest.update(json.dumps(trace.labels).encode())
-    for entry in trace.pool:
-        for x in entry:
-            digest.update(f"{x.dtype}{x.shape}".encode())
-            digest.update(x.tobytes())
-    return digest.hexdigest()
+    arrays = (np.asarray(x) for entry in trace.pool for x in entry)
+    return content_digest([trace.order.astype("int64"), json.dumps(trace.labels).encode(), *arrays])
 
 
 def share_jobs(builds: Builds, trace: Trace, workers: int) -> list[Job]:

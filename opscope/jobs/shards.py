@@ -13,9 +13,11 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
+
+import numpy as np
 
 from opscope.errors import OpscopeError
 
@@ -37,6 +39,19 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def content_digest(parts: Iterable[bytes | np.ndarray]) -> str:
+    """A hash of what a job reads (a module's bytes, arrays with their dtype and shape): the part of
+    its id its parameters cannot carry as JSON."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            arr = np.ascontiguousarray(part)
+            h.update(f"{arr.dtype.str}{arr.shape}".encode())
+            part = arr.tobytes()
+        h.update(part)
+    return h.hexdigest()
 
 
 def job_id(kind: str, params: Mapping) -> str:
