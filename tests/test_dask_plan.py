@@ -142,11 +142,11 @@ def test_layers_shards_round_trip_and_their_options_are_one_line(tmp_path):
     back = layers_store(tmp_path / "shards", resume=True)
     assert back.read("whatif-original-1") == report and back.read("layers-plan-2") == metrics
     for options, message in (
-        ({"resume": True}, "--resume reads the shards of a --dask run: give --dask and --shards-dir"),
-        ({"shards_dir": tmp_path / "s"}, "--shards-dir keeps the results of --dask jobs: give --dask too"),
+        ({"resume": True}, "--resume (resume) reads the shards of a --dask run: give --dask and --shards-dir"),
+        ({"shards_dir": tmp_path / "s"}, "--shards-dir (shards_dir) keeps the results of --dask jobs: give --dask too"),
         (
             {"resume": True, "dask": "local:2"},
-            "--resume needs --shards-dir DIR, the folder the interrupted run wrote its shards to",
+            "--resume (resume) needs --shards-dir DIR (shards_dir), the folder the run wrote its shards to",
         ),
     ):
         with pytest.raises(OpscopeError) as e:

@@ -49,7 +49,7 @@ from opscope.act.whatif import (
 from opscope.errors import OpscopeError
 from opscope.jobs.run import Job, once_per_worker
 from opscope.jobs.shards import job_id
-from opscope.jobs.store import Codec, Store, Waves, check_folder
+from opscope.jobs.store import Codec, Store, Waves, check_folder, check_resume
 
 PREFIX = "whatif"  # every what-if job id starts so (`whatif-…`, `whatif-original-…`, `whatif-gated-…`)
 _REPORT_FIELDS = ("model", "task", "target", "data", "baseline", "flops", "bytes", "weights")
@@ -63,14 +63,7 @@ def check_jobs(
 
     if resume and not (sweep or sweep_layers):
         raise OpscopeError("--resume (resume) continues an interrupted --sweep or --sweep-layers run: drop --resume")
-    if resume and dask is None:
-        raise OpscopeError("--resume (resume) reads the shards of a --dask run: give --dask and --shards-dir")
-    if resume and shards_dir is None:
-        raise OpscopeError(
-            "--resume (resume) needs --shards-dir DIR (shards_dir), the folder the run wrote its shards to"
-        )
-    if shards_dir is not None and dask is None:
-        raise OpscopeError("--shards-dir (shards_dir) keeps the results of --dask jobs: give --dask too")
+    check_resume(dask, shards_dir, resume)
     if dask is not None and not (sweep or sweep_layers):
         raise OpscopeError(
             "--dask spreads --sweep's and --sweep-layers' evaluations over workers (sweep, sweep_layers); the "

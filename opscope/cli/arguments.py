@@ -44,6 +44,22 @@ def add_dask(parser: argparse.ArgumentParser, jobs: str = "the jobs") -> None:
     )
 
 
+def add_shards_dir(parser: argparse.ArgumentParser, run: str) -> None:
+    """--shards-dir DIR and --resume: where a --dask `run` keeps each job's result, and reading them back."""
+    parser.add_argument(
+        "--shards-dir",
+        metavar="DIR",
+        help="with --dask, each job's result also as a JSON shard in DIR (a folder of its own, removed once the "
+        "report is complete): what --resume reads after an interrupted run",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue an interrupted {run} --dask run: the jobs whose shards are in --shards-dir are read, "
+        "not run again",
+    )
+
+
 def add_parameters(parser: argparse.ArgumentParser, where: str, dtype: bool = True) -> None:
     """--parameters/--no-parameters: the model's weights in an IREE parameter file (`where`) or
     inside every compiled module, default by the model's size; with `dtype`, --weights-dtype: how

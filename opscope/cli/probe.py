@@ -21,6 +21,7 @@ from opscope.cli.arguments import (
     add_dask,
     add_format,
     add_parameters,
+    add_shards_dir,
     add_target,
     parameters,
     report_format,
@@ -114,16 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(p)
     add_parameters(p, "with --measure: in a temporary folder, for every plan's build", dtype=False)
     add_dask(p, "--measure's builds (a job per plan)")
-    p.add_argument(
-        "--shards-dir",
-        metavar="DIR",
-        help="with --dask: keep each build's result in DIR as it comes back (a folder of its own, removed at the end)",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="with --dask and --shards-dir: read the results a killed run left in DIR instead of building them again",
-    )
+    add_shards_dir(p, "--measure")
 
     p = _add_command(
         sub,

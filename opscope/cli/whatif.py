@@ -22,6 +22,7 @@ from opscope.cli.arguments import (
     add_feed,
     add_format,
     add_parameters,
+    add_shards_dir,
     add_source,
     add_target,
     feed,
@@ -91,18 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_feed(p)
     add_parameters(p, "in a temporary folder, for every build")
     add_dask(p, "a sweep's evaluations (a job each)")
-    p.add_argument(
-        "--shards-dir",
-        metavar="DIR",
-        help="with --dask, each job's result also as a JSON shard in DIR (a folder of its own, removed once the "
-        "report is complete): what --resume reads after an interrupted sweep",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted --sweep or --sweep-layers --dask run: the jobs whose shards are in "
-        "--shards-dir are read, not run again",
-    )
+    add_shards_dir(p, "--sweep or --sweep-layers")
     p.add_argument("--all", action="store_true", help="every row of the sweep")
     add_format(p)
     p.set_defaults(fn=_cmd_whatif)

@@ -97,14 +97,17 @@ def _is_shard(name: str, prefix: str | tuple[str, ...]) -> bool:
     )
 
 
-def check_resume(dask: str | None, folder: str | Path | None, resume: bool, option: str = "--shards-dir") -> None:
-    """`--resume` and a shard folder where they go (with `--dask`; resume with the folder), or one line."""
+def check_resume(dask: str | None, folder: str | Path | None, resume: bool) -> None:
+    """`--resume` and `--shards-dir` where they go (with `--dask`; resume with the folder), or one line
+    naming each option and its API argument."""
     if resume and dask is None:
-        raise OpscopeError(f"--resume reads the shards of a --dask run: give --dask and {option}")
+        raise OpscopeError("--resume (resume) reads the shards of a --dask run: give --dask and --shards-dir")
     if resume and folder is None:
-        raise OpscopeError(f"--resume needs {option} DIR, the folder the interrupted run wrote its shards to")
+        raise OpscopeError(
+            "--resume (resume) needs --shards-dir DIR (shards_dir), the folder the run wrote its shards to"
+        )
     if folder is not None and dask is None:
-        raise OpscopeError(f"{option} keeps the results of --dask jobs: give --dask too")
+        raise OpscopeError("--shards-dir (shards_dir) keeps the results of --dask jobs: give --dask too")
 
 
 class Waves:
