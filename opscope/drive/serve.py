@@ -4,16 +4,14 @@ With K shares (`serve_jobs`), share w serves requests w, w + K, ... of the trace
 the jobs layer (`opscope.jobs`: `local:N` Dask worker processes here or a scheduler's workers).
 A job carries what it serves as picklable arguments (both compiled builds as vmfb bytes, the
 paths of the parameter files they map, the manifest, the trace): a remote cluster needs a shared
-file system only for those parameter files. Each job returns its share's final sketch as JSON;
-this process writes it as a shard named by the job's id (atomic) and merges the shards in share
-order. A worker that dies mid-job has Dask run the job again elsewhere from the share's first
+file system only for those parameter files. Each job (its id: `job_id("live-share", ...)`) returns
+its share's final sketch as JSON, and this process merges them in share order. A worker that dies mid-job has Dask run the job again elsewhere from the share's first
 request, so nothing is lost and nothing counted twice.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,8 +26,8 @@ from opscope.errors import OpscopeError
 from opscope.ir.manifest import Manifest
 from opscope.jobs.executor import open_pool
 from opscope.jobs.run import Job, once_per_worker, run_jobs
-from opscope.jobs.shards import Shards, content_digest, job_id
-from opscope.online.snapshot import load, to_dict
+from opscope.jobs.shards import content_digest, job_id
+from opscope.online.snapshot import from_dict, to_dict
 from opscope.online.stream import StreamSketch
 from opscope.run.compile import CompiledModule
 from opscope.run.runtime import load as load_module
@@ -97,20 +95,20 @@ def serve_jobs(
     say: Callable[[str], None] | None = None,
 ) -> Served:
     """`trace` in `workers` shares (share w: requests w, w + K, ...), each a job on the `dask` pool
-    (`opscope.jobs.executor`), their final sketches written as shards and merged in share order."""
+    (`opscope.jobs.executor`), their final sketches (JSON, as `opscope.online.snapshot` saves them)
+    merged in share order."""
     if workers < 1:
         raise OpscopeError(f"live: --workers must be >= 1, got {workers}")
     builds = builds_of(sampler)
     jobs = share_jobs(builds, trace, workers)
-    with tempfile.TemporaryDirectory(prefix="opscope-live-") as folder:
-        shards = Shards(folder, ".json")
-        with open_pool(dask) as pool:
-            if say is not None:
-                say(pool.line(f"{workers} share{'s' if workers != 1 else ''} of {len(trace)} requests"))
-            t0 = time.perf_counter()
-            done = run_jobs(pool, jobs, lambda job, data: shards.write(job.id, data), say)
-            seconds = time.perf_counter() - t0
-        sketches = [load(shards.path(job.id)) for job in jobs]
+    results: dict[str, bytes] = {}
+    with open_pool(dask) as pool:
+        if say is not None:
+            say(pool.line(f"{workers} share{'s' if workers != 1 else ''} of {len(trace)} requests"))
+        t0 = time.perf_counter()
+        done = run_jobs(pool, jobs, lambda job, data: results.__setitem__(job.id, data), say)
+        seconds = time.perf_counter() - t0
+    sketches = [from_dict(json.loads(results[job.id])) for job in jobs]
     outcomes = [
         WorkerOutcome(w, len(trace.order[w::workers]), s.calls, done.seconds[job.id], job.id)
         for w, (job, s) in enumerate(zip(jobs, sketches, strict=True))
